@@ -1,0 +1,324 @@
+"""The operator definition API: one declaration per fused operator.
+
+``define_op`` takes a schema and the Python pieces of an operator (reference, fake,
+kernels per device, optional backward) and registers everything the dispatcher and
+torch.compile need:
+
+* the schema, in its namespace, unless torch_npu already defines it;
+* the fake (Meta) function, only for operators this process defines itself;
+* a kernel per device: a native (C++) kernel registered by ``op_sdk._C``, a Python
+  kernel (Triton launchers, ATen compositions), or the reference as the fallback;
+* Autograd{CPU,CUDA} kernels: the backward when one is given, otherwise a kernel that
+  runs the operator below autograd and fails at backward time, as ATen's
+  ``autogradNotImplementedFallback`` does;
+* for an in-place operator paired with its functional twin (``functional=``): the CPU /
+  CUDA kernels and the fake derived from the twin, and a Functionalize kernel
+  (in-place -> functional + write back) so the operator works under torch.compile even
+  though its schema returns an alias, which automatic functionalization rejects.
+
+The SDK's own operators (``op_sdk.ops``) and user plugins (``examples/``) use the same call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import sys
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+__all__ = [
+    "OpDef",
+    "define_op",
+    "get_op",
+    "registered_ops",
+    "functionalize_inplace",
+    "torch_npu_module",
+]
+
+_DISPATCH_KEYS = {"cpu": "CPU", "cuda": "CUDA"}
+_AUTOGRAD_KEYS = {"cpu": "AutogradCPU", "cuda": "AutogradCUDA"}
+
+_LIBRARIES: dict[str, torch.library.Library] = {}
+_REGISTRY: dict[str, OpDef] = {}
+
+
+def _library(namespace: str) -> torch.library.Library:
+    lib = _LIBRARIES.get(namespace)
+    if lib is None:
+        lib = torch.library.Library(namespace, "FRAGMENT")  # noqa: TOR901
+        _LIBRARIES[namespace] = lib
+    return lib
+
+
+_TORCH_NPU: list[Any] = []
+
+
+def torch_npu_module():
+    """Return the imported torch_npu module, or None when it cannot be imported.
+
+    torch_npu owns the ``npu`` namespace when present, so it must be imported before
+    the SDK defines anything; any failure to import it (no CANN libraries) means absent.
+    """
+    if not _TORCH_NPU:
+        module = None
+        if "torch_npu" in sys.modules or importlib.util.find_spec("torch_npu") is not None:
+            try:
+                module = importlib.import_module("torch_npu")
+            except Exception as exc:  # a broken install behaves as "absent"
+                warnings.warn(f"op_sdk: torch_npu is installed but failed to import ({exc}); "
+                              "using op_sdk's own definitions", stacklevel=2)
+        _TORCH_NPU.append(module)
+    return _TORCH_NPU[0]
+
+
+def _has_schema(namespace: str, name: str) -> bool:
+    try:
+        torch._C._get_schema(f"{namespace}::{name}", "")
+        return True
+    except RuntimeError:
+        return False
+
+
+@dataclasses.dataclass
+class OpDef:
+    """Everything the SDK knows about one operator."""
+
+    namespace: str
+    name: str
+    schema: str
+    reference: Callable
+    fake: Callable | None
+    kernels: dict[str, Callable]
+    native: tuple[str, ...]
+    backward: Callable | None
+    setup_context: Callable | None
+    functional: str | None
+    owned: bool = True  # False when torch_npu defined the schema
+    doc: str = ""
+    # devices listed in ``native`` whose C++ kernel is not loaded; the reference stands in
+    native_missing: set[str] = dataclasses.field(default_factory=set)
+
+    @property
+    def qualname(self) -> str:
+        return f"{self.namespace}::{self.name}"
+
+    @property
+    def op(self) -> torch._ops.OpOverload:
+        return getattr(getattr(torch.ops, self.namespace), self.name).default
+
+    @property
+    def mutated_args(self) -> list[str]:
+        return [a.name for a in self.op._schema.arguments
+                if a.alias_info is not None and a.alias_info.is_write]
+
+    def kernel_devices(self) -> dict[str, str]:
+        """Map each device with a kernel to where it comes from: native, python or reference."""
+        out = {}
+        for device, key in _DISPATCH_KEYS.items():
+            if device in self.kernels:
+                out[device] = "python"
+            elif device in self.native and device not in self.native_missing:
+                out[device] = "native"
+            elif torch._C._dispatch_has_kernel_for_dispatch_key(self.qualname, key):
+                out[device] = "reference"
+        return out
+
+    def __call__(self, *args, **kwargs):
+        return self.op(*args, **kwargs)
+
+
+def get_op(name: str, namespace: str = "npu") -> OpDef:
+    return _REGISTRY[f"{namespace}::{name}"]
+
+
+def registered_ops() -> list[OpDef]:
+    return list(_REGISTRY.values())
+
+
+def define_op(
+    schema: str,
+    *,
+    reference: Callable,
+    fake: Callable | None = None,
+    kernels: dict[str, Callable] | None = None,
+    native: tuple[str, ...] = (),
+    backward: Callable | None = None,
+    setup_context: Callable | None = None,
+    functional: str | None = None,
+    namespace: str = "npu",
+    doc: str = "",
+) -> OpDef:
+    """Declare and register one operator.
+
+    schema:        ``"name(args) -> returns"`` in the dispatcher's schema language.
+    reference:     plain-PyTorch implementation; the kernel of last resort on every
+                   device, and the ground truth of the tests and benchmarks.
+    fake:          shape / dtype function for FakeTensor and Meta. Defaults to the
+                   reference (fine when it does no data-dependent work).
+    kernels:       ``{"cpu": fn, "cuda": fn}`` Python kernels (Triton launchers, ...).
+    native:        devices whose kernels ``op_sdk._C`` registers from C++.
+    backward / setup_context: as for ``torch.library.register_autograd``.
+    functional:    for an in-place operator, the name of its functional twin (same
+                   namespace, same arguments); the in-place kernels, fake and
+                   functionalization are derived from it.
+    """
+    name = schema.split("(", 1)[0].strip()
+    qualname = f"{namespace}::{name}"
+    if qualname in _REGISTRY:
+        raise RuntimeError(f"op_sdk.define_op: {qualname} is already defined by op_sdk")
+    kernels = dict(kernels or {})
+    for device in list(kernels) + list(native):
+        if device not in _DISPATCH_KEYS:
+            raise ValueError(f"op_sdk.define_op({name}): unknown device {device!r}; "
+                             f"choose from {sorted(_DISPATCH_KEYS)}")
+    opdef = OpDef(namespace, name, schema, reference, fake, kernels, tuple(native),
+                  backward, setup_context, functional, doc=doc)
+    lib = _library(namespace)
+
+    if namespace == "npu":
+        torch_npu_module()
+    opdef.owned = not _has_schema(namespace, name)
+    if opdef.owned:
+        lib.define(schema)
+    else:
+        _check_same_schema(opdef)
+
+    if functional is not None:
+        _pair_inplace(opdef, lib)
+    else:
+        if opdef.owned:
+            torch.library.register_fake(qualname, fake or reference, lib=lib)
+        for device, key in _DISPATCH_KEYS.items():
+            if device in kernels:
+                lib.impl(name, kernels[device], key)
+            elif device in native:
+                if not _native_loaded() or not torch._C._dispatch_has_kernel_for_dispatch_key(
+                        qualname, key):
+                    # Built without the extension (or it failed to load): stay correct.
+                    opdef.native_missing.add(device)
+                    lib.impl(name, reference, key)
+            elif not torch._C._dispatch_has_kernel_for_dispatch_key(qualname, key):
+                lib.impl(name, reference, key)
+        _register_autograd(opdef, lib)
+
+    _REGISTRY[qualname] = opdef
+    return opdef
+
+
+def _check_same_schema(opdef: OpDef) -> None:
+    theirs = torch._C._get_schema(opdef.qualname, "")
+    ours = torch._C.parse_schema(f"{opdef.qualname}{opdef.schema[len(opdef.name):]}")
+    if str(theirs) != str(ours):
+        warnings.warn(f"op_sdk: {opdef.qualname} is already defined with schema {theirs}, "
+                      f"op_sdk expects {ours}; keeping the existing definition", stacklevel=3)
+
+
+def _native_loaded() -> bool:
+    from op_sdk import _native
+
+    return _native.load()
+
+
+def _register_autograd(opdef: OpDef, lib: torch.library.Library) -> None:
+    info = torch._library.autograd.Info(opdef.backward, opdef.setup_context)
+    kernel = torch._library.autograd.make_autograd_impl(opdef.op, info)
+    for key in _AUTOGRAD_KEYS.values():
+        lib.impl(opdef.name, kernel, key, with_keyset=True)
+
+
+# ---------------------------------------------------------------------------------------
+# In-place operators
+
+
+def functionalize_inplace(inplace: torch._ops.OpOverload, functional: torch._ops.OpOverload,
+                          lib: torch.library.Library | None = None) -> None:
+    """Register a Functionalize kernel for an in-place op whose schema returns its alias.
+
+    Automatic functionalization (``auto_functionalized``) refuses operators that return
+    an alias of a mutated input, so such an operator needs this: call the functional
+    twin on the unwrapped values, then replace each mutated input's value with the
+    result, which AOTAutograd turns into a copy back into the graph input.
+    ``functional`` must take the same arguments and return the new value(s) of the
+    mutated argument(s), in schema order.
+    """
+    schema = inplace._schema
+    mutated = [i for i, a in enumerate(schema.arguments)
+               if a.alias_info is not None and a.alias_info.is_write]
+    if not mutated:
+        raise ValueError(f"functionalize_inplace: {schema.name} mutates no argument")
+    names = [a.name for a in schema.arguments]
+    kwarg_only = {a.name for a in schema.arguments if a.kwarg_only}
+    ns, opname = schema.name.split("::")
+    lib = lib or _library(ns)
+
+    def kernel(*args, **kwargs):
+        from torch._subclasses.functional_tensor import CppFunctionalizeAPI
+
+        ctx = CppFunctionalizeAPI()
+        bound = _bind(names, kwarg_only, args, kwargs)
+        targets = [bound[names[i]] for i in mutated]
+        uargs, ukwargs = ctx.unwrap_tensors((args, kwargs))
+        with ctx.redispatch_to_next():
+            new_values = functional(*uargs, **ukwargs)
+        if not isinstance(new_values, (tuple, list)):
+            new_values = (new_values,)
+        for target, value in zip(targets, new_values):
+            ctx.replace(target, value)
+            ctx.commit_update(target)
+            ctx.sync(target)
+        return targets[0] if len(targets) == 1 else tuple(targets)
+
+    lib.impl(opname, kernel, "Functionalize")
+
+
+def _bind(names, kwarg_only, args, kwargs) -> dict[str, Any]:
+    bound = dict(zip([n for n in names if n not in kwarg_only], args))
+    bound.update(kwargs)
+    return bound
+
+
+def _pair_inplace(opdef: OpDef, lib: torch.library.Library) -> None:
+    """Derive the in-place operator's kernels from its functional twin."""
+    functional = getattr(getattr(torch.ops, opdef.namespace), opdef.functional).default
+    schema = opdef.op._schema
+    names = [a.name for a in schema.arguments]
+    kwarg_only = {a.name for a in schema.arguments if a.kwarg_only}
+    mutated = opdef.mutated_args
+    if len(mutated) != 1:
+        raise ValueError(f"op_sdk.define_op({opdef.name}): an in-place operator paired with "
+                         f"functional= must mutate exactly one argument, got {mutated}")
+    target = mutated[0]
+
+    def fake(*args, **kwargs):
+        functional(*args, **kwargs)  # runs the twin's shape checks
+        return _bind(names, kwarg_only, args, kwargs)[target]
+
+    def eager(*args, **kwargs):
+        out = functional(*args, **kwargs)
+        dst = _bind(names, kwarg_only, args, kwargs)[target]
+        with torch.no_grad():
+            dst.copy_(out)
+        return dst
+
+    def no_autograd(keyset, *args, **kwargs):
+        dst = _bind(names, kwarg_only, args, kwargs)[target]
+        if torch.is_grad_enabled() and dst.requires_grad:
+            raise RuntimeError(f"{opdef.name}: argument '{target}' requires grad; the "
+                               "in-place operator has no derivative. Use it under torch.no_grad()")
+        with torch._C._AutoDispatchBelowAutograd():
+            out = opdef.op.redispatch(keyset & torch._C._after_autograd_keyset, *args, **kwargs)
+        torch.autograd.graph.increment_version(dst)
+        return out
+
+    if opdef.owned:
+        torch.library.register_fake(opdef.qualname, opdef.fake or fake, lib=lib)
+    for device, key in _DISPATCH_KEYS.items():
+        lib.impl(opdef.name, opdef.kernels.get(device, eager), key)
+    for key in _AUTOGRAD_KEYS.values():
+        lib.impl(opdef.name, no_autograd, key, with_keyset=True)
+    functionalize_inplace(opdef.op, functional, lib)

@@ -1,0 +1,110 @@
+"""Shared rules of the operator contract: dtype codes, error messages, rounding, int4.
+
+Every constraint failure goes through ``fail`` / ``check`` so the message always reads
+``"<operator>: argument '<name>' <rule>"``; the C++ launchers use the same wording
+(csrc/checks.h), and the tests match on operator and argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+# The dispatcher passes ``int dtype`` arguments as ScalarType codes; a torch.dtype given
+# by the caller arrives as its code too. The contract's table of codes:
+DTYPE_CODES: dict[int, torch.dtype] = {
+    0: torch.uint8,
+    1: torch.int8,
+    3: torch.int32,
+    5: torch.float16,
+    6: torch.float32,
+    12: torch.qint8,
+    13: torch.quint8,
+    14: torch.qint32,
+    15: torch.bfloat16,
+    16: torch.quint4x2,
+}
+CODE_OF = {dt: code for code, dt in DTYPE_CODES.items()}
+
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+INT8_MAX = 127.0
+INT4_MAX = 7.0
+
+
+class OpArgumentError(RuntimeError):
+    """A call broke one of the operator's documented constraints."""
+
+
+def fail(op: str, arg: str, rule: str, exc: type[Exception] = OpArgumentError):
+    raise exc(f"{op}: argument '{arg}' {rule}")
+
+
+def check(cond: bool, op: str, arg: str, rule: str) -> None:
+    if not cond:
+        fail(op, arg, rule)
+
+
+def unsupported(op: str, arg: str, rule: str):
+    fail(op, arg, rule, NotImplementedError)
+
+
+def dtype_arg(op: str, arg: str, value, allowed: Sequence[int], default: int) -> int:
+    """Normalise an ``int dtype`` argument to its code and check it is allowed."""
+    code = default if value is None else value
+    if isinstance(code, torch.dtype):
+        code = CODE_OF.get(code, -1)
+    if code not in allowed:
+        names = ", ".join(f"{DTYPE_CODES[c]} ({c})" for c in allowed)
+        fail(op, arg, f"must be one of {names}, got {value}")
+    return int(code)
+
+
+def names(dtypes: Sequence[torch.dtype]) -> str:
+    return "/".join(str(d).replace("torch.", "") for d in dtypes)
+
+
+def check_dtype(t: torch.Tensor, op: str, arg: str, allowed: Sequence[torch.dtype]) -> None:
+    check(t.dtype in allowed, op, arg, f"must have dtype {names(allowed)}, got {t.dtype}")
+
+
+def check_same_shape(a: torch.Tensor, b: torch.Tensor, op: str, arg: str, other: str) -> None:
+    check(a.shape == b.shape, op, arg,
+          f"must have the same shape as '{other}', got {list(a.shape)} and {list(b.shape)}")
+
+
+def check_1d(t: torch.Tensor, op: str, arg: str, n) -> None:
+    check(t.dim() == 1 and t.shape[0] == n, op, arg,
+          f"must be 1-D of length {n}, got shape {list(t.shape)}")
+
+
+def quantize_round(v: torch.Tensor, lo: float, hi: float, dtype: torch.dtype) -> torch.Tensor:
+    """Round half to even and saturate, as every float -> integer step of the contract."""
+    return torch.round(v).clamp_(lo, hi).to(dtype)
+
+
+def pack_int4(q: torch.Tensor) -> torch.Tensor:
+    """Pack int4 values (an integer tensor in [-8, 7]) 8 per int32 along the last dim;
+    element 0 sits in the lowest nibble."""
+    *lead, n = q.shape
+    nib = (q.to(torch.int64) & 0xF).reshape(*lead, n // 8, 8)
+    shifts = torch.arange(0, 32, 4, dtype=torch.int64, device=q.device)
+    word = (nib << shifts).sum(-1)
+    # back to the signed int32 range: the top nibble carries bit 31
+    word = torch.where(word >= 2**31, word - 2**32, word)
+    return word.to(torch.int32)
+
+
+def unpack_int4(w: torch.Tensor) -> torch.Tensor:
+    """Inverse of pack_int4: int32 (..., n/8) -> int8 (..., n) in [-8, 7]."""
+    *lead, m = w.shape
+    shifts = torch.arange(0, 32, 4, dtype=torch.int64, device=w.device)
+    nib = (w.to(torch.int64).unsqueeze(-1) >> shifts) & 0xF
+    nib = torch.where(nib >= 8, nib - 16, nib)
+    return nib.reshape(*lead, m * 8).to(torch.int8)
+
+
+def empty_like_rows(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return t.new_empty((0,), dtype=dtype)

@@ -1,0 +1,77 @@
+"""npu_dtype_cast and _npu_dtype_cast: a cast that always returns a new tensor."""
+
+from __future__ import annotations
+
+import torch
+
+from op_sdk.library import define_op
+from op_sdk.ops._common import check
+
+# ScalarType codes a cast may target (the plain numeric dtypes; quantized ones are not
+# value types and raise).
+_CAST_TARGETS = {
+    0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64,
+    5: torch.float16, 6: torch.float32, 7: torch.float64, 11: torch.bool, 15: torch.bfloat16,
+}
+
+
+def _target(op: str, dtype) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        check(dtype in _CAST_TARGETS.values(), op, "dtype", f"cannot be {dtype}")
+        return dtype
+    check(dtype in _CAST_TARGETS, op, "dtype",
+          f"must be a numeric dtype code {sorted(_CAST_TARGETS)}, got {dtype}")
+    return _CAST_TARGETS[dtype]
+
+
+def _check_input_dtype(input, input_dtype):
+    if input_dtype is not None:
+        check(_target("npu_dtype_cast", input_dtype) == input.dtype, "npu_dtype_cast",
+              "input_dtype", f"must match the input's dtype {input.dtype}, got {input_dtype}")
+
+
+def dtype_cast_reference(input, dtype, input_dtype=None):
+    _check_input_dtype(input, input_dtype)
+    # .to(copy=True): a new tensor even when the dtype matches; float -> int truncates
+    return input.to(_target("npu_dtype_cast", dtype), copy=True)
+
+
+def dtype_cast_fake(input, dtype, input_dtype=None):
+    _check_input_dtype(input, input_dtype)
+    return torch.empty_like(input, dtype=_target("npu_dtype_cast", dtype))
+
+
+def _cast_setup(ctx, inputs, output):
+    ctx.in_dtype = inputs[0].dtype
+
+
+def _cast_backward(ctx, grad):
+    return grad.to(ctx.in_dtype), None, None
+
+
+def _private_cast_backward(ctx, grad):
+    return grad.to(ctx.in_dtype), None
+
+
+npu_dtype_cast = define_op(
+    "npu_dtype_cast(Tensor input, int dtype, int? input_dtype=None) -> Tensor",
+    reference=dtype_cast_reference, fake=dtype_cast_fake,
+    backward=_cast_backward, setup_context=_cast_setup,
+    doc="Cast to dtype; always a new tensor; float -> int truncates toward zero.",
+)
+
+
+def private_dtype_cast_reference(input, dtype):
+    return input.to(_target("_npu_dtype_cast", dtype), copy=True)
+
+
+def private_dtype_cast_fake(input, dtype):
+    return torch.empty_like(input, dtype=_target("_npu_dtype_cast", dtype))
+
+
+_npu_dtype_cast = define_op(
+    "_npu_dtype_cast(Tensor input, ScalarType dtype) -> Tensor",
+    reference=private_dtype_cast_reference, fake=private_dtype_cast_fake,
+    backward=_private_cast_backward, setup_context=_cast_setup,
+    doc="The ScalarType spelling of npu_dtype_cast, as torch_npu's .to() lowers to.",
+)

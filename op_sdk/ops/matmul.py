@@ -1,0 +1,235 @@
+"""npu_transpose_batchmatmul and npu_quant_matmul (the spec's subset).
+
+Both run on ATen's matmuls (torch.bmm, torch._int_mm); the fused part is the layout and
+dequantisation around them, done once without extra copies.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from op_sdk.library import define_op
+from op_sdk.ops._common import (
+    FLOAT_DTYPES,
+    check,
+    check_dtype,
+    dtype_arg,
+    quantize_round,
+    unsupported,
+)
+
+# ---- npu_transpose_batchmatmul -----------------------------------------------------------
+
+_PERM_X1 = ([0, 1, 2], [1, 0, 2])
+_PERM_X2 = ([0, 1, 2], [0, 2, 1])
+_LIMIT = 65536
+
+
+def check_transpose_batchmatmul(input, weight, bias, scale, perm_x1, perm_x2, perm_y,
+                                batch_split_factor):
+    """Returns (perm_x1, perm_x2, B, M, K, N, factor)."""
+    op = "npu_transpose_batchmatmul"
+    if scale is not None:
+        unsupported(op, "scale", "(the int8-output path) is not supported")
+    check(bias is None, op, "bias", "must be None")
+    p1 = list(perm_x1) if perm_x1 is not None else [0, 1, 2]
+    p2 = list(perm_x2) if perm_x2 is not None else [0, 1, 2]
+    py = list(perm_y) if perm_y is not None else [1, 0, 2]
+    check(p1 in _PERM_X1, op, "perm_x1", f"must be [0, 1, 2] or [1, 0, 2], got {p1}")
+    check(p2 in _PERM_X2, op, "perm_x2", f"must be [0, 1, 2] or [0, 2, 1], got {p2}")
+    check(py == [1, 0, 2], op, "perm_y", f"must be [1, 0, 2], got {py}")
+    check(input.dim() == 3, op, "input", f"must be 3-D, got {input.dim()} dims")
+    check(weight.dim() == 3, op, "weight", f"must be 3-D, got {weight.dim()} dims")
+    check_dtype(input, op, "input", FLOAT_DTYPES)
+    check(weight.dtype == input.dtype, op, "weight",
+          f"must have the dtype of 'input' ({input.dtype}), got {weight.dtype}")
+    b, m, k = (input.shape[0], input.shape[1], input.shape[2]) if p1 == [0, 1, 2] else \
+        (input.shape[1], input.shape[0], input.shape[2])
+    wb, wk, n = (weight.shape[0], weight.shape[1], weight.shape[2]) if p2 == [0, 1, 2] else \
+        (weight.shape[0], weight.shape[2], weight.shape[1])
+    check(wb == b, op, "weight", f"batch {wb} must equal the input's batch {b}")
+    check(wk == k, op, "weight", f"reduction dim {wk} must equal the input's K = {k}")
+    check(b < _LIMIT, op, "input", f"batch B must be < {_LIMIT}, got {b}")
+    check(n < _LIMIT, op, "weight", f"N must be < {_LIMIT}, got {n}")
+    f = 1 if batch_split_factor is None else batch_split_factor
+    check(f >= 1, op, "batch_split_factor", f"must be >= 1, got {f}")
+    check((b * n) % f == 0, op, "batch_split_factor",
+          f"must divide B * N = {b * n}, got {f}")
+    return p1, p2, b, m, k, n, f
+
+
+def transpose_batchmatmul_reference(input, weight, *, bias=None, scale=None, perm_x1=None,
+                                    perm_x2=None, perm_y=None, batch_split_factor=1):
+    p1, p2, b, m, k, n, f = check_transpose_batchmatmul(
+        input, weight, bias, scale, perm_x1, perm_x2, perm_y, batch_split_factor)
+    x = input if p1 == [0, 1, 2] else input.permute(1, 0, 2)
+    w = weight if p2 == [0, 1, 2] else weight.transpose(1, 2)
+    out = torch.bmm(x, w).permute(1, 0, 2)  # (M, B, N)
+    if f > 1:
+        out = out.reshape(m, f, b * n // f).transpose(0, 1)
+    return out.contiguous()
+
+
+def transpose_batchmatmul_fake(input, weight, *, bias=None, scale=None, perm_x1=None,
+                               perm_x2=None, perm_y=None, batch_split_factor=1):
+    _, _, b, m, _, n, f = check_transpose_batchmatmul(
+        input, weight, bias, scale, perm_x1, perm_x2, perm_y, batch_split_factor)
+    shape = (m, b, n) if f == 1 else (f, m, b * n // f)
+    return input.new_empty(shape)
+
+
+def transpose_batchmatmul_cpu(input, weight, *, bias=None, scale=None, perm_x1=None,
+                              perm_x2=None, perm_y=None, batch_split_factor=1):
+    """bmm written straight into the (M, B, N) layout: no transpose copy afterwards."""
+    p1, p2, b, m, k, n, f = check_transpose_batchmatmul(
+        input, weight, bias, scale, perm_x1, perm_x2, perm_y, batch_split_factor)
+    x = input if p1 == [0, 1, 2] else input.permute(1, 0, 2)
+    w = weight if p2 == [0, 1, 2] else weight.transpose(1, 2)
+    out = input.new_empty((m, b, n))
+    torch.bmm(x, w, out=out.permute(1, 0, 2))
+    if f > 1:
+        return out.reshape(m, f, b * n // f).transpose(0, 1).contiguous()
+    return out
+
+
+npu_transpose_batchmatmul = define_op(
+    "npu_transpose_batchmatmul(Tensor input, Tensor weight, *, Tensor? bias=None, "
+    "Tensor? scale=None, int[]? perm_x1=None, int[]? perm_x2=None, int[]? perm_y=None, "
+    "int? batch_split_factor=1) -> Tensor",
+    reference=transpose_batchmatmul_reference, fake=transpose_batchmatmul_fake,
+    kernels={"cpu": transpose_batchmatmul_cpu},
+    doc="Batched matmul with input / weight / output permutations, result (M, B, N).",
+)
+
+
+# ---- npu_quant_matmul --------------------------------------------------------------------
+
+INT8, INT32, FLOAT16, BFLOAT16 = 1, 3, 5, 15
+_OUT_DTYPES = {INT8: torch.int8, INT32: torch.int32, FLOAT16: torch.float16,
+               BFLOAT16: torch.bfloat16}
+_FLOAT_BIAS = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def check_quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype,
+                       x2_dtype, pertoken_scale_dtype, scale_dtype, group_sizes, y_scale):
+    """Returns the output dtype code. Everything outside the subset is NotImplementedError."""
+    op = "npu_quant_matmul"
+    for name, v in (("x1_dtype", x1_dtype), ("x2_dtype", x2_dtype),
+                    ("pertoken_scale_dtype", pertoken_scale_dtype),
+                    ("scale_dtype", scale_dtype), ("group_sizes", group_sizes),
+                    ("y_scale", y_scale)):
+        if v is not None:
+            unsupported(op, name, "is outside the supported subset (must be None)")
+    if x1.dtype != torch.int8:
+        unsupported(op, "x1", f"must be int8 (the supported subset), got {x1.dtype}")
+    if x2.dtype != torch.int8:
+        unsupported(op, "x2", f"must be int8 (the supported subset), got {x2.dtype}")
+    code = dtype_arg(op, "output_dtype", output_dtype, tuple(_OUT_DTYPES), INT8)
+    check(x1.dim() >= 2, op, "x1", f"must have at least 2 dims (m, k), got {x1.dim()}")
+    check(x2.dim() >= 2, op, "x2", f"must have at least 2 dims (k, n), got {x2.dim()}")
+    m, k = x1.shape[-2], x1.shape[-1]
+    k2, n = x2.shape[-2], x2.shape[-1]
+    check(k == k2, op, "x2", f"must have k = {k} rows (x1 is (m, k)), got {k2}")
+    try:
+        torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
+    except RuntimeError:
+        fail_shape = f"{list(x1.shape[:-2])} vs {list(x2.shape[:-2])}"
+        check(False, op, "x2", f"batch dims must broadcast with x1's: {fail_shape}")
+    check(scale.dim() == 1 and scale.shape[0] in (1, n), op, "scale",
+          f"must have shape (1,) or (n,) = ({n},), got {list(scale.shape)}")
+    check(scale.dtype in (torch.float32, torch.bfloat16), op, "scale",
+          f"must be float32 or bfloat16, got {scale.dtype}")
+    if pertoken_scale is not None:
+        check(pertoken_scale.dtype == torch.float32, op, "pertoken_scale",
+              f"must be float32, got {pertoken_scale.dtype}")
+        check(pertoken_scale.dim() == 1 and pertoken_scale.shape[0] == m, op,
+              "pertoken_scale", f"must have shape (m,) = ({m},), got "
+              f"{list(pertoken_scale.shape)}")
+        if code not in (FLOAT16, BFLOAT16):
+            unsupported(op, "pertoken_scale", "requires output_dtype float16 or bfloat16")
+    if offset is not None:
+        if code != INT8:
+            unsupported(op, "offset", "requires output_dtype int8")
+        check(offset.dtype == torch.float32 and offset.dim() == 1
+              and offset.shape[0] in (1, n), op, "offset",
+              f"must be float32 of shape (1,) or ({n},), got {offset.dtype} "
+              f"{list(offset.shape)}")
+    if bias is not None:
+        check(bias.dim() == 1 and bias.shape[0] == n, op, "bias",
+              f"must have shape (n,) = ({n},), got {list(bias.shape)}")
+        if bias.dtype in _FLOAT_BIAS:
+            if pertoken_scale is None:
+                unsupported(op, "bias", "of a float dtype requires pertoken_scale")
+        else:
+            check(bias.dtype == torch.int32, op, "bias",
+                  f"must be int32, or float16 / bfloat16 / float32 with pertoken_scale, got "
+                  f"{bias.dtype}")
+    return code
+
+
+def _int8_matmul(x1, x2):
+    """Exact int32 accumulation of int8 x int8 with broadcast batch dims."""
+    if x2.dim() == 2:
+        lead = x1.shape[:-1]
+        return torch._int_mm(x1.reshape(-1, x1.shape[-1]).contiguous(), x2).reshape(
+            *lead, x2.shape[-1])
+    batch = torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
+    a = x1.expand(*batch, *x1.shape[-2:]).reshape(-1, *x1.shape[-2:])
+    b = x2.expand(*batch, *x2.shape[-2:]).reshape(-1, *x2.shape[-2:])
+    out = torch.stack([torch._int_mm(a[i].contiguous(), b[i]) for i in range(a.shape[0])])
+    return out.reshape(*batch, x1.shape[-2], x2.shape[-1])
+
+
+def _quant_matmul(matmul, x1, x2, scale, *, offset=None, pertoken_scale=None, bias=None,
+                  output_dtype=None, x1_dtype=None, x2_dtype=None, pertoken_scale_dtype=None,
+                  scale_dtype=None, group_sizes=None, y_scale=None):
+    code = check_quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype,
+                              x1_dtype, x2_dtype, pertoken_scale_dtype, scale_dtype,
+                              group_sizes, y_scale)
+    acc = matmul(x1, x2)
+    if bias is not None and bias.dtype == torch.int32:
+        acc = acc + bias
+    if code == INT32:
+        return acc
+    out = acc.float() * scale.float()
+    if pertoken_scale is not None:
+        out = out * pertoken_scale[:, None]
+        if bias is not None and bias.dtype != torch.int32:
+            out = out + bias.float()
+    if code == INT8:
+        if offset is not None:
+            out = out + offset
+        return quantize_round(out, -128.0, 127.0, torch.int8)
+    return out.to(_OUT_DTYPES[code])
+
+
+def quant_matmul_reference(x1, x2, scale, **kwargs):
+    # fp64 products of int8 values are exact for any realistic k (< 2**38)
+    return _quant_matmul(lambda a, b: torch.matmul(a.double(), b.double()).to(torch.int32),
+                         x1, x2, scale, **kwargs)
+
+
+def quant_matmul_cpu(x1, x2, scale, **kwargs):
+    return _quant_matmul(_int8_matmul, x1, x2, scale, **kwargs)
+
+
+def quant_matmul_fake(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=None,
+                      output_dtype=None, x1_dtype=None, x2_dtype=None,
+                      pertoken_scale_dtype=None, scale_dtype=None, group_sizes=None,
+                      y_scale=None):
+    code = check_quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype,
+                              x1_dtype, x2_dtype, pertoken_scale_dtype, scale_dtype,
+                              group_sizes, y_scale)
+    batch = torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
+    return x1.new_empty((*batch, x1.shape[-2], x2.shape[-1]), dtype=_OUT_DTYPES[code])
+
+
+npu_quant_matmul = define_op(
+    "npu_quant_matmul(Tensor x1, Tensor x2, Tensor scale, *, Tensor? offset=None, "
+    "Tensor? pertoken_scale=None, Tensor? bias=None, int? output_dtype=None, "
+    "int? x1_dtype=None, int? x2_dtype=None, int? pertoken_scale_dtype=None, "
+    "int? scale_dtype=None, int[]? group_sizes=None, Tensor? y_scale=None) -> Tensor",
+    reference=quant_matmul_reference, fake=quant_matmul_fake,
+    kernels={"cpu": quant_matmul_cpu},
+    doc="int8 x int8 matmul with per-channel / per-token dequantisation (subset).",
+)

@@ -1,0 +1,176 @@
+"""npu_add_rms_norm_quant and npu_add_rms_norm_dynamic_quant.
+
+Native CPU kernels: csrc/norm_quant.cpp (over kernels/rms_norm.h and kernels/quant.h).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from op_sdk.library import define_op
+from op_sdk.ops._common import (
+    HALF_DTYPES,
+    INT8_MAX,
+    check,
+    check_1d,
+    dtype_arg,
+    quantize_round,
+)
+from op_sdk.ops.rms_norm import _normalize, check_add_rms_norm
+
+INT8, QINT8 = 1, 12
+
+
+# ---- npu_add_rms_norm_quant --------------------------------------------------------------
+
+def check_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1, beta, scales2,
+                             zero_points2, axis, dst_type):
+    op = "npu_add_rms_norm_quant"
+    check_add_rms_norm(op, x1, x2, gamma, dtypes=HALF_DTYPES)
+    check(axis == -1, op, "axis", f"must be -1, got {axis}")
+    dtype_arg(op, "dst_type", dst_type, (INT8, QINT8), INT8)
+    if x1.dtype == torch.float16:
+        s_dtype, zp_dtype, rule = torch.float32, torch.int32, "float16 x1 takes float32 " \
+            "scales and int32 zero points"
+    else:
+        s_dtype, zp_dtype, rule = torch.bfloat16, torch.bfloat16, "bfloat16 x1 takes " \
+            "bfloat16 scales and zero points"
+    for name, t, dt in (("scales1", scales1, s_dtype), ("zero_points1", zero_points1, zp_dtype),
+                        ("scales2", scales2, s_dtype), ("zero_points2", zero_points2, zp_dtype)):
+        if t is None:
+            continue
+        check(t.shape == gamma.shape, op, name,
+              f"must have gamma's shape {list(gamma.shape)}, got {list(t.shape)}")
+        check(t.dtype == dt, op, name, f"must have dtype {dt} ({rule}), got {t.dtype}")
+    check(zero_points2 is None or scales2 is not None, op, "zero_points2",
+          "requires scales2")
+    if beta is not None:
+        check(beta.shape == gamma.shape and beta.dtype == gamma.dtype, op, "beta",
+              f"must have gamma's shape and dtype ({list(gamma.shape)}, {gamma.dtype}), got "
+              f"({list(beta.shape)}, {beta.dtype})")
+
+
+def _static_quant(y, scales, zero_points, div_mode):
+    v = y / scales.float() if div_mode else y * scales.float()
+    if zero_points is not None:
+        v = v + zero_points.float()
+    return quantize_round(v, -128.0, 127.0, torch.int8)
+
+
+def add_rms_norm_quant_reference(x1, x2, gamma, scales1, zero_points1, beta=None, scales2=None,
+                                 zero_points2=None, *, axis=-1, epsilon=1e-6, div_mode=True,
+                                 dst_type=None):
+    check_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1, beta, scales2,
+                             zero_points2, axis, dst_type)
+    x = x1.float() + x2.float()
+    y, _ = _normalize(x, gamma, epsilon)
+    if beta is not None:
+        y = y + beta.float()
+    y1 = _static_quant(y, scales1, zero_points1, div_mode)
+    # y2 is always allocated; all zeros without scales2 (the contract's choice)
+    y2 = (_static_quant(y, scales2, zero_points2, div_mode) if scales2 is not None
+          else torch.zeros_like(y1))
+    return y1, y2, x.to(x1.dtype)
+
+
+def add_rms_norm_quant_fake(x1, x2, gamma, scales1, zero_points1, beta=None, scales2=None,
+                            zero_points2=None, *, axis=-1, epsilon=1e-6, div_mode=True,
+                            dst_type=None):
+    check_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1, beta, scales2,
+                             zero_points2, axis, dst_type)
+    y = torch.empty_like(x1, dtype=torch.int8)
+    return y, torch.empty_like(y), torch.empty_like(x1)
+
+
+npu_add_rms_norm_quant = define_op(
+    "npu_add_rms_norm_quant(Tensor x1, Tensor x2, Tensor gamma, Tensor scales1, "
+    "Tensor? zero_points1, Tensor? beta=None, Tensor? scales2=None, Tensor? zero_points2=None, "
+    "*, int axis=-1, float epsilon=1e-06, bool div_mode=True, int? dst_type=None) "
+    "-> (Tensor, Tensor, Tensor)",
+    reference=add_rms_norm_quant_reference, fake=add_rms_norm_quant_fake, native=("cpu",),
+    doc="add + rms_norm (+ beta) + static int8 quantisation, one or two scale sets.",
+)
+
+
+# ---- npu_add_rms_norm_dynamic_quant ------------------------------------------------------
+
+def dynamic_quant_branches(op, smooth_scale1, smooth_scale2, output_mask):
+    """Which of the two quantisation branches run (the output_mask rules)."""
+    if output_mask is None:
+        check(smooth_scale2 is None or smooth_scale1 is not None, op, "smooth_scale2",
+              "requires smooth_scale1 when output_mask is not given")
+        return True, smooth_scale1 is not None and smooth_scale2 is not None
+    mask = tuple(bool(m) for m in output_mask)
+    check(len(mask) == 2, op, "output_mask", f"must have 2 values, got {len(mask)}")
+    check(mask[0] or mask[1], op, "output_mask", "must select at least one output, got "
+          "[False, False]")
+    check(smooth_scale1 is None or mask[0], op, "smooth_scale1",
+          "requires output_mask[0] = True")
+    check(smooth_scale2 is None or mask[1], op, "smooth_scale2",
+          "requires output_mask[1] = True")
+    return mask
+
+
+def check_add_rms_norm_dynamic_quant(x1, x2, gamma, smooth_scale1, smooth_scale2, beta,
+                                     output_mask, y_dtype):
+    op = "npu_add_rms_norm_dynamic_quant"
+    check_add_rms_norm(op, x1, x2, gamma, dtypes=HALF_DTYPES, min_dims=2)
+    h = x1.shape[-1]
+    check_1d(gamma, op, "gamma", h)
+    for name, t in (("smooth_scale1", smooth_scale1), ("smooth_scale2", smooth_scale2),
+                    ("beta", beta)):
+        if t is not None:
+            check_1d(t, op, name, h)
+            check(t.dtype == x1.dtype, op, name,
+                  f"must have the dtype of 'x1' ({x1.dtype}), got {t.dtype}")
+    dtype_arg(op, "y_dtype", y_dtype, (INT8, QINT8), INT8)
+    return dynamic_quant_branches(op, smooth_scale1, smooth_scale2, output_mask)
+
+
+def _dynamic_branch(y, smooth):
+    v = y * smooth.float() if smooth is not None else y
+    amax = v.abs().amax(-1, keepdim=True)
+    inv = torch.where(amax > 0, INT8_MAX / amax, torch.zeros_like(amax))
+    return quantize_round(v * inv, -128.0, 127.0, torch.int8), (amax / INT8_MAX).squeeze(-1)
+
+
+def add_rms_norm_dynamic_quant_reference(x1, x2, gamma, *, smooth_scale1=None,
+                                         smooth_scale2=None, beta=None, epsilon=1e-6,
+                                         output_mask=None, y_dtype=None):
+    run = check_add_rms_norm_dynamic_quant(x1, x2, gamma, smooth_scale1, smooth_scale2, beta,
+                                           output_mask, y_dtype)
+    x = x1.float() + x2.float()
+    y, _ = _normalize(x, gamma, epsilon)
+    if beta is not None:
+        y = y + beta.float()
+    outs = []
+    for on, smooth in zip(run, (smooth_scale1, smooth_scale2)):
+        # a branch that does not run returns empty (0,) tensors (the contract's choice)
+        outs.append(_dynamic_branch(y, smooth) if on else
+                    (x1.new_empty((0,), dtype=torch.int8), x1.new_empty((0,), dtype=torch.float32)))
+    (y1, s1), (y2, s2) = outs
+    return y1, y2, x.to(x1.dtype), s1, s2
+
+
+def add_rms_norm_dynamic_quant_fake(x1, x2, gamma, *, smooth_scale1=None, smooth_scale2=None,
+                                    beta=None, epsilon=1e-6, output_mask=None, y_dtype=None):
+    run = check_add_rms_norm_dynamic_quant(x1, x2, gamma, smooth_scale1, smooth_scale2, beta,
+                                           output_mask, y_dtype)
+    ys, ss = [], []
+    for on in run:
+        ys.append(torch.empty_like(x1, dtype=torch.int8) if on
+                  else x1.new_empty((0,), dtype=torch.int8))
+        ss.append(x1.new_empty(x1.shape[:-1], dtype=torch.float32) if on
+                  else x1.new_empty((0,), dtype=torch.float32))
+    return ys[0], ys[1], torch.empty_like(x1), ss[0], ss[1]
+
+
+npu_add_rms_norm_dynamic_quant = define_op(
+    "npu_add_rms_norm_dynamic_quant(Tensor x1, Tensor x2, Tensor gamma, *, "
+    "Tensor? smooth_scale1=None, Tensor? smooth_scale2=None, Tensor? beta=None, "
+    "float epsilon=1e-06, bool[2]? output_mask=None, int? y_dtype=None) "
+    "-> (Tensor, Tensor, Tensor, Tensor, Tensor)",
+    reference=add_rms_norm_dynamic_quant_reference, fake=add_rms_norm_dynamic_quant_fake,
+    native=("cpu",),
+    doc="add + rms_norm (+ beta) + per-token dynamic int8 quantisation, up to two branches.",
+)

@@ -1,0 +1,64 @@
+"""npu_scatter_nd_update (functional) and npu_scatter_nd_update_ (in-place).
+
+The in-place schema returns its alias, so automatic functionalization does not apply;
+``functional=`` makes define_op derive the in-place kernels and register the
+functionalization (in-place -> functional + write back) through
+op_sdk.library.functionalize_inplace.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from op_sdk.library import define_op
+from op_sdk.ops._common import check
+
+_INDEX_DTYPES = (torch.int32, torch.int64)
+
+
+def check_scatter_nd_update(op, input, indices, updates):
+    """Returns K, the number of leading input dims each index addresses."""
+    check(indices.dtype in _INDEX_DTYPES, op, "indices",
+          f"must have dtype int32 or int64, got {indices.dtype}")
+    check(indices.dim() >= 1, op, "indices", "must have at least 1 dim (..., K)")
+    k = indices.shape[-1]
+    check(1 <= k <= input.dim(), op, "indices",
+          f"last dim K must be in [1, input.dim() = {input.dim()}], got {k}")
+    want = list(indices.shape[:-1]) + list(input.shape[k:])
+    check(list(updates.shape) == want, op, "updates",
+          f"must have shape indices.shape[:-1] + input.shape[K:] = {want}, got "
+          f"{list(updates.shape)}")
+    check(updates.dtype == input.dtype, op, "updates",
+          f"must have the dtype of 'input' ({input.dtype}), got {updates.dtype}")
+    return k
+
+
+def scatter_nd_update_reference(input, indices, updates):
+    op = "npu_scatter_nd_update"
+    k = check_scatter_nd_update(op, input, indices, updates)
+    idx = indices.reshape(-1, k).to(torch.int64)
+    bound = torch.tensor(input.shape[:k], dtype=torch.int64, device=idx.device)
+    # out-of-range indices raise: never write out of bounds
+    check(bool(((idx >= 0) & (idx < bound)).all()), op, "indices",
+          f"values must be in [0, size) of input dims {list(input.shape[:k])}")
+    out = input.clone()
+    out[tuple(idx.t())] = updates.reshape(-1, *input.shape[k:])
+    return out
+
+
+def scatter_nd_update_fake(input, indices, updates):
+    check_scatter_nd_update("npu_scatter_nd_update", input, indices, updates)
+    return torch.empty_like(input)
+
+
+npu_scatter_nd_update = define_op(
+    "npu_scatter_nd_update(Tensor input, Tensor indices, Tensor updates) -> Tensor",
+    reference=scatter_nd_update_reference, fake=scatter_nd_update_fake,
+    doc="A copy of input with the slices addressed by indices replaced by updates.",
+)
+
+npu_scatter_nd_update_ = define_op(
+    "npu_scatter_nd_update_(Tensor(a!) input, Tensor indices, Tensor updates) -> Tensor(a!)",
+    reference=scatter_nd_update_reference, functional="npu_scatter_nd_update",
+    doc="In-place npu_scatter_nd_update; returns input.",
+)
