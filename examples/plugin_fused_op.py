@@ -1,0 +1,83 @@
+"""A user's fused operator in one Python file, plugin style: no rebuild, no C++.
+
+Load this file before compiling (``import plugin_fused_op`` or ``python plugin_fused_op.py``)
+and ``torch.ops.my_ops.silu_mul_quant`` works in eager and under torch.compile: a CPU
+kernel of its own, the reference on any other device.
+
+The operator: SwiGLU's ``silu(gate) * up`` followed by per-token dynamic int8
+quantisation, i.e. what feeds a W8A8 down-projection.
+"""
+
+from __future__ import annotations
+
+import torch
+
+import op_sdk
+
+SCHEMA = "silu_mul_quant(Tensor gate, Tensor up) -> (Tensor, Tensor)"
+
+
+def check(gate, up):
+    """The operator's rules, shared by every implementation below."""
+    if gate.shape != up.shape:
+        raise RuntimeError(f"silu_mul_quant: argument 'up' must have the shape of 'gate' "
+                           f"{list(gate.shape)}, got {list(up.shape)}")
+    if not gate.dtype.is_floating_point or up.dtype != gate.dtype:
+        raise RuntimeError(f"silu_mul_quant: argument 'up' must have the floating dtype of "
+                           f"'gate', got {gate.dtype} and {up.dtype}")
+
+
+def reference(gate, up):
+    """The ground truth: plain PyTorch, fp32 inside."""
+    check(gate, up)
+    h = torch.nn.functional.silu(gate.float()) * up.float()
+    amax = h.abs().amax(-1, keepdim=True)
+    inv = torch.where(amax > 0, 127.0 / amax, torch.zeros_like(amax))
+    y = torch.round(h * inv).clamp(-128, 127).to(torch.int8)
+    return y, (amax / 127.0).squeeze(-1)
+
+
+def fake(gate, up):
+    """Shapes and dtypes only: what torch.compile needs to trace the op."""
+    check(gate, up)
+    return (torch.empty_like(gate, dtype=torch.int8),
+            gate.new_empty(gate.shape[:-1], dtype=torch.float32))
+
+
+def cpu_kernel(gate, up):
+    """A per-device kernel: fp32 temporaries updated in place instead of new ones."""
+    check(gate, up)
+    h = torch.nn.functional.silu(gate.float()).mul_(up.float())
+    amax = h.abs().amax(-1, keepdim=True)
+    inv = torch.where(amax > 0, 127.0 / amax, torch.zeros_like(amax))
+    y = h.mul_(inv).round_().clamp_(-128, 127).to(torch.int8)
+    return y, amax.div_(127.0).squeeze(-1)
+
+
+silu_mul_quant = op_sdk.define_op(
+    SCHEMA,
+    namespace="my_ops",
+    reference=reference,
+    fake=fake,
+    kernels={"cpu": cpu_kernel},  # other devices run the reference
+    doc="silu(gate) * up, then per-token dynamic int8 quantisation.",
+)
+
+
+def main() -> None:
+    gate = torch.randn(257, 512, dtype=torch.bfloat16)
+    up = torch.randn(257, 512, dtype=torch.bfloat16)
+    y_eager, s_eager = torch.ops.my_ops.silu_mul_quant(gate, up)
+
+    @torch.compile(fullgraph=True, dynamic=True)
+    def block(g, u):
+        y, s = torch.ops.my_ops.silu_mul_quant(g, u)
+        return y.float() * s[:, None]  # dequantise: Inductor fuses this around the op
+
+    out = block(gate, up)
+    err = (out - y_eager.float() * s_eager[:, None]).abs().max().item()
+    print(f"silu_mul_quant: eager y {tuple(y_eager.shape)} {y_eager.dtype}, compiled max error {err:.3g}")
+
+
+if __name__ == "__main__":
+    main()
