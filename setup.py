@@ -12,14 +12,21 @@ here = os.path.dirname(os.path.abspath(__file__))
 
 # Baseline x86-64-v3 (AVX2 + FMA + F16C); hot loops add AVX-512 clones chosen at load
 # time (see kernels/simd.h), so one binary runs everywhere and uses what the CPU has.
-cxx_flags = ["-O3", "-std=c++17", "-fopenmp-simd", "-mavx2", "-mfma", "-mf16c",
-             "-fno-math-errno", "-Wall", "-Wno-unused-function"]
+# -fopenmp: at::parallel_for is an inline `#pragma omp parallel` (torch's OpenMP backend);
+# without the flag it silently runs on one thread. The .so then needs libgomp.so.1, which
+# resolves to the copy torch has already loaded (one OpenMP runtime, torch's thread count).
+# -std=c++20: what torch 2.13's headers expect (c++17 warns in c10/core/AutogradState.h).
+# -Wno-maybe-uninitialized: GCC 12 false positives inside its own AVX-512 intrinsics
+# (_mm512_undefined_*), reported at every inlined use.
+cxx_flags = ["-O3", "-std=c++20", "-fopenmp", "-mavx2", "-mfma", "-mf16c",
+             "-fno-math-errno", "-Wall", "-Wno-unused-function", "-Wno-maybe-uninitialized"]
 
 ext = CppExtension(
     name="op_sdk._C",
     sources=sorted(glob.glob(os.path.join("csrc", "*.cpp"))),
     include_dirs=[os.path.join(here, "kernels"), os.path.join(here, "csrc")],
     extra_compile_args={"cxx": cxx_flags},
+    extra_link_args=["-fopenmp"],
     py_limited_api=False,
 )
 

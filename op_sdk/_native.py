@@ -11,6 +11,8 @@ _STATE: dict[str, object] = {}
 def load() -> bool:
     """Load the extension once; return whether its kernels are registered."""
     if "loaded" not in _STATE:
+        import torch  # noqa: F401  (loads libc10 / libtorch, which the extension links to)
+
         try:
             importlib.import_module("op_sdk._C")
             _STATE["loaded"] = True

@@ -130,7 +130,8 @@ def check_add_rms_norm_dynamic_quant(x1, x2, gamma, smooth_scale1, smooth_scale2
 def _dynamic_branch(y, smooth):
     v = y * smooth.float() if smooth is not None else y
     amax = v.abs().amax(-1, keepdim=True)
-    inv = torch.where(amax > 0, INT8_MAX / amax, torch.zeros_like(amax))
+    # one fp32 division 127 / amax (a Python scalar / tensor is reciprocal(amax) * 127)
+    inv = torch.where(amax > 0, torch.full_like(amax, INT8_MAX) / amax, torch.zeros_like(amax))
     return quantize_round(v * inv, -128.0, 127.0, torch.int8), (amax / INT8_MAX).squeeze(-1)
 
 

@@ -108,7 +108,9 @@ def dynamic_quant_reference(input, *, smooth_scales=None, group_index=None, dst_
     else:
         amax = s.abs().amax(-2, keepdim=True)
     # All-zero rows: scale 0 and y 0 (the contract's choice), never NaN.
-    inv = torch.where(amax > 0, dmax / amax, torch.zeros_like(amax))
+    # one fp32 division dmax / amax (a Python scalar / tensor is reciprocal(amax) * dmax,
+    # which can differ in the last bit)
+    inv = torch.where(amax > 0, torch.full_like(amax, dmax) / amax, torch.zeros_like(amax))
     q = quantize_round(s * inv, -dmax - 1, dmax, torch.int8)
     scale = amax / dmax
     _, s_shape = _dynamic_quant_shapes(input, quant_mode, code)
@@ -149,8 +151,11 @@ def check_quantize(input, scales, zero_points, dtype, axis, div_mode):
     check_dtype(input, op, "input", FLOAT_DTYPES)
     check(input.dim() >= 1, op, "input", "must have at least 1 dim")
     code = dtype_arg(op, "dtype", dtype, tuple(_QUANTIZE_OUT), None)
-    check(-input.dim() <= axis < input.dim(), op, "axis",
-          f"must be in [{-input.dim()}, {input.dim() - 1}], got {axis}")
+    # div_mode=False coerces any axis >= -1 to the last axis, so only an honoured axis
+    # (div_mode=True, or axis <= -2) has to be a dim of the input
+    if div_mode or axis <= -2:
+        check(-input.dim() <= axis < input.dim(), op, "axis",
+              f"must be in [{-input.dim()}, {input.dim() - 1}], got {axis}")
     if div_mode:
         ax = axis % input.dim()
         check(code != QUINT4X2, op, "dtype", "quint4x2 (int4 packed in int32) requires "

@@ -1,0 +1,139 @@
+// Launcher plumbing shared by the csrc/*.cpp files: dtype -> kernel element type,
+// typed data pointers, the row-parallel loop, and outputs laid out like the fakes'.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "simd.h"
+
+namespace opsdk {
+
+// Calls f(T{}) with T the kernel element type of a float dtype (float, opk::bf16, opk::fp16).
+template <typename F>
+inline void dispatch_float(c10::ScalarType t, F&& f) {
+  switch (t) {
+    case at::kFloat: f(float{}); break;
+    case at::kHalf: f(opk::fp16{}); break;
+    case at::kBFloat16: f(opk::bf16{}); break;
+    default: TORCH_CHECK(false, "op_sdk: no CPU kernel for dtype ", t);
+  }
+}
+
+template <typename T>
+inline T* ptr(const at::Tensor& t) {
+  return reinterpret_cast<T*>(t.data_ptr());
+}
+template <typename T>
+inline const T* ptr_or_null(const std::optional<at::Tensor>& t) {
+  return t.has_value() ? reinterpret_cast<const T*>(t->data_ptr()) : nullptr;
+}
+
+// Splits rows over the intra-op threads, with at least ~16K elements per task so that small
+// problems stay on the calling thread. f(begin, end).
+template <typename F>
+inline void parallel_rows(int64_t rows, int64_t n, const F& f) {
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1));
+  at::parallel_for(0, rows, grain, f);
+}
+
+inline int64_t leading_numel(const at::Tensor& x, int64_t trailing_dims) {
+  int64_t rows = 1;
+  for (int64_t d = 0; d < x.dim() - trailing_dims; ++d) rows *= x.size(d);
+  return rows;
+}
+
+// Fresh multi-MB outputs are page-faulted by the kernel that first writes them, one 4 KB
+// fault at a time: on a 4096 x 4096 problem that costs more than the arithmetic. Ask for
+// transparent huge pages on the 2 MB-aligned part first (what c10's allocator does under
+// THP_MEM_ALLOC_ENABLE=1), so it is one fault per 2 MB. A hint only: harmless on memory
+// that is already mapped, ignored where THP is off; OP_SDK_CPU_HUGEPAGES=0 turns it off.
+inline void advise_huge_pages(const at::Tensor& t) {
+  constexpr uintptr_t kHuge = uintptr_t(2) << 20;
+  const size_t bytes = t.nbytes();
+  static const bool enabled = [] {
+    const char* env = std::getenv("OP_SDK_CPU_HUGEPAGES");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }();
+  if (!enabled || bytes < 2 * kHuge || t.data_ptr() == nullptr) return;
+  const uintptr_t p = reinterpret_cast<uintptr_t>(t.data_ptr());
+  const uintptr_t b = (p + kHuge - 1) & ~(kHuge - 1), e = (p + bytes) & ~(kHuge - 1);
+  if (e > b) (void)madvise(reinterpret_cast<void*>(b), e - b, MADV_HUGEPAGE);
+}
+
+// at::empty for an output the kernels fill.
+inline at::Tensor new_output(at::IntArrayRef shape, const at::TensorOptions& options) {
+  at::Tensor t = at::empty(shape, options);
+  advise_huge_pages(t);
+  return t;
+}
+
+// Whether the kernels write an output with non-temporal stores: it is larger than the
+// caches, aligned for whole-vector stores (rows of n % 16 == 0 elements), and its pages are
+// already mapped (the allocator handed back memory it had used: no read-for-ownership
+// then). Fresh pages are zeroed into the cache by the page-fault handler, and there the
+// ordinary stores that hit those lines are the cheaper ones. Three pages are sampled.
+// OP_SDK_CPU_STREAM=never / always overrides the choice (always: any aligned output; the
+// tests use it to run the streaming paths on small shapes).
+inline bool stream_friendly(const at::Tensor& t, int64_t n) {
+  constexpr size_t kMinBytes = size_t(8) << 20;
+  static const int mode = [] {  // 0 auto, 1 never, 2 always
+    const char* env = std::getenv("OP_SDK_CPU_STREAM");
+    if (env == nullptr) return 0;
+    return std::strcmp(env, "never") == 0 ? 1 : std::strcmp(env, "always") == 0 ? 2 : 0;
+  }();
+  const uintptr_t p = reinterpret_cast<uintptr_t>(t.data_ptr());
+  const size_t bytes = t.nbytes();
+  if (mode == 1 || n % 16 != 0 || p % 64 != 0 || bytes == 0) return false;
+  if (mode == 2) return true;
+  if (bytes < kMinBytes) return false;
+  static const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  for (uintptr_t a : {p, p + bytes / 2, p + bytes - 1}) {
+    unsigned char resident = 0;
+    if (mincore(reinterpret_cast<void*>(a & ~(page - 1)), page, &resident) != 0 ||
+        (resident & 1) == 0)
+      return false;
+  }
+  return true;
+}
+
+// A large all-zero output: fresh anonymous pages read as zero (the OS maps its zero page
+// until someone writes), so it costs no stores and no page zeroing. Small ones: at::zeros.
+inline at::Tensor zeros_output(at::IntArrayRef shape, const at::TensorOptions& options) {
+  constexpr size_t kMinBytes = size_t(2) << 20;
+  const size_t bytes = size_t(c10::multiply_integers(shape)) * options.dtype().itemsize();
+  if (bytes < kMinBytes) return at::zeros(shape, options);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return at::zeros(shape, options);
+  return at::from_blob(p, shape, [bytes](void* q) { munmap(q, bytes); }, options);
+}
+
+// An output shaped like x as the fake functions allocate it (torch.empty_like: a dense
+// non-contiguous x keeps its strides). The kernels write contiguous rows into `work`;
+// finish() copies them into `result` in that one case.
+struct LikeOutput {
+  at::Tensor result;
+  at::Tensor work;
+  at::Tensor finish() {
+    if (!result.is_same(work)) result.copy_(work);
+    return result;
+  }
+};
+inline LikeOutput output_like(const at::Tensor& x, c10::ScalarType dtype) {
+  at::Tensor r = at::empty_like(x, x.options().dtype(dtype));
+  if (r.is_contiguous()) {
+    advise_huge_pages(r);
+    return {r, r};
+  }
+  return {r, new_output(x.sizes(), x.options().dtype(dtype))};
+}
+
+}  // namespace opsdk

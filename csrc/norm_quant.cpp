@@ -1,0 +1,207 @@
+// CPU launchers of npu_add_rms_norm_quant and npu_add_rms_norm_dynamic_quant: the
+// contract's checks (the same rules and words as op_sdk/ops/norm_quant.py), layout,
+// dtype dispatch and threading around the row kernels of kernels/norm_quant.h.
+#include <torch/library.h>
+
+#include <array>
+
+#include "checks.h"
+#include "launch.h"
+#include "norm_quant.h"
+
+namespace opsdk {
+namespace {
+
+using at::Tensor;
+
+constexpr int64_t kInt8 = 1, kQInt8 = 12;
+
+// ---- npu_add_rms_norm_quant -------------------------------------------------------------
+
+void check_add_rms_norm_quant(const Tensor& x1, const Tensor& x2, const Tensor& gamma,
+                              const Tensor& scales1, const std::optional<Tensor>& zero_points1,
+                              const std::optional<Tensor>& beta,
+                              const std::optional<Tensor>& scales2,
+                              const std::optional<Tensor>& zero_points2, int64_t axis,
+                              std::optional<int64_t> dst_type) {
+  const char* op = "npu_add_rms_norm_quant";
+  check_add_rms_norm(op, x1, x2, gamma, /*half_only=*/true);
+  OPK_CHECK(axis == -1, op, "axis", "must be -1, got ", axis);
+  dtype_arg(op, "dst_type", dst_type, {kInt8, kQInt8}, kInt8);
+  const bool fp16 = x1.scalar_type() == at::kHalf;
+  const auto s_dtype = fp16 ? at::kFloat : at::kBFloat16;
+  const auto zp_dtype = fp16 ? at::kInt : at::kBFloat16;
+  const char* rule = fp16 ? "float16 x1 takes float32 scales and int32 zero points"
+                          : "bfloat16 x1 takes bfloat16 scales and zero points";
+  const std::array<std::pair<const char*, const Tensor*>, 4> args = {{
+      {"scales1", &scales1},
+      {"zero_points1", zero_points1.has_value() ? &*zero_points1 : nullptr},
+      {"scales2", scales2.has_value() ? &*scales2 : nullptr},
+      {"zero_points2", zero_points2.has_value() ? &*zero_points2 : nullptr},
+  }};
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Tensor* t = args[i].second;
+    if (t == nullptr) continue;
+    const char* name = args[i].first;
+    OPK_CHECK(t->sizes() == gamma.sizes(), op, name, "must have gamma's shape ",
+              shape_str(gamma.sizes()), ", got ", shape_str(t->sizes()));
+    const auto want = (i % 2 == 0) ? s_dtype : zp_dtype;
+    OPK_CHECK(t->scalar_type() == want, op, name, "must have dtype ", dtype_name(want), " (",
+              rule, "), got ", dtype_name(t->scalar_type()));
+  }
+  OPK_CHECK(!zero_points2.has_value() || scales2.has_value(), op, "zero_points2",
+            "requires scales2");
+  if (beta.has_value())
+    OPK_CHECK(beta->sizes() == gamma.sizes() && beta->scalar_type() == gamma.scalar_type(), op,
+              "beta", "must have gamma's shape and dtype (", shape_str(gamma.sizes()), ", ",
+              dtype_name(gamma.scalar_type()), "), got (", shape_str(beta->sizes()), ", ",
+              dtype_name(beta->scalar_type()), ")");
+}
+
+std::optional<Tensor> contiguous_or_none(const std::optional<Tensor>& t) {
+  return t.has_value() ? std::optional<Tensor>(t->contiguous()) : std::nullopt;
+}
+std::optional<Tensor> fp32_or_none(const std::optional<Tensor>& t) {
+  return t.has_value() ? std::optional<Tensor>(t->to(at::kFloat).contiguous()) : std::nullopt;
+}
+
+std::tuple<Tensor, Tensor, Tensor> npu_add_rms_norm_quant(
+    const Tensor& x1, const Tensor& x2, const Tensor& gamma, const Tensor& scales1,
+    const std::optional<Tensor>& zero_points1, const std::optional<Tensor>& beta,
+    const std::optional<Tensor>& scales2, const std::optional<Tensor>& zero_points2,
+    int64_t axis, double epsilon, bool div_mode, std::optional<int64_t> dst_type) {
+  check_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1, beta, scales2, zero_points2,
+                           axis, dst_type);
+  const Tensor a = x1.contiguous(), b = x2.contiguous(), g = gamma.contiguous();
+  const int64_t n = g.numel(), rows = leading_numel(a, g.dim());
+  LikeOutput y1 = output_like(x1, at::kChar), xo = output_like(x1, x1.scalar_type());
+  // y2 is all zeros without scales2 (the contract's choice)
+  LikeOutput y2;
+  const bool y2_zeros = !scales2.has_value() && x1.is_contiguous();
+  if (y2_zeros) {
+    Tensor z = zeros_output(x1.sizes(), x1.options().dtype(at::kChar));
+    y2 = {z, z};
+  } else {
+    y2 = output_like(x1, at::kChar);
+  }
+  if (rows > 0 && n > 0) {
+    // the scale / zero-point vectors are small: up-cast them to fp32 once
+    const Tensor s1 = scales1.to(at::kFloat).contiguous();
+    const auto zp1 = fp32_or_none(zero_points1), s2 = fp32_or_none(scales2),
+               zp2 = fp32_or_none(zero_points2), bt = contiguous_or_none(beta);
+    dispatch_float(a.scalar_type(), [&](auto tx) {
+      using T = decltype(tx);
+      opk::AddRmsNormQuantParams<T> p{ptr<T>(a), ptr<T>(b), ptr<T>(g), ptr_or_null<T>(bt),
+                                      ptr<float>(s1), ptr_or_null<float>(zp1),
+                                      ptr_or_null<float>(s2), ptr_or_null<float>(zp2),
+                                      ptr<int8_t>(y1.work), ptr<int8_t>(y2.work),
+                                      ptr<T>(xo.work), n, float(epsilon), div_mode,
+                                      /*stream=*/false, y2_zeros};
+      p.stream = stream_friendly(xo.work, n) && stream_friendly(y1.work, n) &&
+                 (y2_zeros || stream_friendly(y2.work, n));
+      parallel_rows(rows, n, [&](int64_t r0, int64_t r1) {
+        opk::add_rms_norm_quant_rows<T>(p, r0, r1);
+      });
+    });
+  } else if (!y2_zeros && y2.work.numel() > 0) {
+    y2.work.zero_();
+  }
+  return {y1.finish(), y2.finish(), xo.finish()};
+}
+
+// ---- npu_add_rms_norm_dynamic_quant -----------------------------------------------------
+
+// Which of the two quantisation branches run (the output_mask rules).
+std::array<bool, 2> check_add_rms_norm_dynamic_quant(
+    const Tensor& x1, const Tensor& x2, const Tensor& gamma,
+    const std::optional<Tensor>& smooth_scale1, const std::optional<Tensor>& smooth_scale2,
+    const std::optional<Tensor>& beta, const std::optional<c10::List<bool>>& output_mask,
+    std::optional<int64_t> y_dtype) {
+  const char* op = "npu_add_rms_norm_dynamic_quant";
+  check_add_rms_norm(op, x1, x2, gamma, /*half_only=*/true, /*min_dims=*/2);
+  const int64_t h = x1.size(-1);
+  check_1d(gamma, op, "gamma", h);
+  const std::array<std::pair<const char*, const std::optional<Tensor>*>, 3> opt = {{
+      {"smooth_scale1", &smooth_scale1}, {"smooth_scale2", &smooth_scale2}, {"beta", &beta}}};
+  for (const auto& [name, t] : opt) {
+    if (!t->has_value()) continue;
+    check_1d(**t, op, name, h);
+    OPK_CHECK((*t)->scalar_type() == x1.scalar_type(), op, name, "must have the dtype of 'x1' (",
+              dtype_name(x1.scalar_type()), "), got ", dtype_name((*t)->scalar_type()));
+  }
+  dtype_arg(op, "y_dtype", y_dtype, {kInt8, kQInt8}, kInt8);
+  if (!output_mask.has_value()) {
+    OPK_CHECK(!smooth_scale2.has_value() || smooth_scale1.has_value(), op, "smooth_scale2",
+              "requires smooth_scale1 when output_mask is not given");
+    return {true, smooth_scale1.has_value() && smooth_scale2.has_value()};
+  }
+  // bool[2] arrives as a list: check its length here so the message names the argument
+  OPK_CHECK(output_mask->size() == 2, op, "output_mask", "must have 2 values, got ",
+            output_mask->size());
+  const std::array<bool, 2> mask = {output_mask->get(0), output_mask->get(1)};
+  OPK_CHECK(mask[0] || mask[1], op, "output_mask",
+            "must select at least one output, got [False, False]");
+  OPK_CHECK(!smooth_scale1.has_value() || mask[0], op, "smooth_scale1",
+            "requires output_mask[0] = True");
+  OPK_CHECK(!smooth_scale2.has_value() || mask[1], op, "smooth_scale2",
+            "requires output_mask[1] = True");
+  return mask;
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> npu_add_rms_norm_dynamic_quant(
+    const Tensor& x1, const Tensor& x2, const Tensor& gamma,
+    const std::optional<Tensor>& smooth_scale1, const std::optional<Tensor>& smooth_scale2,
+    const std::optional<Tensor>& beta, double epsilon,
+    const std::optional<c10::List<bool>>& output_mask, std::optional<int64_t> y_dtype) {
+  const std::array<bool, 2> run = check_add_rms_norm_dynamic_quant(
+      x1, x2, gamma, smooth_scale1, smooth_scale2, beta, output_mask, y_dtype);
+  const Tensor a = x1.contiguous(), b = x2.contiguous(), g = gamma.contiguous();
+  const int64_t n = a.size(-1), rows = leading_numel(a, 1);
+  LikeOutput xo = output_like(x1, x1.scalar_type());
+  // a branch that does not run returns empty (0,) tensors (the contract's choice)
+  std::vector<int64_t> s_shape(a.sizes().begin(), a.sizes().end() - 1);
+  std::array<LikeOutput, 2> ys;
+  std::array<Tensor, 2> scales;
+  for (int i = 0; i < 2; ++i) {
+    if (run[i]) {
+      ys[i] = output_like(x1, at::kChar);
+      scales[i] = at::empty(s_shape, a.options().dtype(at::kFloat));
+    } else {
+      Tensor e = at::empty({0}, a.options().dtype(at::kChar));
+      ys[i] = {e, e};
+      scales[i] = at::empty({0}, a.options().dtype(at::kFloat));
+    }
+  }
+  if (rows > 0 && n > 0) {
+    const auto sm1 = contiguous_or_none(smooth_scale1), sm2 = contiguous_or_none(smooth_scale2),
+               bt = contiguous_or_none(beta);
+    dispatch_float(a.scalar_type(), [&](auto tx) {
+      using T = decltype(tx);
+      opk::AddRmsNormDynamicQuantParams<T> p{
+          ptr<T>(a), ptr<T>(b), ptr<T>(g), ptr_or_null<T>(bt), ptr_or_null<T>(sm1),
+          ptr_or_null<T>(sm2),
+          run[0] ? ptr<int8_t>(ys[0].work) : nullptr, run[1] ? ptr<int8_t>(ys[1].work) : nullptr,
+          run[0] ? ptr<float>(scales[0]) : nullptr, run[1] ? ptr<float>(scales[1]) : nullptr,
+          ptr<T>(xo.work), n, float(epsilon), /*stream=*/false};
+      p.stream = stream_friendly(xo.work, n) &&
+                 (!run[0] || stream_friendly(ys[0].work, n)) &&
+                 (!run[1] || stream_friendly(ys[1].work, n));
+      parallel_rows(rows, n, [&](int64_t r0, int64_t r1) {
+        opk::add_rms_norm_dynamic_quant_rows<T>(p, r0, r1);
+      });
+    });
+  } else {
+    for (int i = 0; i < 2; ++i)
+      if (run[i] && scales[i].numel() > 0) scales[i].zero_();  // H == 0: nothing to scale
+  }
+  return {ys[0].finish(), ys[1].finish(), xo.finish(), scales[0], scales[1]};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(npu, CPU, m) {
+  m.impl("npu_add_rms_norm_quant", &npu_add_rms_norm_quant);
+  m.impl("npu_add_rms_norm_dynamic_quant", &npu_add_rms_norm_dynamic_quant);
+}
+
+}  // namespace opsdk

@@ -1,0 +1,343 @@
+// CPU launchers of npu_dynamic_quant and npu_quantize: the contract's checks (the same
+// rules and words as op_sdk/ops/quant.py), layout, dtype dispatch and threading around
+// the row kernels of kernels/quant.h.
+#include <torch/library.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "checks.h"
+#include "launch.h"
+#include "quant.h"
+
+namespace opsdk {
+namespace {
+
+using at::Tensor;
+
+constexpr int64_t kInt8 = 1, kQInt8 = 12, kUInt8 = 0, kQUInt8 = 13, kInt32 = 3, kQInt32 = 14,
+                  kQUInt4x2 = 16;
+constexpr int64_t kMaxGroups = 1024;
+
+// ---- npu_dynamic_quant ------------------------------------------------------------------
+
+enum class QuantMode { kPerToken, kPerTensor, kPerChannel };
+
+struct DynamicQuantPlan {
+  bool int4;
+  QuantMode mode;
+};
+
+DynamicQuantPlan check_dynamic_quant(const Tensor& input, const std::optional<Tensor>& smooth,
+                                     const std::optional<Tensor>& group_index,
+                                     std::optional<int64_t> dst_type, c10::string_view mode,
+                                     double dst_type_max) {
+  const char* op = "npu_dynamic_quant";
+  check_float_dtype(input, op, "input");
+  OPK_CHECK(input.dim() > 1, op, "input", "must have more than 1 dim, got ", input.dim());
+  const int64_t code = dtype_arg(op, "dst_type", dst_type, {kInt8, kQUInt4x2}, kInt8);
+  QuantMode qm;
+  if (mode == "pertoken") qm = QuantMode::kPerToken;
+  else if (mode == "pertensor") qm = QuantMode::kPerTensor;
+  else if (mode == "perchannel") qm = QuantMode::kPerChannel;
+  else
+    TORCH_CHECK(false, op, ": argument 'quant_mode' must be one of pertoken, pertensor, "
+                "perchannel, got '", std::string(mode), "'");
+  OPK_CHECK(dst_type_max == 0.0, op, "dst_type_max",
+            "must be 0.0 for int8 / int4 outputs (the range is implied), got ", dst_type_max);
+  const int64_t h = input.size(-1);
+  if (code == kQUInt4x2)
+    OPK_CHECK(h % 8 == 0, op, "input",
+              "last dim must be a multiple of 8 for int4 (quint4x2) output, got ", h);
+  if (smooth.has_value()) check_float_dtype(*smooth, op, "smooth_scales");
+  if (group_index.has_value()) {
+    const Tensor& g = *group_index;
+    OPK_CHECK(qm == QuantMode::kPerToken, op, "group_index",
+              "requires quant_mode 'pertoken', got '", std::string(mode), "'");
+    OPK_CHECK(g.scalar_type() == at::kInt, op, "group_index", "must have dtype int32, got ",
+              dtype_name(g.scalar_type()));
+    OPK_CHECK(g.dim() == 1 && g.size(0) >= 1 && g.size(0) <= kMaxGroups, op, "group_index",
+              "must be 1-D with 1 to ", kMaxGroups, " groups, got shape ", shape_str(g.sizes()));
+    OPK_CHECK(smooth.has_value(), op, "smooth_scales", "is required with group_index");
+    OPK_CHECK(smooth->dim() == 2 && smooth->size(0) == g.size(0) && smooth->size(1) == h, op,
+              "smooth_scales", "must have shape (E, H) = (", g.size(0), ", ", h,
+              ") with group_index, got ", shape_str(smooth->sizes()));
+  } else if (smooth.has_value()) {
+    check_1d(*smooth, op, "smooth_scales", h);
+  }
+  return {code == kQUInt4x2, qm};
+}
+
+// Data rules of group_index (cumulative END row of each group); returns its values.
+std::vector<int64_t> group_ends(const Tensor& group_index, int64_t rows) {
+  const char* op = "npu_dynamic_quant";
+  const Tensor g = group_index.contiguous();
+  const int32_t* p = g.data_ptr<int32_t>();
+  std::vector<int64_t> ends(p, p + g.numel());
+  for (int64_t v : ends) OPK_CHECK(v >= 0, op, "group_index", "must have no negative values");
+  for (size_t i = 1; i < ends.size(); ++i)
+    OPK_CHECK(ends[i] >= ends[i - 1], op, "group_index", "must be non-decreasing");
+  OPK_CHECK(ends.back() == rows, op, "group_index",
+            "last value must equal the number of rows ", rows, ", got ", ends.back());
+  return ends;
+}
+
+std::tuple<Tensor, Tensor> npu_dynamic_quant(const Tensor& input,
+                                             const std::optional<Tensor>& smooth_scales,
+                                             const std::optional<Tensor>& group_index,
+                                             std::optional<int64_t> dst_type,
+                                             c10::string_view quant_mode, double dst_type_max) {
+  const DynamicQuantPlan plan = check_dynamic_quant(input, smooth_scales, group_index, dst_type,
+                                                    quant_mode, dst_type_max);
+  const Tensor x = input.contiguous();
+  const int64_t h = x.size(-1), rows = leading_numel(x, 1);
+  const float dmax = plan.int4 ? 7.0f : 127.0f;
+
+  std::vector<int64_t> y_shape(x.sizes().begin(), x.sizes().end());
+  if (plan.int4) y_shape.back() /= 8;
+  Tensor y = new_output(y_shape, x.options().dtype(plan.int4 ? at::kInt : at::kChar));
+  std::vector<int64_t> s_shape;
+  if (plan.mode == QuantMode::kPerToken) {
+    s_shape.assign(x.sizes().begin(), x.sizes().end() - 1);
+  } else if (plan.mode == QuantMode::kPerTensor) {
+    s_shape = {1};
+  } else {
+    s_shape.assign(x.sizes().begin(), x.sizes().end() - 2);
+    s_shape.push_back(h);
+  }
+  Tensor scale = at::empty(s_shape, x.options().dtype(at::kFloat));
+  std::vector<int64_t> ends;
+  if (group_index.has_value()) ends = group_ends(*group_index, rows);  // raises on bad data
+  if (scale.numel() > 0) scale.zero_();  // the all-zero answer where nothing is reduced
+  if (rows == 0 || h == 0) return {y, scale};
+
+  // smooth scales: the input's dtype or fp32 (other float dtypes are up-cast once here)
+  std::optional<Tensor> sm;
+  if (smooth_scales.has_value()) {
+    sm = smooth_scales->scalar_type() == x.scalar_type()
+             ? smooth_scales->contiguous()
+             : smooth_scales->to(at::kFloat).contiguous();
+  }
+  int8_t* y8 = plan.int4 ? nullptr : y.data_ptr<int8_t>();
+  int32_t* y4 = plan.int4 ? y.data_ptr<int32_t>() : nullptr;
+  auto y8_at = [&](int64_t r) { return y8 ? y8 + r * h : nullptr; };
+  auto y4_at = [&](int64_t r) { return y4 ? y4 + r * (h / 8) : nullptr; };
+  float* sc = scale.data_ptr<float>();
+
+  dispatch_float(x.scalar_type(), [&](auto tx) {
+    using T = decltype(tx);
+    const T* xp = ptr<T>(x);
+    auto run = [&](auto ts) {
+      using S = decltype(ts);
+      const S* smp = ptr_or_null<S>(sm);
+      if (plan.mode == QuantMode::kPerToken && !ends.empty()) {
+        // MoE: rows [ends[i-1], ends[i]) use smooth_scales[i]
+        parallel_rows(rows, h, [&](int64_t b, int64_t e) {
+          size_t i = std::upper_bound(ends.begin(), ends.end(), b) - ends.begin();
+          while (b < e) {
+            const int64_t stop = std::min(e, ends[i]);
+            opk::dynamic_quant_rows<T, S>(xp + b * h, smp + i * h, y8_at(b), y4_at(b), sc + b,
+                                          stop - b, h, dmax);
+            b = stop;
+            ++i;
+          }
+        });
+      } else if (plan.mode == QuantMode::kPerToken) {
+        parallel_rows(rows, h, [&](int64_t b, int64_t e) {
+          opk::dynamic_quant_rows<T, S>(xp + b * h, smp, y8_at(b), y4_at(b), sc + b, e - b, h,
+                                        dmax);
+        });
+      } else if (plan.mode == QuantMode::kPerTensor) {
+        const float amax = at::parallel_reduce(
+            0, rows, std::max<int64_t>(1, 16384 / h), 0.0f,
+            [&](int64_t b, int64_t e, float m) {
+              return std::max(m, opk::absmax_rows<T, S>(xp + b * h, smp, e - b, h));
+            },
+            [](float a, float b) { return std::max(a, b); });
+        sc[0] = amax / dmax;
+        const float mul = amax > 0.0f ? dmax / amax : 0.0f;
+        parallel_rows(rows, h, [&](int64_t b, int64_t e) {
+          opk::quant_rows_mul<T, S>(xp + b * h, smp, mul, nullptr, y8_at(b), y4_at(b), e - b, h,
+                                    dmax);
+        });
+      } else {
+        // per channel: amax over dim -2 within each of the `batches` (m, h) slices
+        const int64_t m = x.size(-2), batches = rows / m;
+        constexpr int64_t kCols = 256;
+        const int64_t blocks = (h + kCols - 1) / kCols;
+        std::vector<float> colmax(size_t(batches * h), 0.0f), colmul(size_t(batches * h));
+        at::parallel_for(0, batches * blocks, std::max<int64_t>(1, 16384 / (m * kCols)),
+                         [&](int64_t b, int64_t e) {
+          for (int64_t t = b; t < e; ++t) {
+            const int64_t bi = t / blocks, c0 = (t % blocks) * kCols;
+            const int64_t nc = std::min(kCols, h - c0);
+            opk::colmax_rows<T, S>(xp + bi * m * h + c0, h, smp ? smp + c0 : nullptr, m, nc,
+                                   colmax.data() + bi * h + c0);
+          }
+        });
+        for (int64_t j = 0; j < batches * h; ++j) {
+          sc[j] = colmax[j] / dmax;
+          colmul[j] = colmax[j] > 0.0f ? dmax / colmax[j] : 0.0f;
+        }
+        parallel_rows(rows, h, [&](int64_t b, int64_t e) {
+          while (b < e) {  // one call per batch slice (its own column multipliers)
+            const int64_t bi = b / m, stop = std::min(e, (bi + 1) * m);
+            opk::quant_rows_mul<T, S>(xp + b * h, smp, 0.0f, colmul.data() + bi * h, y8_at(b),
+                                      y4_at(b), stop - b, h, dmax);
+            b = stop;
+          }
+        });
+      }
+    };
+    if (sm.has_value() && sm->scalar_type() == at::kFloat) run(float{});
+    else run(T{});
+  });
+  return {y, scale};
+}
+
+// ---- npu_quantize -----------------------------------------------------------------------
+
+struct QuantizePlan {
+  int64_t code;
+  int64_t axis;  // the honoured axis, non-negative
+};
+
+QuantizePlan check_quantize(const Tensor& input, const Tensor& scales,
+                            const std::optional<Tensor>& zero_points, int64_t dtype,
+                            int64_t axis, bool div_mode) {
+  const char* op = "npu_quantize";
+  check_float_dtype(input, op, "input");
+  OPK_CHECK(input.dim() >= 1, op, "input", "must have at least 1 dim");
+  const int64_t code = dtype_arg(op, "dtype", dtype,
+                                 {kInt8, kQInt8, kUInt8, kQUInt8, kInt32, kQInt32, kQUInt4x2},
+                                 -1);
+  const int64_t d = input.dim();
+  int64_t ax;
+  if (div_mode || axis <= -2) {
+    OPK_CHECK(axis >= -d && axis < d, op, "axis", "must be in [", -d, ", ", d - 1, "], got ",
+              axis);
+    ax = axis < 0 ? axis + d : axis;
+  } else {
+    ax = d - 1;  // div_mode=False honours only axis <= -2; any other axis means the last
+  }
+  if (div_mode) {
+    OPK_CHECK(code != kQUInt4x2, op, "dtype",
+              "quint4x2 (int4 packed in int32) requires div_mode=False");
+  } else {
+    OPK_CHECK(scales.scalar_type() == input.scalar_type(), op, "scales",
+              "must have the dtype of 'input' (", dtype_name(input.scalar_type()),
+              ") when div_mode=False, got ", dtype_name(scales.scalar_type()));
+    if (zero_points.has_value())
+      OPK_CHECK(zero_points->scalar_type() == input.scalar_type(), op, "zero_points",
+                "must have the dtype of 'input' (", dtype_name(input.scalar_type()),
+                ") when div_mode=False, got ", dtype_name(zero_points->scalar_type()));
+  }
+  if (code == kQUInt4x2)
+    OPK_CHECK(input.size(-1) % 8 == 0, op, "input",
+              "last dim must be a multiple of 8 for quint4x2 output, got ", input.size(-1));
+  check_float_dtype(scales, op, "scales");
+  const int64_t n = input.size(ax);
+  OPK_CHECK(scales.dim() == 1 && (scales.size(0) == 1 || scales.size(0) == n), op, "scales",
+            "must be 1-D of size 1 or input.size(", ax, ") = ", n, ", got ",
+            shape_str(scales.sizes()));
+  if (zero_points.has_value()) {
+    const Tensor& zp = *zero_points;
+    OPK_CHECK(zp.scalar_type() != at::kBool && !zp.is_complex(), op, "zero_points",
+              "must be numeric, got ", dtype_name(zp.scalar_type()));
+    OPK_CHECK(zp.dim() == 1 && (zp.size(0) == 1 || zp.size(0) == n), op, "zero_points",
+              "must be 1-D of size 1 or input.size(", ax, ") = ", n, ", got ",
+              shape_str(zp.sizes()));
+  }
+  return {code, ax};
+}
+
+Tensor npu_quantize(const Tensor& input, const Tensor& scales,
+                    const std::optional<Tensor>& zero_points, int64_t dtype, int64_t axis,
+                    bool div_mode) {
+  const QuantizePlan plan = check_quantize(input, scales, zero_points, dtype, axis, div_mode);
+  const Tensor x = input.contiguous();
+  const bool int4 = plan.code == kQUInt4x2;
+  c10::ScalarType out_t;
+  float lo, hi;
+  if (int4) {
+    out_t = at::kInt, lo = -8.0f, hi = 7.0f;
+  } else if (plan.code == kInt8 || plan.code == kQInt8) {
+    out_t = at::kChar, lo = -128.0f, hi = 127.0f;
+  } else if (plan.code == kUInt8 || plan.code == kQUInt8) {
+    out_t = at::kByte, lo = 0.0f, hi = 255.0f;
+  } else {
+    out_t = at::kInt, lo = -2147483648.0f, hi = 2147483648.0f;  // saturated exactly in-kernel
+  }
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  if (int4) shape.back() /= 8;
+  Tensor out = new_output(shape, x.options().dtype(out_t));
+  const int64_t numel = x.numel();
+  if (numel == 0) return out;
+
+  // scales / zero points: fp32, expanded to one value per channel of the axis
+  const int64_t c = x.size(plan.axis);
+  const Tensor s32 = scales.to(at::kFloat).contiguous();
+  const Tensor z32 = zero_points.has_value() ? zero_points->to(at::kFloat).contiguous() : Tensor();
+  const bool scalar = s32.numel() == 1 && (!z32.defined() || z32.numel() == 1);
+  // one value per channel: the tensor itself, or a size-1 tensor broadcast into a vector
+  std::vector<float> s_bcast, z_bcast;
+  auto per_channel = [&](const Tensor& t, std::vector<float>& bcast) -> const float* {
+    if (!t.defined()) return nullptr;
+    if (t.numel() == c) return t.data_ptr<float>();
+    bcast.assign(static_cast<size_t>(c), t.data_ptr<float>()[0]);
+    return bcast.data();
+  };
+  const float* sv = per_channel(s32, s_bcast);
+  const float* zv = per_channel(z32, z_bcast);
+  int64_t inner = 1;
+  for (int64_t dd = plan.axis + 1; dd < x.dim(); ++dd) inner *= x.size(dd);
+  const int64_t outer = numel / (c * inner);
+
+  dispatch_float(x.scalar_type(), [&](auto tx) {
+    using T = decltype(tx);
+    const T* xp = ptr<T>(x);
+    auto run = [&](auto to) {
+      using O = decltype(to);  // int8_t for int4 (packed from an int8 row)
+      O* op = int4 ? nullptr : reinterpret_cast<O*>(out.data_ptr());
+      int32_t* op4 = int4 ? out.data_ptr<int32_t>() : nullptr;
+      auto at_elem = [&](int64_t i) { return op ? op + i : nullptr; };
+      auto at_elem4 = [&](int64_t i) { return op4 ? op4 + i / 8 : nullptr; };
+      if (scalar) {  // one scale: the whole tensor is one run, split in 1024-element chunks
+        const float s0 = s32.data_ptr<float>()[0];
+        const float z0 = z32.defined() ? z32.data_ptr<float>()[0] : 0.0f;
+        const int64_t chunks = (numel + 1023) / 1024;
+        at::parallel_for(0, chunks, 16, [&](int64_t b, int64_t e) {
+          const int64_t i0 = b * 1024, i1 = std::min(numel, e * 1024);
+          opk::quantize_run<T, O>(xp + i0, s0, z0, div_mode, at_elem(i0), at_elem4(i0),
+                                  i1 - i0, lo, hi);
+        });
+      } else if (inner == 1) {  // the last axis: per-column vectors
+        parallel_rows(outer, c, [&](int64_t b, int64_t e) {
+          opk::quantize_rows_percol<T, O>(xp + b * c, sv, zv, div_mode, at_elem(b * c),
+                                          at_elem4(b * c), e - b, c, lo, hi);
+        });
+      } else {  // runs of `inner` elements, one per (outer, channel)
+        at::parallel_for(0, outer * c, std::max<int64_t>(1, 16384 / inner),
+                         [&](int64_t b, int64_t e) {
+          for (int64_t k = b; k < e; ++k)
+            opk::quantize_run<T, O>(xp + k * inner, sv[k % c], zv ? zv[k % c] : 0.0f, div_mode,
+                                    at_elem(k * inner), at_elem4(k * inner), inner, lo, hi);
+        });
+      }
+    };
+    if (int4 || out_t == at::kChar) run(int8_t{});
+    else if (out_t == at::kByte) run(uint8_t{});
+    else run(int32_t{});
+  });
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(npu, CPU, m) {
+  m.impl("npu_dynamic_quant", &npu_dynamic_quant);
+  m.impl("npu_quantize", &npu_quantize);
+}
+
+}  // namespace opsdk

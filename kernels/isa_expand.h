@@ -1,0 +1,23 @@
+// Compiles the kernel body named by OPK_KERNEL_BODY once per instruction set (see simd.h):
+// in opk::avx2 with the baseline flags and in opk::avx512 under a target pragma.
+// No include guard on purpose: each kernel header includes this file once, for its body.
+#ifndef OPK_KERNEL_BODY
+#error "define OPK_KERNEL_BODY before including isa_expand.h"
+#endif
+
+namespace opk {
+namespace avx2 {
+#include OPK_KERNEL_BODY
+}  // namespace avx2
+}  // namespace opk
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")
+namespace opk {
+namespace avx512 {
+#include OPK_KERNEL_BODY
+}  // namespace avx512
+}  // namespace opk
+#pragma GCC pop_options
+
+#undef OPK_KERNEL_BODY

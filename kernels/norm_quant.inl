@@ -1,0 +1,113 @@
+// Row kernels of npu_add_rms_norm_quant and npu_add_rms_norm_dynamic_quant. Body of
+// kernels/norm_quant.h, compiled once per instruction set; uses the row helpers of
+// rms_norm.inl and quant.inl (same namespace). fp32 math, no intermediate rounding.
+
+// x = x1 + x2 -> scratch (xo = x rounded); y = x * rstd * gamma (+ beta);
+// y_i = rint(y / scales_i + zp_i) (div) or rint(y * scales_i + zp_i), saturated int8.
+// y2 is all zeros when scales2 is absent.
+template <typename T>
+void add_rms_norm_quant_rows(const AddRmsNormQuantParams<T>& p, int64_t r0, int64_t r1) {
+  const int64_t n = p.n;
+  RowBuffer<float> buf(n);
+  float* s = buf.data;
+  const Vec lo = set1(-128.0f), hi = set1(127.0f);
+  with_flags([&](auto is_div, auto has_beta, auto has_zp1, auto has_b2, auto has_zp2,
+                 auto stream) {
+    constexpr bool kStream = decltype(stream)::value;
+    auto quant = [&](Vec y, const float* sc, const float* zp, auto has_zp, int64_t j, auto tail) {
+      Vec v;
+      if constexpr (decltype(is_div)::value) v = y / load(sc + j, tail);
+      else v = y * load(sc + j, tail);
+      if constexpr (decltype(has_zp)::value) v = v + load(zp + j, tail);
+      return v;
+    };
+    for (int64_t r = r0; r < r1; ++r) {
+      const float rs = rstd_from_sumsq(
+          add_row_sumsq<kStream>(p.x1 + r * n, p.x2 + r * n, s, p.xo + r * n, n), n, p.eps);
+      const Vec vr = set1(rs);
+      const bool next = r + 1 < r1;
+      int8_t* y1 = p.y1 + r * n;
+      int8_t* y2 = p.y2 + r * n;
+      for_each_vec(n, [&](int64_t j, auto tail) {
+        if (next) {
+          prefetch_row_part(p.x1 + (r + 1) * n, j);
+          prefetch_row_part(p.x2 + (r + 1) * n, j);
+        }
+        Vec y = load(s + j, tail) * vr * load(p.gamma + j, tail);
+        if constexpr (decltype(has_beta)::value) y = y + load(p.beta + j, tail);
+        put_q<kStream>(y1 + j, quant(y, p.scales1, p.zp1, has_zp1, j, tail), lo, hi, tail);
+        if constexpr (decltype(has_b2)::value)
+          put_q<kStream>(y2 + j, quant(y, p.scales2, p.zp2, has_zp2, j, tail), lo, hi, tail);
+      });
+      if constexpr (!decltype(has_b2)::value) {
+        if (p.y2_zero_filled == false) std::memset(y2, 0, size_t(n));
+      }
+    }
+    if constexpr (kStream) _mm_sfence();  // order the streamed stores before the join
+  }, p.div_mode, p.beta != nullptr, p.zp1 != nullptr, p.scales2 != nullptr, p.zp2 != nullptr,
+     p.stream);
+}
+
+// x = x1 + x2 -> scratch (xo = x rounded); y = x * rstd * gamma (+ beta), kept in fp32;
+// branch i: in_i = y * smooth_i, scale_i = max|in_i| / 127, y_i = rint(in_i * (127 / max)).
+// A branch runs when its y_i is non-null; an absent smooth scale multiplies by one.
+template <typename T>
+void add_rms_norm_dynamic_quant_rows(const AddRmsNormDynamicQuantParams<T>& p, int64_t r0,
+                                     int64_t r1) {
+  const int64_t n = p.n;
+  RowBuffer<float> buf(n);
+  float* s = buf.data;
+  // ones stand in for an absent smooth scale of a running branch (x * 1 is exact)
+  const bool need_ones = (p.y1 != nullptr && p.smooth1 == nullptr) ||
+                         (p.y2 != nullptr && p.smooth2 == nullptr);
+  RowBuffer<T> ones(need_ones ? n : 0);
+  if (need_ones)
+    for (int64_t j = 0; j < n; ++j) ones.data[j] = from_float<T>(1.0f);
+  const T* sm1 = p.smooth1 != nullptr ? p.smooth1 : ones.data;
+  const T* sm2 = p.smooth2 != nullptr ? p.smooth2 : ones.data;
+  const float dmax = 127.0f;
+  const Vec lo = set1(-128.0f), hi = set1(127.0f);
+  with_flags([&](auto has_beta, auto b1, auto b2, auto stream) {
+    constexpr bool kB1 = decltype(b1)::value, kB2 = decltype(b2)::value;
+    constexpr bool kStream = decltype(stream)::value;
+    for (int64_t r = r0; r < r1; ++r) {
+      // pass 1: read x1, x2 once; the fp32 sum stays in the scratch row
+      const float rs = rstd_from_sumsq(
+          add_row_sumsq<kStream>(p.x1 + r * n, p.x2 + r * n, s, p.xo + r * n, n), n, p.eps);
+      const Vec vr = set1(rs);
+      const bool next = r + 1 < r1;
+      // pass 2: y in place, the row maxima; the next row's inputs are fetched meanwhile
+      Vec m1 = zero(), m2 = zero();
+      for_each_vec(n, [&](int64_t j, auto tail) {
+        if (next) {
+          prefetch_row_part(p.x1 + (r + 1) * n, j);
+          prefetch_row_part(p.x2 + (r + 1) * n, j);
+        }
+        Vec y = load(s + j, tail) * vr * load(p.gamma + j, tail);
+        if constexpr (decltype(has_beta)::value) y = y + load(p.beta + j, tail);
+        store(s + j, y, tail);
+        if constexpr (kB1) m1 = max(m1, abs(y * load(sm1 + j, tail)));
+        if constexpr (kB2) m2 = max(m2, abs(y * load(sm2 + j, tail)));
+      });
+      float a1 = 0.0f, a2 = 0.0f;
+      if constexpr (kB1) {
+        a1 = reduce_max(m1);
+        p.scale1[r] = a1 / dmax;
+      }
+      if constexpr (kB2) {
+        a2 = reduce_max(m2);
+        p.scale2[r] = a2 / dmax;
+      }
+      // pass 3: quantise from the scratch row
+      const Vec mul1 = set1(dynamic_mul(a1, dmax)), mul2 = set1(dynamic_mul(a2, dmax));
+      for_each_vec(n, [&](int64_t j, auto tail) {
+        Vec y = load(s + j, tail);
+        if constexpr (kB1)
+          put_q<kStream>(p.y1 + r * n + j, y * load(sm1 + j, tail) * mul1, lo, hi, tail);
+        if constexpr (kB2)
+          put_q<kStream>(p.y2 + r * n + j, y * load(sm2 + j, tail) * mul2, lo, hi, tail);
+      });
+    }
+    if constexpr (kStream) _mm_sfence();  // order the streamed stores before the join
+  }, p.beta != nullptr, p.y1 != nullptr, p.y2 != nullptr, p.stream);
+}

@@ -1,0 +1,402 @@
+// Torch-free SIMD layer of the CPU kernels: storage types, exact fp16/bf16 <-> fp32
+// conversions, and one small float-vector API per instruction set.
+//
+// The binary is built for x86-64-v3 (AVX2 + FMA + F16C, see setup.py). Each kernel header
+// compiles its body twice through kernels/isa_expand.h: once in namespace opk::avx2 with
+// the baseline flags, once in opk::avx512 under `#pragma GCC target` (AVX-512 F/BW/VL/DQ).
+// The public wrappers pick one at run time (use_avx512()), so the same .so uses 512-bit
+// vectors where the CPU has them. GCC's auto-vectoriser does not do this job: it keeps
+// 256-bit vectors even in AVX-512 clones and does not vectorise _Float16 conversions.
+//
+// Every kernel is written against the same names in both namespaces:
+//   Vec (float lanes, Vec::N of them), Full (tag: a whole vector), load / store for
+//   float, bf16, fp16 with a Full or partial (int count, zero-filled) tail, arithmetic
+//   operators, fma / abs / max / min, reduce_add / reduce_max, store_q (round half to
+//   even + saturate to an integer type), for_each_vec (the loop with its tail).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <type_traits>
+
+namespace opk {
+
+// Storage types, bit-compatible with c10::BFloat16 and c10::Half.
+struct bf16 {
+  uint16_t bits;
+};
+struct fp16 {
+  uint16_t bits;
+};
+
+inline float to_float(float v) { return v; }
+inline float to_float(bf16 v) {
+  uint32_t u = uint32_t(v.bits) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline float to_float(fp16 v) { return _cvtsh_ss(v.bits); }
+
+// Round to nearest even, NaN -> canonical quiet NaN (the same bits as c10::BFloat16).
+inline uint16_t bf16_bits_rne(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+
+template <typename T>
+inline T from_float(float f);
+template <>
+inline float from_float<float>(float f) { return f; }
+template <>
+inline bf16 from_float<bf16>(float f) { return bf16{bf16_bits_rne(f)}; }
+template <>
+inline fp16 from_float<fp16>(float f) {
+  return fp16{uint16_t(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT))};
+}
+
+// Run-time choice of the instruction set. OP_SDK_CPU_ISA=avx2 forces the baseline path
+// (the tests use it to check both paths on an AVX-512 machine).
+inline bool detect_avx512() {
+  const char* env = std::getenv("OP_SDK_CPU_ISA");
+  if (env != nullptr && std::strcmp(env, "avx2") == 0) return false;
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+}
+inline bool use_avx512() {
+  static const bool yes = detect_avx512();
+  return yes;
+}
+
+// Calls fn from the namespace of the instruction set in use.
+#define OPK_ISA_CALL(fn, ...) \
+  (::opk::use_avx512() ? ::opk::avx512::fn(__VA_ARGS__) : ::opk::avx2::fn(__VA_ARGS__))
+
+// A per-thread fp32 row (and int8 row) scratch buffer, 64-byte aligned, so a row is read
+// and converted once and the later passes run from L1 / L2.
+template <typename E>
+struct RowBuffer {
+  E* data = nullptr;
+  explicit RowBuffer(int64_t n) {
+    size_t bytes = (size_t(n > 0 ? n : 1) * sizeof(E) + 63) / 64 * 64;
+    data = static_cast<E*>(std::aligned_alloc(64, bytes));
+    if (data == nullptr) throw std::bad_alloc();
+  }
+  ~RowBuffer() { std::free(data); }
+  RowBuffer(const RowBuffer&) = delete;
+  RowBuffer& operator=(const RowBuffer&) = delete;
+};
+
+// Calls f(std::bool_constant<b>{}...) so that flags known per call become compile-time
+// constants of the inner loops (no branches on absent optional inputs per element).
+template <typename F>
+inline decltype(auto) with_flags(F&& f) {
+  return f();
+}
+template <typename F, typename... Rest>
+inline decltype(auto) with_flags(F&& f, bool b, Rest... rest) {
+  if (b) {
+    return with_flags(
+        [&](auto... c) -> decltype(auto) { return f(std::true_type{}, c...); }, rest...);
+  }
+  return with_flags(
+      [&](auto... c) -> decltype(auto) { return f(std::false_type{}, c...); }, rest...);
+}
+
+// Pulls the next row's lines toward L1 while the current row is in its compute-only
+// passes, so the memory system is not idle between the reading passes of two rows.
+template <typename T>
+inline void prefetch_row_part(const T* next_row, int64_t j) {
+  _mm_prefetch(reinterpret_cast<const char*>(next_row + j), _MM_HINT_T0);
+}
+
+// Pack int4 values (int8 holding [-8, 7]) 8 per int32, element 0 in the lowest nibble.
+// n must be a multiple of 8. Bytes are loaded little-endian, so byte k's low nibble is
+// moved to bits 4k..4k+3 by three shift / or / mask steps.
+inline void pack_int4_row(const int8_t* q, int32_t* out, int64_t n) {
+  for (int64_t w = 0; w < n / 8; ++w) {
+    uint64_t x;
+    std::memcpy(&x, q + 8 * w, 8);
+    x &= 0x0F0F0F0F0F0F0F0FULL;
+    x = (x | (x >> 4)) & 0x00FF00FF00FF00FFULL;
+    x = (x | (x >> 8)) & 0x0000FFFF0000FFFFULL;
+    x = (x | (x >> 16)) & 0x00000000FFFFFFFFULL;
+    out[w] = int32_t(uint32_t(x));
+  }
+}
+
+}  // namespace opk
+
+// ---------------------------------------------------------------------------------------
+// AVX2 + FMA + F16C: 8 float lanes (the baseline of the build).
+namespace opk {
+namespace avx2 {
+
+struct Full {};
+
+struct Vec {
+  static constexpr int N = 8;
+  __m256 v;
+};
+
+inline Vec zero() { return {_mm256_setzero_ps()}; }
+inline Vec set1(float f) { return {_mm256_set1_ps(f)}; }
+inline Vec operator+(Vec a, Vec b) { return {_mm256_add_ps(a.v, b.v)}; }
+inline Vec operator-(Vec a, Vec b) { return {_mm256_sub_ps(a.v, b.v)}; }
+inline Vec operator*(Vec a, Vec b) { return {_mm256_mul_ps(a.v, b.v)}; }
+inline Vec operator/(Vec a, Vec b) { return {_mm256_div_ps(a.v, b.v)}; }
+inline Vec fma(Vec a, Vec b, Vec c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
+inline Vec abs(Vec a) { return {_mm256_andnot_ps(_mm256_set1_ps(-0.0f), a.v)}; }
+inline Vec max(Vec a, Vec b) { return {_mm256_max_ps(a.v, b.v)}; }
+inline Vec min(Vec a, Vec b) { return {_mm256_min_ps(a.v, b.v)}; }
+
+inline float reduce_add(Vec a) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(a.v), _mm256_extractf128_ps(a.v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+inline float reduce_max(Vec a) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(a.v), _mm256_extractf128_ps(a.v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// ---- loads: a full vector, or the first n (< N) elements with the rest zero
+inline Vec load(const float* p, Full) { return {_mm256_loadu_ps(p)}; }
+inline Vec bf16x8_to_vec(__m128i h) {
+  return {_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))};
+}
+inline Vec load(const bf16* p, Full) {
+  return bf16x8_to_vec(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline Vec load(const fp16* p, Full) {
+  return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))};
+}
+template <typename T>
+inline Vec load(const T* p, int n) {
+  alignas(32) T tmp[Vec::N];
+  std::memset(tmp, 0, sizeof(tmp));
+  std::memcpy(tmp, p, sizeof(T) * size_t(n));
+  return load(tmp, Full{});
+}
+
+// ---- stores, rounding to nearest even
+inline void store(float* p, Vec a, Full) { _mm256_storeu_ps(p, a.v); }
+inline __m128i vec_to_bf16x8(Vec a) {
+  __m256i u = _mm256_castps_si256(a.v);
+  __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+  r = _mm256_srli_epi32(r, 16);
+  __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(a.v, a.v, _CMP_UNORD_Q));
+  r = _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7fc0), nan);
+  return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+}
+inline void store(bf16* p, Vec a, Full) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), vec_to_bf16x8(a));
+}
+inline void store(fp16* p, Vec a, Full) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(a.v, _MM_FROUND_TO_NEAREST_INT));
+}
+template <typename T>
+inline void store(T* p, Vec a, int n) {
+  alignas(32) T tmp[Vec::N];
+  store(tmp, a, Full{});
+  std::memcpy(p, tmp, sizeof(T) * size_t(n));
+}
+
+// Non-temporal stores of a whole vector to an address aligned to its size: for outputs
+// far larger than the caches, on memory that is already mapped (no read-for-ownership).
+inline void store_stream(float* p, Vec a) { _mm256_stream_ps(p, a.v); }
+inline void store_stream(bf16* p, Vec a) {
+  _mm_stream_si128(reinterpret_cast<__m128i*>(p), vec_to_bf16x8(a));
+}
+inline void store_stream(fp16* p, Vec a) {
+  _mm_stream_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(a.v, _MM_FROUND_TO_NEAREST_INT));
+}
+
+// ---- quantised stores: round half to even, saturate to [lo, hi] (integers in fp32)
+inline __m256i round_clamp_epi32(Vec a, Vec lo, Vec hi) {
+  // max(a, lo): a NaN lane takes lo (maxps returns the second operand)
+  __m256 c = _mm256_min_ps(_mm256_max_ps(a.v, lo.v), hi.v);
+  return _mm256_cvtps_epi32(_mm256_round_ps(c, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+inline void store_q(int8_t* p, Vec a, Vec lo, Vec hi, Full) {
+  __m256i i = round_clamp_epi32(a, lo, hi);
+  __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packs_epi16(w, w));
+}
+inline void store_q_stream(int8_t* p, Vec a, Vec lo, Vec hi) {
+  __m256i i = round_clamp_epi32(a, lo, hi);
+  __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+  _mm_stream_si64(reinterpret_cast<long long*>(p), _mm_cvtsi128_si64(_mm_packs_epi16(w, w)));
+}
+inline void store_q(uint8_t* p, Vec a, Vec lo, Vec hi, Full) {
+  __m256i i = round_clamp_epi32(a, lo, hi);
+  __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packus_epi16(w, w));
+}
+// int32: 2^31 - 1 is not an fp32 value; lanes >= 2^31 saturate through a blend.
+inline void store_q(int32_t* p, Vec a, Vec lo, Vec hi, Full) {
+  (void)hi;
+  __m256 big = _mm256_cmp_ps(a.v, _mm256_set1_ps(2147483648.0f), _CMP_GE_OQ);
+  __m256i i = round_clamp_epi32(a, lo, set1(2147483520.0f));
+  i = _mm256_blendv_epi8(i, _mm256_set1_epi32(0x7fffffff), _mm256_castps_si256(big));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), i);
+}
+template <typename O>
+inline void store_q(O* p, Vec a, Vec lo, Vec hi, int n) {
+  alignas(32) O tmp[Vec::N];
+  store_q(tmp, a, lo, hi, Full{});
+  std::memcpy(p, tmp, sizeof(O) * size_t(n));
+}
+
+// The row loop with its tail: f(j, Full{}) on whole vectors, then f(j, count) once.
+template <typename F>
+inline void for_each_vec(int64_t n, F&& f) {
+  int64_t j = 0;
+  for (; j + Vec::N <= n; j += Vec::N) f(j, Full{});
+  if (j < n) f(j, int(n - j));
+}
+
+}  // namespace avx2
+}  // namespace opk
+
+// ---------------------------------------------------------------------------------------
+// AVX-512 F/BW/VL/DQ: 16 float lanes, masked tails.
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")
+namespace opk {
+namespace avx512 {
+
+struct Full {};
+
+struct Vec {
+  static constexpr int N = 16;
+  __m512 v;
+};
+
+inline __mmask16 tail_mask(int n) { return __mmask16((1u << n) - 1u); }
+
+inline Vec zero() { return {_mm512_setzero_ps()}; }
+inline Vec set1(float f) { return {_mm512_set1_ps(f)}; }
+inline Vec operator+(Vec a, Vec b) { return {_mm512_add_ps(a.v, b.v)}; }
+inline Vec operator-(Vec a, Vec b) { return {_mm512_sub_ps(a.v, b.v)}; }
+inline Vec operator*(Vec a, Vec b) { return {_mm512_mul_ps(a.v, b.v)}; }
+inline Vec operator/(Vec a, Vec b) { return {_mm512_div_ps(a.v, b.v)}; }
+inline Vec fma(Vec a, Vec b, Vec c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
+inline Vec abs(Vec a) { return {_mm512_abs_ps(a.v)}; }
+inline Vec max(Vec a, Vec b) { return {_mm512_max_ps(a.v, b.v)}; }
+inline Vec min(Vec a, Vec b) { return {_mm512_min_ps(a.v, b.v)}; }
+inline float reduce_add(Vec a) { return _mm512_reduce_add_ps(a.v); }
+inline float reduce_max(Vec a) { return _mm512_reduce_max_ps(a.v); }
+
+inline Vec bf16x16_to_vec(__m256i h) {
+  return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))};
+}
+inline Vec load(const float* p, Full) { return {_mm512_loadu_ps(p)}; }
+inline Vec load(const float* p, int n) { return {_mm512_maskz_loadu_ps(tail_mask(n), p)}; }
+inline Vec load(const bf16* p, Full) {
+  return bf16x16_to_vec(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline Vec load(const bf16* p, int n) {
+  return bf16x16_to_vec(_mm256_maskz_loadu_epi16(tail_mask(n), p));
+}
+inline Vec load(const fp16* p, Full) {
+  return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
+}
+inline Vec load(const fp16* p, int n) {
+  return {_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(tail_mask(n), p))};
+}
+
+inline void store(float* p, Vec a, Full) { _mm512_storeu_ps(p, a.v); }
+inline void store(float* p, Vec a, int n) { _mm512_mask_storeu_ps(p, tail_mask(n), a.v); }
+// Integer RNE instead of VCVTNEPS2BF16: that instruction flushes denormals, c10 does not.
+inline __m256i vec_to_bf16x16(Vec a) {
+  __m512i u = _mm512_castps_si512(a.v);
+  __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+  r = _mm512_srli_epi32(r, 16);
+  __mmask16 nan = _mm512_cmp_ps_mask(a.v, a.v, _CMP_UNORD_Q);
+  r = _mm512_mask_blend_epi32(nan, r, _mm512_set1_epi32(0x7fc0));
+  return _mm512_cvtepi32_epi16(r);
+}
+inline void store(bf16* p, Vec a, Full) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), vec_to_bf16x16(a));
+}
+inline void store(bf16* p, Vec a, int n) {
+  _mm256_mask_storeu_epi16(p, tail_mask(n), vec_to_bf16x16(a));
+}
+inline void store(fp16* p, Vec a, Full) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                      _mm512_cvtps_ph(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+inline void store(fp16* p, Vec a, int n) {
+  _mm256_mask_storeu_epi16(p, tail_mask(n),
+                           _mm512_cvtps_ph(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+inline void store_stream(float* p, Vec a) { _mm512_stream_ps(p, a.v); }
+inline void store_stream(bf16* p, Vec a) {
+  _mm256_stream_si256(reinterpret_cast<__m256i*>(p), vec_to_bf16x16(a));
+}
+inline void store_stream(fp16* p, Vec a) {
+  _mm256_stream_si256(reinterpret_cast<__m256i*>(p),
+                      _mm512_cvtps_ph(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+inline __m512i round_clamp_epi32(Vec a, Vec lo, Vec hi) {
+  __m512 c = _mm512_min_ps(_mm512_max_ps(a.v, lo.v), hi.v);
+  return _mm512_cvt_roundps_epi32(c, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+inline void store_q(int8_t* p, Vec a, Vec lo, Vec hi, Full) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                   _mm512_cvtsepi32_epi8(round_clamp_epi32(a, lo, hi)));
+}
+inline void store_q(int8_t* p, Vec a, Vec lo, Vec hi, int n) {
+  _mm512_mask_cvtsepi32_storeu_epi8(p, tail_mask(n), round_clamp_epi32(a, lo, hi));
+}
+inline void store_q_stream(int8_t* p, Vec a, Vec lo, Vec hi) {
+  _mm_stream_si128(reinterpret_cast<__m128i*>(p),
+                   _mm512_cvtsepi32_epi8(round_clamp_epi32(a, lo, hi)));
+}
+inline void store_q(uint8_t* p, Vec a, Vec lo, Vec hi, Full) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                   _mm512_cvtusepi32_epi8(round_clamp_epi32(a, lo, hi)));
+}
+inline void store_q(uint8_t* p, Vec a, Vec lo, Vec hi, int n) {
+  _mm512_mask_cvtusepi32_storeu_epi8(p, tail_mask(n), round_clamp_epi32(a, lo, hi));
+}
+// int32: 2^31 - 1 is not an fp32 value; lanes >= 2^31 saturate through a mask.
+inline __m512i round_sat_i32(Vec a, Vec lo) {
+  __mmask16 big = _mm512_cmp_ps_mask(a.v, _mm512_set1_ps(2147483648.0f), _CMP_GE_OQ);
+  __m512i i = round_clamp_epi32(a, lo, set1(2147483520.0f));
+  return _mm512_mask_blend_epi32(big, i, _mm512_set1_epi32(0x7fffffff));
+}
+inline void store_q(int32_t* p, Vec a, Vec lo, Vec, Full) {
+  _mm512_storeu_si512(p, round_sat_i32(a, lo));
+}
+inline void store_q(int32_t* p, Vec a, Vec lo, Vec, int n) {
+  _mm512_mask_storeu_epi32(p, tail_mask(n), round_sat_i32(a, lo));
+}
+
+// The row loop with its tail: f(j, Full{}) on whole vectors, then f(j, count) once.
+template <typename F>
+inline void for_each_vec(int64_t n, F&& f) {
+  int64_t j = 0;
+  for (; j + Vec::N <= n; j += Vec::N) f(j, Full{});
+  if (j < n) f(j, int(n - j));
+}
+
+}  // namespace avx512
+}  // namespace opk
+#pragma GCC pop_options

@@ -1,0 +1,191 @@
+"""The ``op-sdk`` command (also ``python -m op_sdk``).
+
+Subcommands: ``demo`` (compile the embedded model and show what the fusions did),
+``report`` (HTML / Markdown report of a compile), ``bench`` (benchmark suite and plots),
+``ops`` (the registered operators). A user's mistake prints one line and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+
+class UsageError(Exception):
+    """A mistake in the command line or its options: reported in one line, exit code 2."""
+
+
+def _cmd_ops(args) -> int:
+    import op_sdk
+
+    rows = []
+    for opdef in op_sdk.registered_ops():
+        rows.append({
+            "name": f"{opdef.namespace}::{opdef.name}",
+            "schema": str(opdef.op._schema),
+            "kernels": opdef.kernel_devices(),
+            "defined_by": "op_sdk" if opdef.owned else "torch_npu",
+        })
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    width = max(len(r["name"]) for r in rows)
+    for r in rows:
+        kernels = ", ".join(f"{d}: {k}" for d, k in r["kernels"].items())
+        print(f"{r['name']:<{width}}  [{kernels}]  defined by {r['defined_by']}")
+        if args.schemas:
+            print(f"    {r['schema']}")
+    return 0
+
+
+def _model_config(args):
+    from op_sdk.models import DecoderConfig
+
+    return DecoderConfig(layers=args.layers, hidden=args.hidden, heads=args.heads,
+                         intermediate=args.intermediate, vocab=args.vocab, dtype=args.dtype,
+                         mlp_quant=args.mlp_quant, aux_layer=args.aux_layer)
+
+
+def _writable_file(path: str) -> None:
+    """Fail now, in one line, rather than after minutes of work."""
+    with open(path, "a"):
+        pass
+
+
+def _cmd_demo(args) -> int:
+    from op_sdk.demo import format_result, run_demo, write_json
+
+    cfg = _model_config(args)
+    cfg.validate()
+    if args.json:
+        _writable_file(args.json)
+    result = run_demo(cfg, batch=args.batch, tokens=args.tokens, repeats=args.repeats,
+                      progress=not args.quiet, command=" ".join(["op-sdk"] + sys.argv[1:]))
+    print(format_result(result))
+    if args.json:
+        write_json(result, args.json)
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+def _cmd_report(args) -> int:
+    from op_sdk.fusion_report import compiler_config, run_report
+
+    cfg = _model_config(args)
+    cfg.validate()
+    compiler_config(args.mode, args.fusions)  # reject a bad mode before touching the disk
+    os.makedirs(args.out, exist_ok=True)
+    _writable_file(os.path.join(args.out, "report.html"))
+    paths = run_report(cfg, args.out, batch=args.batch, tokens=args.tokens, mode=args.mode,
+                       fusions=args.fusions)
+    print(paths["explanation"].summary())
+    print(f"\nwrote {paths['html']}\nwrote {paths['markdown']}\ngraph dumps in {paths['dumps']}")
+    return 0
+
+
+def _cmd_bench(args) -> int:
+    from op_sdk.bench import plot_results, run_bench
+
+    if args.plot_only:
+        for path in plot_results(args.plot_only, os.path.dirname(args.plot_only) or "."):
+            print(f"wrote {path}")
+        return 0
+    cfg = _model_config(args)
+    cfg.validate()
+    tokens = tuple(_int_list(args.decode, "--decode") + _int_list(args.prefill, "--prefill"))
+    path = run_bench(args.out, cfg, tokens, args.repeats, kernels=not args.no_kernels,
+                     quick=args.quick, command=" ".join(["op-sdk"] + sys.argv[1:]),
+                     progress=not args.quiet)
+    from op_sdk.bench import format_results
+
+    print(format_results(path))
+    print(f"\nwrote {path} and plots in {args.out}")
+    return 0
+
+
+def _int_list(text: str, flag: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise UsageError(f"{flag} takes comma-separated token counts, got {text!r}") from None
+    if any(v < 1 for v in values):
+        raise UsageError(f"{flag} token counts must be >= 1, got {text!r}")
+    return values
+
+
+def _model_options(p: argparse.ArgumentParser, layers: int) -> None:
+    g = p.add_argument_group("model")
+    g.add_argument("--layers", type=int, default=layers, help=f"decoder layers (default {layers})")
+    g.add_argument("--hidden", type=int, default=1024, help="hidden size (multiple of 16)")
+    g.add_argument("--heads", type=int, default=8, help="attention heads")
+    g.add_argument("--intermediate", type=int, default=2816, help="MLP intermediate size")
+    g.add_argument("--vocab", type=int, default=4096, help="vocabulary size")
+    g.add_argument("--dtype", default="bfloat16", help="bfloat16 or float16")
+    g.add_argument("--mlp-quant", default="dynamic", help="dynamic or static")
+    g.add_argument("--aux-layer", type=int, default=-1,
+                   help="also output this layer's normalised hidden state (-1: none)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="op-sdk", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("demo", help="compile the embedded model; show fusions, accuracy, speed")
+    _model_options(p, layers=4)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--tokens", type=int, default=8, help="tokens per sequence (default 8)")
+    p.add_argument("--repeats", type=int, default=10, help="timed forwards per backend")
+    p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(run=_cmd_demo)
+
+    p = sub.add_parser("report", help="write an HTML + Markdown fusion report of a compile")
+    _model_options(p, layers=2)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--tokens", type=int, default=8)
+    p.add_argument("--mode", default="max-autotune", help="max-autotune or reduce-overhead")
+    p.add_argument("--fusions", default="all",
+                   help="in max-autotune: all, opaque or torchair (which fusions run)")
+    p.add_argument("--out", default="op_sdk_report", help="output folder")
+    p.set_defaults(run=_cmd_report)
+
+    p = sub.add_parser("bench", help="run the benchmark suite; write results and plots")
+    _model_options(p, layers=4)
+    p.add_argument("--decode", default="1,4,16", help="decode token counts")
+    p.add_argument("--prefill", default="512", help="prefill token counts")
+    p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--no-kernels", action="store_true", help="end-to-end only")
+    p.add_argument("--quick", action="store_true", help="a small kernel subset")
+    p.add_argument("--out", default="bench_results", help="output folder")
+    p.add_argument("--plot-only", metavar="RESULTS_JSON", help="redraw plots from a results file")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(run=_cmd_bench)
+
+    p = sub.add_parser("ops", help="list the registered operators and their kernels")
+    p.add_argument("--schemas", action="store_true", help="print each schema too")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(run=_cmd_ops)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except (UsageError, ValueError) as exc:
+        print(f"op-sdk {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"op-sdk {args.command}: error: {exc.strerror or exc}: "
+              f"{exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"op-sdk {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

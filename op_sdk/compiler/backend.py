@@ -1,0 +1,140 @@
+"""``get_npu_backend``: TorchAir's entry point, for CPU and CUDA.
+
+    torch.compile(model, backend=op_sdk.get_npu_backend(compiler_config=cfg))
+
+One compile, top to bottom (``NpuBackend.__call__``):
+
+    config ─ mode "max-autotune" ─────────► compile_fx: AOTAutograd (Inductor's
+           │                                decompositions + custom_decompositions)
+           │                                → pipeline stages as post-grad custom passes
+           │                                → Inductor codegen
+           └ "reduce-overhead" / "npugraph_ex" / debug.run_eagerly
+                                          ► aot_module_simplified (custom_decompositions
+                                            only: the graph runs as captured)
+                                            → pipeline.run on each forward / inference
+                                              graph → eager, or CUDA graphs on CUDA inputs
+
+Each call leaves a ``CompileReport`` in ``backend.reports`` (and ``recent_reports()``).
+The backend binds the pattern registry that is current when it is made (see
+``op_sdk.PatternRegistry``), so models made in different registry scopes compile with
+their own patterns.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from op_sdk.compiler import executors
+from op_sdk.compiler.config import CompilerConfig
+from op_sdk.compiler.dump import GraphDumper, check_dump_type
+from op_sdk.compiler.pipeline import PassPipeline
+from op_sdk.compiler.report import CompileReport, remember
+
+__all__ = ["get_npu_backend", "NpuBackend"]
+
+
+class NpuBackend:
+    """A torch.compile backend: AOTAutograd -> the pass pipeline -> an executor."""
+
+    def __init__(self, compiler_config: CompilerConfig | None = None,
+                 custom_decompositions: dict | None = None):
+        from op_sdk.patterns.registry import current_registry
+
+        config = compiler_config if compiler_config is not None else CompilerConfig()
+        if not isinstance(config, CompilerConfig):
+            raise TypeError(f"op_sdk.get_npu_backend: compiler_config must be an "
+                            f"op_sdk.CompilerConfig, got {type(config).__name__}")
+        check_dump_type(config.debug.graph_dump.type.value)
+        ignored = config.ineffective_options()
+        if ignored:
+            warnings.warn("op_sdk.get_npu_backend: these options configure Ascend's graph "
+                          "engine and have no effect on CPU / CUDA: " + ", ".join(ignored),
+                          stacklevel=3)
+        self.config = config
+        self.custom_decompositions = dict(custom_decompositions or {})
+        self.patterns = current_registry()
+        self.reports: list[CompileReport] = []
+
+    def __repr__(self) -> str:
+        return (f"NpuBackend(mode={self.config.mode.value!r}, patterns={self.patterns!r}, "
+                f"{len(self.reports)} compiles)")
+
+    @property
+    def last_report(self) -> CompileReport | None:
+        return self.reports[-1] if self.reports else None
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]):
+        cfg = self.config
+        check_dump_type(cfg.debug.graph_dump.type.value)  # the config may have changed since
+        report = CompileReport(index=len(self.reports), mode=cfg.mode.value)
+        self.reports.append(report)
+        remember(report)
+        pipeline = PassPipeline(cfg, self.patterns, GraphDumper(
+            cfg.debug.graph_dump.type.value, cfg.debug.graph_dump.path.value))
+        start = time.perf_counter()
+        try:
+            if cfg.executes_with_inductor:
+                compiled = executors.inductor(gm, example_inputs,
+                                              pipeline.inductor_config_patches(report),
+                                              self._inductor_decompositions())
+                if not report.graphs:
+                    report.cache = "hit"  # served by Inductor's cache: the passes did not run
+            else:
+                compiled = self._aot(gm, example_inputs, pipeline, report)
+        finally:
+            report.seconds = time.perf_counter() - start
+        return compiled
+
+    # -- reduce-overhead / run_eagerly --------------------------------------------------------
+
+    def _aot(self, gm, example_inputs, pipeline: PassPipeline, report: CompileReport):
+        from torch._functorch.aot_autograd import aot_module_simplified
+
+        compile_graph = functools.partial(self._compile_graph, pipeline, report,
+                                          len(example_inputs))
+        return aot_module_simplified(
+            gm, example_inputs,
+            fw_compiler=functools.partial(compile_graph, "forward"),
+            bw_compiler=executors.eager,
+            inference_compiler=functools.partial(compile_graph, "inference"),
+            decompositions=self.custom_decompositions,
+            keep_inference_input_mutations=bool(
+                self.config.experimental_config.keep_inference_input_mutations.value))
+
+    def _compile_graph(self, pipeline: PassPipeline, report: CompileReport,
+                       num_dynamo_inputs: int, kind: str, gm: torch.fx.GraphModule,
+                       example_inputs: Sequence[Any]):
+        cuda = (not self.config.debug.run_eagerly.value and kind == "inference"
+                and executors.uses_cuda(example_inputs))
+        graph_report = pipeline.new_graph_report(report, kind,
+                                                 "cudagraphs" if cuda else "eager")
+        pipeline.run(gm, example_inputs, graph_report, label=f"graph_{report.index}_{kind}")
+        if cuda:
+            from torch._inductor.utils import num_fw_fixed_arguments
+
+            fixed = num_fw_fixed_arguments(num_dynamo_inputs, len(example_inputs))
+            return executors.cudagraphs(gm, example_inputs, fixed, is_inference=True)
+        return executors.eager(gm, example_inputs)
+
+    # -- max-autotune -------------------------------------------------------------------------
+
+    def _inductor_decompositions(self) -> dict | None:
+        if not self.custom_decompositions:
+            return None  # compile_fx's own table
+        from torch._inductor.decomposition import select_decomp_table
+
+        return {**select_decomp_table(), **self.custom_decompositions}
+
+
+def get_npu_backend(compiler_config: CompilerConfig | None = None,
+                    custom_decompositions: dict | None = None) -> NpuBackend:
+    """TorchAir's ``get_npu_backend``: a torch.compile backend configured by
+    ``compiler_config`` (default ``CompilerConfig()``); ``custom_decompositions`` are added
+    to AOTAutograd's decompositions."""
+    return NpuBackend(compiler_config, custom_decompositions)

@@ -1,0 +1,358 @@
+"""CompilerConfig: TorchAir's option names and defaults, validated on assignment.
+
+A TorchAir script sets options by attribute (``cfg.mode = "reduce-overhead"``,
+``cfg.experimental_config.pattern_fusion_pass = False``) and reads them back through
+``.value``; both work here. Assigning an unknown option or a value outside an option's
+allowed set raises ``ValueError`` naming the valid choices.
+
+Every option TorchAir accepts is accepted. The ones that configure Ascend's graph engine
+(GE), ACL graphs or NPU dumps have no effect on CPU / CUDA: they are marked ``ge_only``
+and ``get_npu_backend`` warns once, naming each one that was set to a non-default
+value, so no option is silently misread. ``EFFECTIVE_OPTIONS`` lists the options that
+do something here; the README's table is generated from the same data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Any
+
+__all__ = ["CompilerConfig", "OptionValue", "ConfigSection", "EFFECTIVE_OPTIONS"]
+
+_ANY = object()  # "no fixed set of choices"
+
+
+class OptionValue:
+    """One option: a default, the allowed values, and whether it does anything here."""
+
+    def __init__(self, default, choices=_ANY, *, doc: str = "", ge_only: bool = False,
+                 check: Callable[[Any], str | None] | None = None):
+        self.default = default
+        self.choices = choices
+        self.doc = doc
+        self.ge_only = ge_only
+        self._check = check
+        self._value = default
+        self.path = ""  # set by the owning section
+
+    @property
+    def value(self):
+        return self._value
+
+    @value.setter
+    def value(self, v):
+        self.validate(v)
+        self._value = v
+
+    def validate(self, v) -> None:
+        if self.choices is not _ANY and not any(v is c or (type(v) is type(c) and v == c)
+                                                for c in self.choices):
+            valid = ", ".join(repr(c) for c in self.choices)
+            raise ValueError(f"CompilerConfig.{self.path}: {v!r} is not a valid value; "
+                             f"valid choices: {valid}")
+        if self._check is not None:
+            problem = self._check(v)
+            if problem:
+                raise ValueError(f"CompilerConfig.{self.path}: {problem}")
+
+    @property
+    def is_default(self) -> bool:
+        return self._value is self.default or self._value == self.default
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, OptionValue):
+            return self._value == other._value
+        return self._value == other
+
+    __hash__ = None  # mutable
+
+    def __repr__(self) -> str:
+        return repr(self._value)
+
+
+def _callable_or_none(v) -> str | None:
+    if v is None or callable(v):
+        return None
+    return (f"must be a callable (gm, example_inputs, config) -> None, or None; "
+            f"got {type(v).__name__}")
+
+
+def _str_or_none(v) -> str | None:
+    return None if v is None or isinstance(v, str) else f"must be a str or None, got {v!r}"
+
+
+def _int_range(lo: int, hi: int) -> Callable[[Any], str | None]:
+    def check(v):
+        if v is None:
+            return None
+        if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+            return f"must be an int in [{lo}, {hi}] or None, got {v!r}"
+        return None
+    return check
+
+
+_BOOL = (True, False)
+
+
+class ConfigSection:
+    """A group of options; attribute assignment is validated."""
+
+    _name = ""
+
+    def __init__(self, path: str = ""):
+        object.__setattr__(self, "_path", path)
+        object.__setattr__(self, "_fields", {})
+
+    def _add(self, name: str, item) -> None:
+        full = f"{self._path}.{name}" if self._path else name
+        if isinstance(item, OptionValue):
+            item.path = full
+        self._fields[name] = item
+        object.__setattr__(self, name, item)
+
+    def __setattr__(self, key, value):
+        fields = self._fields
+        if key not in fields:
+            where = f"CompilerConfig.{self._path}" if self._path else "CompilerConfig"
+            raise ValueError(f"{where} has no option {key!r}; valid options: "
+                             f"{', '.join(sorted(fields))}")
+        item = fields[key]
+        if isinstance(item, ConfigSection):
+            raise ValueError(f"CompilerConfig.{item._path} is a group of options; set one of "
+                             f"its options instead: {', '.join(sorted(item._fields))}")
+        item.value = value
+
+    def options(self) -> Iterator[OptionValue]:
+        for item in self._fields.values():
+            if isinstance(item, ConfigSection):
+                yield from item.options()
+            else:
+                yield item
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v!r}" for k, v in self._fields.items())
+        return f"{type(self).__name__}({inner})"
+
+
+def _section(_path: str, **options) -> ConfigSection:
+    section = ConfigSection(_path)
+    for name, item in options.items():
+        section._add(name, item)
+    return section
+
+
+def _ge(default, choices=_ANY, check=None) -> OptionValue:
+    return OptionValue(default, choices, ge_only=True, check=check,
+                       doc="Ascend graph engine / ACL graph option; no effect on CPU / CUDA.")
+
+
+class CompilerConfig(ConfigSection):
+    """TorchAir's ``CompilerConfig``, for op_sdk's CPU / CUDA backend.
+
+    Effective options (everything else is accepted and has no effect, see module doc):
+
+    * ``mode``: "max-autotune" (default; Inductor compiles the graph after the passes),
+      "reduce-overhead" (the graph runs as captured, CUDA graphs on CUDA inputs),
+      "npugraph_ex" (TorchAir's newer name for reduce-overhead; same behaviour).
+    * ``post_grad_custom_pre_pass`` / ``post_grad_custom_post_pass``: user passes
+      ``(gm, example_inputs, config) -> None``, run before / after the built-in passes.
+    * ``experimental_config.pattern_fusion_pass``: the fusion passes, default and user
+      patterns alike. ``experimental_config.remove_noop_ops``: no-op removal.
+    * ``experimental_config.keep_inference_input_mutations``: passed to AOTAutograd.
+    * ``experimental_config.max_autotune_fusions`` (op_sdk): which default fusions run in
+      max-autotune: "opaque" (default: those whose unfused operators are all custom ops,
+      opaque to Inductor: every fusion but bmm+transpose), "all", or "torchair"
+      (TorchAir's rule: not bmm+transpose, not add_rms_norm+quantize).
+    * ``debug.graph_dump.type`` ("txt" | "py"; "pbtxt" is GE's format and raises) and
+      ``debug.graph_dump.path``; ``debug.run_eagerly``: run the passed graph eagerly
+      (no Inductor, no CUDA graphs).
+    """
+
+    def __init__(self):
+        super().__init__("")
+        self._add("mode", OptionValue(
+            "max-autotune", ("max-autotune", "reduce-overhead", "npugraph_ex"),
+            doc="max-autotune: Inductor executes; reduce-overhead / npugraph_ex: the graph "
+                "runs as captured, with CUDA graphs on CUDA inputs."))
+        self._add("post_grad_custom_pre_pass", OptionValue(
+            None, check=_callable_or_none, doc="user pass run before the built-in passes"))
+        self._add("post_grad_custom_post_pass", OptionValue(
+            None, check=_callable_or_none, doc="user pass run after the built-in passes"))
+        self._add("debug", _section(
+            "debug",
+            graph_dump=_section(
+                "debug.graph_dump",
+                type=OptionValue(None, (None, "txt", "pbtxt", "py"),
+                                 doc="dump the FX graph before / after each pass"),
+                path=OptionValue(None, check=_str_or_none, doc="dump folder (default .)"),
+            ),
+            run_eagerly=OptionValue(False, _BOOL, doc="run the passed graph eagerly"),
+            data_dump=_section("debug.data_dump", type=_ge(None, (None, "npy")),
+                               path=_ge(None, check=_str_or_none), filter=_ge(None)),
+            fx_summary=_section("debug.fx_summary", type=_ge(None, (None, "csv")),
+                                path=_ge(None, check=_str_or_none),
+                                skip_compile=_ge(True, _BOOL)),
+            aclgraph=_section("debug.aclgraph",
+                              disable_reinplace_input_mutated_ops_pass=_ge(False, _BOOL),
+                              disable_reinplace_inplaceable_ops_pass=_ge(False, _BOOL)),
+        ))
+        self._add("experimental_config", _section(
+            "experimental_config",
+            pattern_fusion_pass=OptionValue(True, _BOOL,
+                                            doc="run the fusion passes (default and user)"),
+            remove_noop_ops=OptionValue(True, _BOOL, doc="remove no-op views, casts, copies"),
+            keep_inference_input_mutations=OptionValue(
+                True, _BOOL, doc="keep input mutations inside inference graphs (AOTAutograd)"),
+            max_autotune_fusions=OptionValue(
+                "opaque", ("opaque", "all", "torchair"),
+                doc="op_sdk: which default fusions run in max-autotune (see class doc)"),
+            frozen_parameter=_ge(False, _BOOL),
+            cc_parallel_enable=_ge(False, _BOOL),
+            memory_efficiency=_ge(False, _BOOL),
+            static_model_ops_lower_limit=_ge(None, check=_int_range(-1, 2**63 - 1)),
+            jit_compile=_ge("auto", ("auto",)),
+            npu_fx_pass=_ge(False, _BOOL),
+            aot_config_enable_joint_graph=_ge(False, _BOOL),
+            aot_config_output_loss_index=_ge(0),
+            enable_single_stream=_ge(False, _BOOL),
+            topology_sorting_strategy=_ge("DFS", ("BFS", "DFS", "RDFS", "StableRDFS")),
+            enable_ref_data=_ge(False, _BOOL),
+            enable_view_optimize=_ge(False, _BOOL),
+            tiling_schedule_optimize=_ge(False, _BOOL),
+        ))
+        self._add("ge_config", _section(
+            "ge_config",
+            optimization_switch=_ge(None, check=_str_or_none),
+            enable_single_stream=_ge(False, _BOOL),
+            oo_level=_ge(None, (None, "O1", "O3")),
+            oo_constant_folding=_ge(None, (None, True, False)),
+            oo_dead_code_elimination=_ge(None, (None, True, False)),
+            export_compile_stat=_ge("1", ("0", "1", "2")),
+            aicore_num=_ge(None, check=_str_or_none),
+        ))
+        self._add("inference_config", _section(
+            "inference_config",
+            dynamic_gears_merge_policy=_ge("zip", ("zip", "product")),
+        ))
+        self._add("fusion_config", _section(
+            "fusion_config", fusion_switch_file=_ge(None, check=_str_or_none)))
+        self._add("aclgraph_config", _section(
+            "aclgraph_config", use_custom_pool=_ge(None), disable_reinplace_input_mutated_ops_pass=
+            _ge(False, _BOOL)))
+        self._add("export", _section(
+            "export", export_mode=_ge(False, _BOOL), export_path_dir=_ge(None, check=_str_or_none),
+            export_name=_ge(None, check=_str_or_none)))
+        self._add("dump_config", _section(
+            "dump_config", enable_dump=_ge(False, _BOOL), dump_path=_ge("./", check=_str_or_none),
+            dump_mode=_ge("all", ("input", "output", "all")),
+            dump_step=_ge(None, check=_str_or_none), dump_layer=_ge(None, check=_str_or_none)))
+        self._add("aoe_config", _section(
+            "aoe_config", aoe_mode=_ge(None, (None, "2")), work_path=_ge("./", check=_str_or_none),
+            aoe_config_file=_ge(None, check=_str_or_none)))
+
+    # -- reading ---------------------------------------------------------------------------
+
+    @property
+    def executes_with_inductor(self) -> bool:
+        return self.mode.value == "max-autotune" and not self.debug.run_eagerly.value
+
+    def ineffective_options(self) -> list[str]:
+        """The options set to a non-default value that have no effect on CPU / CUDA."""
+        return [o.path for o in self.options() if o.ge_only and not o.is_default]
+
+    def fingerprint(self) -> list[tuple[str, Any]]:
+        """(path, value) of every option, user passes as source digests; feeds cache keys.
+        A user pass without retrievable source yields None (the caller disables caching)."""
+        out = []
+        for o in self.options():
+            v = o.value
+            if callable(v):
+                v = callable_digest(v)
+            out.append((o.path, v if v is None or isinstance(v, (bool, int, float, str))
+                        else repr(v)))
+        return out
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, CompilerConfig) and self.fingerprint() == other.fingerprint()
+
+    __hash__ = None
+
+
+def callable_digest(fn, _seen: frozenset = frozenset()) -> str | None:
+    """A stable digest of a function's code (source when available, else bytecode and
+    constants) and of the values it captured. None when that cannot be named (no code,
+    or a captured object other than a scalar, dtype, device or function): such a
+    callable cannot feed a cache key."""
+    import hashlib
+
+    if id(fn) in _seen:  # a function that captures itself (recursion)
+        return "<recursive>"
+    _seen = _seen | {id(fn)}
+    fn = inspect.unwrap(fn)
+    target = fn.func if hasattr(fn, "func") and hasattr(fn, "args") else fn  # partial
+    h = hashlib.sha256()
+    h.update(getattr(target, "__qualname__", type(target).__qualname__).encode())
+    try:
+        h.update(inspect.getsource(target).encode())
+    except (OSError, TypeError):
+        code = getattr(target, "__code__", None)
+        if code is None:
+            return None
+        h.update(_code_bytes(code))
+    # values a closure or partial captured change behaviour without changing the source
+    captured = []
+    for cell in getattr(target, "__closure__", None) or ():
+        try:
+            captured.append(cell.cell_contents)
+        except ValueError:  # empty cell
+            captured.append(None)
+    if target is not fn:
+        captured.extend([fn.args, sorted(fn.keywords.items())])
+    for value in captured:
+        text = _value_repr(value, _seen)
+        if text is None:  # an object whose identity we cannot name: not hashable
+            return None
+        h.update(text.encode())
+    return h.hexdigest()
+
+
+def _code_bytes(code) -> bytes:
+    parts = [code.co_code, repr(code.co_names).encode()]
+    for const in code.co_consts:
+        parts.append(_code_bytes(const) if inspect.iscode(const) else repr(const).encode())
+    return b"|".join(parts)
+
+
+def _value_repr(value, _seen: frozenset = frozenset()) -> str | None:
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        return repr(value)
+    import torch
+
+    if isinstance(value, (torch.dtype, torch.device)):
+        return repr(value)
+    if isinstance(value, (tuple, list)):
+        parts = [_value_repr(v, _seen) for v in value]
+        return None if None in parts else "(" + ",".join(parts) + ")"
+    if callable(value):
+        return callable_digest(value, _seen)
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class _EffectiveOption:
+    path: str
+    default: Any
+    doc: str
+
+
+def _effective_options() -> list[_EffectiveOption]:
+    cfg = CompilerConfig()
+    return [_EffectiveOption(o.path, o.default, o.doc) for o in cfg.options() if not o.ge_only]
+
+
+EFFECTIVE_OPTIONS = _effective_options()

@@ -1,0 +1,250 @@
+"""The passes every forward / inference graph goes through, in TorchAir's order:
+
+    1. post_grad_custom_pre_pass   the user's pass (if set)
+    2. remove_noop_ops             (experimental_config.remove_noop_ops)
+    3. pattern_fusion              (experimental_config.pattern_fusion_pass): canonical
+                                   spelling, then each enabled default fusion, then the
+                                   user's patterns, then the near-miss diagnosis
+    4. post_grad_custom_post_pass  the user's pass (if set)
+
+A user pass follows the manual's contract ``(gm, example_inputs, config) -> None``: it
+mutates ``gm`` in place, its return value is ignored; an exception it raises, or an
+invalid graph it leaves, fails the compile with an error naming it.
+
+Who runs the stages depends on the executor. For the eager / CUDA-graph executors the
+backend's own AOTAutograd hands each graph to ``PassPipeline.run``. For Inductor the
+stages are handed to ``compile_fx`` as its post-grad custom passes: 1-3 as
+``post_grad_custom_pre_pass`` and 4 as ``post_grad_custom_post_pass`` (Inductor's own
+post-grad passes run in between, as TorchAir's built-in ones run before the user's post
+pass). Handing them to Inductor instead of running them first keeps Inductor's FX graph
+cache working in full: its key is the graph *before* the passes plus each pass's
+``uuid()``, a content hash of this package's pass and pattern sources, the config and the
+user's passes and patterns, so a cache hit skips the passes too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch._inductor.custom_graph_pass import CustomInferenceAwareGraphPass
+
+from op_sdk.compiler.config import CompilerConfig, callable_digest
+from op_sdk.compiler.dump import GraphDumper
+from op_sdk.compiler.report import CompileReport, GraphReport, StageRecord
+
+__all__ = ["PassPipeline", "UserPassError", "STAGES", "fusion_plan"]
+
+STAGES = ("post_grad_custom_pre_pass", "remove_noop_ops", "pattern_fusion",
+          "post_grad_custom_post_pass")
+
+
+class UserPassError(RuntimeError):
+    """A user pass raised, or left an invalid graph."""
+
+
+def fusion_plan(config: CompilerConfig) -> list[tuple[Any, str]]:
+    """Each default fusion with "" when this config runs it, else the reason it does not."""
+    from op_sdk.patterns import DEFAULT_FUSIONS
+
+    plan = []
+    policy = config.experimental_config.max_autotune_fusions.value
+    for fusion in DEFAULT_FUSIONS:
+        why = ""
+        if not config.experimental_config.pattern_fusion_pass.value:
+            why = "experimental_config.pattern_fusion_pass=False"
+        elif config.executes_with_inductor:
+            if policy == "torchair" and not fusion.torchair_max_autotune:
+                why = "not applied in max-autotune (max_autotune_fusions='torchair')"
+            elif policy == "opaque" and not fusion.opaque_to_inductor:
+                why = ("not applied in max-autotune: Inductor handles these aten ops itself "
+                       "(max_autotune_fusions='opaque'; 'all' applies it)")
+        plan.append((fusion, why))
+    return plan
+
+
+def _call_nodes(gm: torch.fx.GraphModule) -> int:
+    return sum(1 for n in gm.graph.nodes if n.op == "call_function")
+
+
+def _is_backward(graph: torch.fx.Graph) -> bool:
+    return any(str(n.target).startswith("tangents")
+               for n in graph.find_nodes(op="placeholder"))
+
+
+def _placeholder_values(gm: torch.fx.GraphModule) -> list:
+    return [n.meta.get("val") for n in gm.graph.find_nodes(op="placeholder")]
+
+
+@functools.lru_cache(1)
+def _source_digest() -> str:
+    """Hash of the sources that define what the passes do (compiler + patterns)."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    h = hashlib.sha256()
+    for sub in ("compiler", "patterns"):
+        folder = os.path.join(here, sub)
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".py"):
+                with open(os.path.join(folder, name), "rb") as f:
+                    h.update(name.encode() + b"\0" + f.read())
+    h.update(torch.__version__.encode())
+    return h.hexdigest()
+
+
+@dataclasses.dataclass
+class PassPipeline:
+    """The ordered stages for one backend (config + pattern registry)."""
+
+    config: CompilerConfig
+    user_patterns: Any  # PatternRegistry
+    dumper: GraphDumper
+
+    def __post_init__(self):
+        self.plan = fusion_plan(self.config)
+
+    # -- identity (the Inductor cache key part) ---------------------------------------------
+
+    def uuid(self) -> str | None:
+        """Content hash of everything that decides what the stages do; None (no caching)
+        when a user pass or pattern cannot be hashed by content."""
+        for slot in ("post_grad_custom_pre_pass", "post_grad_custom_post_pass"):
+            fn = getattr(self.config, slot).value
+            if fn is not None and callable_digest(fn) is None:
+                return None
+        user = ""
+        if self.config.experimental_config.pattern_fusion_pass.value and len(self.user_patterns):
+            user = self.user_patterns.uuid()
+            if user is None:
+                return None
+        parts = [_source_digest(), self.config.fingerprint(),
+                 [(f.name, why) for f, why in self.plan], user]
+        return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+    # -- running ----------------------------------------------------------------------------
+
+    def new_graph_report(self, compile_report: CompileReport, kind: str, executor: str,
+                         ) -> GraphReport:
+        report = GraphReport(graph=f"{kind}", mode=self.config.mode.value, executor=executor)
+        report.fusions_enabled = tuple(f.name for f, why in self.plan if not why)
+        report.fusions_skipped = {f.name: why for f, why in self.plan if why}
+        compile_report.graphs.append(report)
+        return report
+
+    def run(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], report: GraphReport,
+            stages: Sequence[str] = STAGES, label: str = "graph") -> None:
+        """Run ``stages`` (in the fixed order) on ``gm`` in place, recording into ``report``."""
+        for index, name in enumerate(STAGES):
+            if name not in stages:
+                continue
+            record = StageRecord(name)
+            report.stages.append(record)
+            record.nodes_before = record.nodes_after = _call_nodes(gm)
+            run = self._stage(name)
+            if isinstance(run, str):
+                record.skipped = run
+                continue
+            self._dump(gm, f"{label}_{index}_{name}_before", record)
+            start = time.perf_counter()
+            run(gm, example_inputs, report)
+            record.seconds = time.perf_counter() - start
+            record.nodes_after = _call_nodes(gm)
+            self._dump(gm, f"{label}_{index}_{name}_after", record)
+
+    def _dump(self, gm, name, record) -> None:
+        file = self.dumper.dump(gm, name)
+        if file:
+            record.dumps.append(file)
+
+    def _stage(self, name: str) -> Callable | str:
+        """The stage's function, or why it does not run."""
+        cfg = self.config
+        if name in ("post_grad_custom_pre_pass", "post_grad_custom_post_pass"):
+            fn = getattr(cfg, name).value
+            return functools.partial(self._user_pass, name, fn) if fn else "not set"
+        if name == "remove_noop_ops":
+            return self._remove_noop_ops if cfg.experimental_config.remove_noop_ops.value \
+                else "experimental_config.remove_noop_ops=False"
+        if name == "pattern_fusion":
+            return self._pattern_fusion if cfg.experimental_config.pattern_fusion_pass.value \
+                else "experimental_config.pattern_fusion_pass=False"
+        raise AssertionError(name)
+
+    def _user_pass(self, slot: str, fn: Callable, gm, example_inputs, report) -> None:
+        what = f"config.{slot} ({getattr(fn, '__qualname__', repr(fn))})"
+        try:
+            fn(gm, example_inputs, self.config)  # the return value is ignored (the contract)
+        except Exception as exc:
+            raise UserPassError(f"op_sdk: the user pass {what} raised "
+                                f"{type(exc).__name__}: {exc}") from exc
+        try:
+            gm.graph.lint()
+            gm.recompile()
+        except Exception as exc:
+            raise UserPassError(f"op_sdk: the graph left by the user pass {what} is invalid: "
+                                f"{exc}") from exc
+
+    def _remove_noop_ops(self, gm, example_inputs, report) -> None:
+        from op_sdk.compiler.noop_removal import remove_noop_ops
+
+        remove_noop_ops(gm)
+        gm.recompile()
+
+    def _pattern_fusion(self, gm, example_inputs, report) -> None:
+        from op_sdk.patterns.canonical import canonicalize
+        from op_sdk.patterns.registry import recording
+
+        canonicalize(gm.graph)
+        registries = [f.registry() for f, why in self.plan if not why]
+        if len(self.user_patterns):
+            registries.append(self.user_patterns)
+        with recording(report):
+            for registry in registries:
+                registry.apply(gm)
+            for registry in registries:
+                registry.diagnose(gm, report)
+        gm.recompile()
+
+    # -- Inductor ---------------------------------------------------------------------------
+
+    def inductor_config_patches(self, compile_report: CompileReport) -> dict[str, Any]:
+        """The stages as Inductor post-grad custom passes (config patches for compile_fx)."""
+        return {
+            "post_grad_custom_pre_pass": _InductorStages(
+                self, compile_report, ("post_grad_custom_pre_pass", "remove_noop_ops",
+                                       "pattern_fusion")),
+            "post_grad_custom_post_pass": _InductorStages(
+                self, compile_report, ("post_grad_custom_post_pass",)),
+        }
+
+
+class _InductorStages(CustomInferenceAwareGraphPass):
+    """Some pipeline stages as an Inductor custom pass, with a content ``uuid``."""
+
+    def __init__(self, pipeline: PassPipeline, compile_report: CompileReport,
+                 stages: tuple[str, ...]):
+        self.pipeline = pipeline
+        self.compile_report = compile_report
+        self.stages = stages
+
+    def __call__(self, graph: torch.fx.Graph, is_inference: bool = True) -> None:
+        gm = graph.owning_module
+        if _is_backward(graph):
+            return  # the passes run on forward / inference graphs only
+        report = gm.meta.get("op_sdk_report")
+        if report is None:  # the first of the two slots to run on this graph
+            kind = "inference" if is_inference else "forward"
+            report = self.pipeline.new_graph_report(self.compile_report, kind, "inductor")
+            gm.meta["op_sdk_report"] = report
+        label = f"graph_{self.compile_report.index}_{report.graph}"
+        self.pipeline.run(gm, _placeholder_values(gm), report, self.stages, label)
+
+    def uuid(self) -> str | None:
+        base = self.pipeline.uuid()
+        return None if base is None else hashlib.sha256(
+            (base + repr(self.stages)).encode()).hexdigest()

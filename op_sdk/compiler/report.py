@@ -1,0 +1,177 @@
+"""What a compile did: the record ``op_sdk.explain()`` will show.
+
+One ``CompileReport`` per backend call (one Dynamo graph), holding one ``GraphReport`` per
+AOT graph the passes ran on (the forward or inference graph). A ``GraphReport`` has the
+stages in the order they ran (time, node counts, dump files), per fusion and variant the
+number of matches, and the near misses: a place where a pattern nearly fused, with the
+category and the reason it did not (an intermediate with another user, a failed extra
+check such as alignment, dtype or shape, or the fused operator rejecting the inputs).
+
+The backend keeps its reports (``backend.reports``); ``recent_reports()`` keeps the last
+few of the whole process for tools that have no backend object at hand.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import threading
+from typing import Any
+
+__all__ = ["NearMiss", "StageRecord", "GraphReport", "CompileReport", "recent_reports",
+           "NEAR_MISS_KINDS"]
+
+# Near-miss categories. "other_user": an intermediate that would disappear has another
+# user; "alignment" / "dtype" / "shape" / "args": a failed extra check of that kind;
+# "fused_op": the fused operator's own checks reject the inputs; "check": a user
+# extra_check returned False; "stream": the nodes span streams (TorchAir's stream labels).
+# (A fusion switched off for the mode is not a near miss: GraphReport.fusions_skipped.)
+NEAR_MISS_KINDS = ("other_user", "alignment", "dtype", "shape", "args", "fused_op", "check",
+                   "stream")
+
+
+@dataclasses.dataclass
+class NearMiss:
+    fusion: str          # the fusion (default fusion name or "user:<search_fn>")
+    variant: str         # which of its variants
+    node: str            # the graph node where the match was attempted (the anchor)
+    kind: str            # one of NEAR_MISS_KINDS
+    check: str           # the failing check's name ("" when none applies)
+    reason: str          # one sentence for a human
+
+    def __str__(self) -> str:
+        where = f"{self.fusion}[{self.variant}] at {self.node}"
+        return f"{where}: {self.kind}{'/' + self.check if self.check else ''}: {self.reason}"
+
+
+@dataclasses.dataclass
+class StageRecord:
+    name: str                     # "post_grad_custom_pre_pass", "remove_noop_ops", ...
+    seconds: float = 0.0
+    nodes_before: int = 0         # call_function nodes
+    nodes_after: int = 0
+    skipped: str = ""             # why the stage did not run ("" when it ran)
+    dumps: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class GraphReport:
+    graph: str                    # "forward" / "inference" (+ id)
+    mode: str
+    executor: str                 # "inductor", "eager", "cudagraphs"
+    stages: list[StageRecord] = dataclasses.field(default_factory=list)
+    matches: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    near_misses: list[NearMiss] = dataclasses.field(default_factory=list)
+    fusions_enabled: tuple[str, ...] = ()
+    fusions_skipped: dict[str, str] = dataclasses.field(default_factory=dict)  # name -> why
+    # per (fusion, variant): nodes matched, nodes left in their place, and the estimated
+    # bytes of memory traffic saved (each intermediate that disappears was written once
+    # and read at least once)
+    effects: dict = dataclasses.field(default_factory=dict)
+    regions: list = dataclasses.field(default_factory=list)  # pictures of a few matches
+
+    # -- recording (called by the pattern machinery) --------------------------------------
+
+    def record_match(self, fusion: str, variant: str, nodes_before: int = 0,
+                     nodes_after: int = 0, bytes_saved: int = 0) -> None:
+        self.matches[(fusion, variant)] += 1
+        eff = self.effects.setdefault((fusion, variant),
+                                      {"nodes_before": 0, "nodes_after": 0, "bytes_saved": 0})
+        eff["nodes_before"] += nodes_before
+        eff["nodes_after"] += nodes_after
+        eff["bytes_saved"] += bytes_saved
+
+    def record_near_miss(self, miss: NearMiss) -> None:
+        key = (miss.fusion, miss.node, miss.kind, miss.check, miss.reason)
+        if all((m.fusion, m.node, m.kind, m.check, m.reason) != key for m in self.near_misses):
+            self.near_misses.append(miss)
+
+    # -- reading --------------------------------------------------------------------------
+
+    def match_count(self, fusion: str | None = None, variant: str | None = None) -> int:
+        return sum(n for (f, v), n in self.matches.items()
+                   if (fusion is None or f == fusion) and (variant is None or v == variant))
+
+    def misses(self, fusion: str | None = None, kind: str | None = None) -> list[NearMiss]:
+        return [m for m in self.near_misses
+                if (fusion is None or m.fusion == fusion) and (kind is None or m.kind == kind)]
+
+    def stage(self, name: str) -> StageRecord | None:
+        return next((s for s in self.stages if s.name == name), None)
+
+    @property
+    def pass_seconds(self) -> float:
+        return sum(s.seconds for s in self.stages)
+
+    def summary(self) -> str:
+        lines = [f"{self.graph} graph ({self.mode}, executed by {self.executor})"]
+        for s in self.stages:
+            state = f"skipped: {s.skipped}" if s.skipped else \
+                f"{s.nodes_before} -> {s.nodes_after} nodes, {s.seconds * 1e3:.1f} ms"
+            lines.append(f"  {s.name}: {state}")
+        for (fusion, variant), n in sorted(self.matches.items()):
+            lines.append(f"  fused {fusion}[{variant}] x{n}")
+        for name, why in self.fusions_skipped.items():
+            lines.append(f"  not run: {name}: {why}")
+        for m in self.near_misses:
+            lines.append(f"  near miss: {m}")
+        return "\n".join(lines)
+
+
+@dataclasses.dataclass
+class CompileReport:
+    """One backend call: the graphs compiled for one Dynamo frame."""
+
+    index: int
+    mode: str
+    graphs: list[GraphReport] = dataclasses.field(default_factory=list)
+    seconds: float = 0.0          # the whole backend call
+    cache: str = ""               # "hit" when Inductor served the graph from its cache
+
+    @property
+    def pass_seconds(self) -> float:
+        return sum(g.pass_seconds for g in self.graphs)
+
+    def match_count(self, fusion: str | None = None, variant: str | None = None) -> int:
+        return sum(g.match_count(fusion, variant) for g in self.graphs)
+
+    def misses(self, fusion: str | None = None, kind: str | None = None) -> list[NearMiss]:
+        return [m for g in self.graphs for m in g.misses(fusion, kind)]
+
+    def summary(self) -> str:
+        head = f"compile #{self.index} ({self.mode}, {self.seconds:.2f} s"
+        head += f", passes {self.pass_seconds * 1e3:.1f} ms"
+        head += ", Inductor cache hit: passes did not run)" if self.cache == "hit" else ")"
+        return "\n".join([head] + [g.summary() for g in self.graphs])
+
+    def to_dict(self) -> dict[str, Any]:
+        def graph(g: GraphReport):
+            return {
+                "graph": g.graph, "mode": g.mode, "executor": g.executor,
+                "stages": [dataclasses.asdict(s) for s in g.stages],
+                "matches": [{"fusion": f, "variant": v, "count": n}
+                            for (f, v), n in sorted(g.matches.items())],
+                "near_misses": [dataclasses.asdict(m) for m in g.near_misses],
+                "fusions_enabled": list(g.fusions_enabled),
+                "fusions_skipped": dict(g.fusions_skipped),
+                "effects": [{"fusion": f, "variant": v, **e}
+                            for (f, v), e in sorted(g.effects.items())],
+                "regions": list(g.regions),
+            }
+        return {"index": self.index, "mode": self.mode, "seconds": self.seconds,
+                "cache": self.cache, "graphs": [graph(g) for g in self.graphs]}
+
+
+_RECENT: collections.deque[CompileReport] = collections.deque(maxlen=32)
+_LOCK = threading.Lock()
+
+
+def remember(report: CompileReport) -> None:
+    with _LOCK:
+        _RECENT.append(report)
+
+
+def recent_reports() -> list[CompileReport]:
+    """The last compile reports of this process, oldest first."""
+    with _LOCK:
+        return list(_RECENT)

@@ -1,0 +1,222 @@
+"""``op-sdk demo``: what the SDK does to the embedded model, measured in one run.
+
+Builds the DeepSeek-style W8A8 model, runs it in eager, under torch.compile's default
+backend (Inductor) and under op_sdk's backend, and reports the fusions that fired, the
+numerical agreement with eager, and the time per forward of each.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+
+from op_sdk.models import DecoderConfig, DeepSeekW8A8
+
+
+class Progress:
+    """A one-line progress bar on stderr (plain lines when stderr is not a terminal)."""
+
+    def __init__(self, total: int, enabled: bool = True, stream=None):
+        self.total, self.done, self.enabled = total, 0, enabled
+        self.stream = stream or sys.stderr
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.start = time.perf_counter()
+
+    def step(self, label: str) -> None:
+        self.done += 1
+        if not self.enabled:
+            return
+        width = 24
+        filled = int(width * self.done / self.total)
+        bar = "#" * filled + "-" * (width - filled)
+        line = f"[{bar}] {self.done}/{self.total} {label} ({time.perf_counter() - self.start:.0f} s)"
+        if self.tty:
+            self.stream.write("\r" + line.ljust(90) + ("\n" if self.done == self.total else ""))
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+def time_forward(fn: Callable[[], torch.Tensor], repeats: int, warmup: int = 2) -> float:
+    """Median seconds per call."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def logits_of(out):
+    """The logits of a model output ((logits, aux) when the model taps a layer)."""
+    return out[0] if isinstance(out, tuple) else out
+
+
+def machine_facts() -> dict:
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    return {"cpu": cpu, "cores": os.cpu_count(), "threads": torch.get_num_threads(),
+            "torch": torch.__version__, "python": platform.python_version(),
+            "platform": platform.platform()}
+
+
+@dataclasses.dataclass
+class DemoResult:
+    config: dict
+    batch: int
+    tokens: int
+    patterns: dict
+    fusion_rows: list
+    near_misses: list
+    max_abs_error: float
+    max_abs_error_inductor: float
+    ref_max_abs: float
+    seconds: dict
+    compile_seconds: dict
+    machine: dict
+    command: str
+
+    def to_json(self) -> dict:
+        s = self.seconds
+        return {
+            "patterns": self.patterns,
+            "max_abs_error": self.max_abs_error,
+            "max_abs_error_inductor": self.max_abs_error_inductor,
+            "reference_max_abs": self.ref_max_abs,
+            "speedup_vs_eager": s["eager"] / s["op_sdk"],
+            "speedup_vs_inductor": s["inductor"] / s["op_sdk"],
+            "seconds_per_forward": s,
+            "compile_seconds": self.compile_seconds,
+            "fusions": self.fusion_rows,
+            "near_misses": self.near_misses,
+            "model": self.config,
+            "batch": self.batch,
+            "tokens": self.tokens,
+            "machine": self.machine,
+            "command": self.command,
+        }
+
+
+def run_demo(cfg: DecoderConfig, batch: int = 1, tokens: int = 8, repeats: int = 10,
+             progress: bool = True, backends: tuple[str, ...] = ("inductor", "op_sdk"),
+             command: str = "") -> DemoResult:
+    import op_sdk
+
+    cfg.validate()
+    if batch < 1 or tokens < 1:
+        raise ValueError(f"batch and tokens must be >= 1, got batch={batch}, tokens={tokens}")
+    bar = Progress(2 + 2 * len(backends), enabled=progress)
+    model = DeepSeekW8A8(cfg).eval()
+    ids = model.example_tokens(batch, tokens)
+    bar.step("model built")
+
+    seconds, compile_seconds, outputs = {}, {}, {}
+    with torch.no_grad():
+        ref = logits_of(model(ids))
+        seconds["eager"] = time_forward(lambda: model(ids), repeats)
+        bar.step("eager timed")
+        backend_obj = None
+        for name in backends:
+            torch._dynamo.reset()
+            if name == "op_sdk":
+                backend_obj = op_sdk.get_npu_backend(compiler_config=op_sdk.CompilerConfig())
+                backend = backend_obj
+            else:
+                backend = "inductor"
+            compiled = torch.compile(model, backend=backend, dynamic=False)
+            start = time.perf_counter()
+            with _fresh_inductor_cache():
+                outputs[name] = logits_of(compiled(ids))
+            compile_seconds[name] = time.perf_counter() - start
+            bar.step(f"{name} compiled")
+            seconds[name] = time_forward(lambda: compiled(ids), repeats)
+            bar.step(f"{name} timed")
+
+    explanation = op_sdk.explain(backend_obj) if backend_obj is not None else None
+    patterns = explanation.patterns if explanation else {}
+    rows = explanation.table() if explanation else []
+    misses = [dataclasses.asdict(m) for m in explanation.near_misses] if explanation else []
+    err = lambda out: float((out.float() - ref.float()).abs().max())  # noqa: E731
+    return DemoResult(
+        config=dataclasses.asdict(cfg), batch=batch, tokens=tokens, patterns=patterns,
+        fusion_rows=rows, near_misses=misses,
+        max_abs_error=err(outputs["op_sdk"]) if "op_sdk" in outputs else float("nan"),
+        max_abs_error_inductor=err(outputs["inductor"]) if "inductor" in outputs else float("nan"),
+        ref_max_abs=float(ref.abs().max()), seconds=seconds, compile_seconds=compile_seconds,
+        machine=machine_facts(), command=command)
+
+
+@contextlib.contextmanager
+def _fresh_inductor_cache():
+    """Compile without Inductor's FX graph cache so the fusion passes run (and report)."""
+    import torch._inductor.config as inductor_config
+
+    with inductor_config.patch(fx_graph_cache=False):
+        yield
+
+
+def format_result(r: DemoResult) -> str:
+    c = r.config
+    lines = [
+        f"op_sdk demo: DeepSeek-style W8A8 decoder, {c['layers']} layers, hidden {c['hidden']}, "
+        f"{c['dtype']}, batch {r.batch} x {r.tokens} tokens, {r.machine['threads']} threads",
+        "",
+        "Fusions (op_sdk backend):",
+    ]
+    header = f"  {'pattern':<36} {'matches':>7} {'nodes before':>12} {'after':>6} {'bytes saved':>12}"
+    lines.append(header)
+    for row in r.fusion_rows:
+        lines.append(f"  {row['pattern']:<36} {row['matches']:>7} {row['nodes_before']:>12} "
+                     f"{row['nodes_after']:>6} {_bytes(row['bytes_saved']):>12}")
+    if not r.fusion_rows:
+        lines.append("  (none)")
+    if r.near_misses:
+        lines.append("")
+        lines.append("Near misses:")
+        for m in r.near_misses[:10]:
+            lines.append(f"  {m['fusion']}[{m['variant']}] at {m['node']}: {m['kind']}: {m['reason']}")
+    lines += [
+        "",
+        f"Agreement with eager: max |op_sdk - eager| = {r.max_abs_error:.4g}, "
+        f"max |inductor - eager| = {r.max_abs_error_inductor:.4g} (logits up to {r.ref_max_abs:.3g})",
+        "",
+        "Time per forward (median):",
+    ]
+    s = r.seconds
+    for name in ("eager", "inductor", "op_sdk"):
+        if name in s:
+            label = {"eager": "eager", "inductor": "torch.compile (inductor)",
+                     "op_sdk": "torch.compile (op_sdk backend)"}[name]
+            lines.append(f"  {label:<32} {s[name] * 1e3:9.3f} ms   x{s['eager'] / s[name]:.2f} vs eager")
+    if "op_sdk" in s and "inductor" in s:
+        lines.append(f"  op_sdk vs inductor: x{s['inductor'] / s['op_sdk']:.2f}")
+    return "\n".join(lines)
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def write_json(result: DemoResult, path: str) -> None:
+    with open(path, "w") as f:
+        json.dump(result.to_json(), f, indent=2)

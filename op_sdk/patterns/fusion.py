@@ -1,0 +1,127 @@
+"""How a default fusion is declared, and the lazily built registry of each.
+
+A ``Fusion`` is data: the fused operator, the operators that disappear, its variants
+(each a pair of plain functions ``search_fn`` / ``replace_fn`` over the graph's
+operators, with example inputs), and its named extra checks. Everything else (the
+pattern, the registry, the reports, ``verify_replacement`` in the tests) is derived
+from that, so adding a fusion means writing one module like ``add_rms_norm_cast.py``.
+
+Patterns are derived by tracing ``search_fn`` in the canonical spelling and ignoring
+literal ints, floats, lists and dtypes (as Inductor does); what those literals must be
+(view sizes, transpose dims, the cast dtype, quantize's axis and dtype) is then the job
+of named checks, which work with symbolic sizes and report why a match was refused.
+The pattern is registered pre-traced (``search_fn_pattern``), so a match costs no re-trace
+of ``search_fn``, and the replacement is traced once per distinct input metadata per
+graph (``PatternRegistry``), not once per match.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from op_sdk.patterns.registry import Check, PatternRegistry, trace_canonical
+
+__all__ = ["Variant", "Fusion", "IGNORED_LITERALS"]
+
+# literal argument types a derived pattern does not compare (checks do instead)
+IGNORED_LITERALS = (int, float, list, torch.device, torch.dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One spelling of a fusion: ``search_fn`` (what the graph holds) and ``replace_fn``
+    (same signature, what replaces it). Parameters named in ``scalar_workaround`` are
+    scalars (epsilon) matched as pattern arguments."""
+
+    name: str
+    search_fn: Callable
+    replace_fn: Callable
+    scalar_workaround: dict[str, float] | None = None
+
+    @property
+    def argnames(self) -> list[str]:
+        return list(inspect.signature(self.search_fn).parameters)
+
+
+@dataclasses.dataclass(frozen=True)
+class Fusion:
+    """A default fusion of the TorchAir manual's table (``number`` is its row)."""
+
+    name: str
+    number: int
+    fused_op: str                          # in torch.ops.npu
+    unfused_ops: tuple[str, ...]           # "npu.x" / "aten.x": gone after the fusion
+    variants: Callable[[], tuple[Variant, ...]]
+    example_inputs: Callable[..., dict[str, Any]]  # (dtype, variant) -> {argname: value}
+    checks: tuple[Check, ...]
+    dtypes: tuple[torch.dtype, ...]        # activation dtypes the fused op takes
+    torchair_max_autotune: bool            # TorchAir applies it in max-autotune
+    opaque_to_inductor: bool               # it crosses a custom op Inductor cannot fuse across
+    doc: str = ""
+
+    def variant(self, name: str) -> Variant:
+        for v in self.variants():
+            if v.name == name:
+                return v
+        raise KeyError(f"{self.name} has no variant {name!r}; variants: "
+                       f"{[v.name for v in self.variants()]}")
+
+    def inputs(self, variant: Variant, dtype: torch.dtype = torch.float16, **sizes) -> list:
+        """Real example inputs in ``variant.search_fn``'s parameter order."""
+        values = self.example_inputs(dtype, variant, **sizes)
+        return [values[name] for name in variant.argnames]
+
+    def registry(self) -> PatternRegistry:
+        """This fusion's patterns, registered once per process on first use."""
+        return _build(self)
+
+
+_BUILT: dict[str, PatternRegistry] = {}
+_BUILD_SECONDS: dict[str, float] = {}
+_LOCK = threading.Lock()
+
+
+def _build(fusion: Fusion) -> PatternRegistry:
+    registry = _BUILT.get(fusion.name)
+    if registry is not None:
+        return registry
+    with _LOCK:
+        if fusion.name in _BUILT:
+            return _BUILT[fusion.name]
+        start = time.perf_counter()
+        registry = PatternRegistry(fusion.name)
+        for variant in fusion.variants():
+            _register(registry, fusion, variant)
+        _BUILD_SECONDS[fusion.name] = time.perf_counter() - start
+        _BUILT[fusion.name] = registry
+        return registry
+
+
+def built_fusions() -> dict[str, float]:
+    """The fusions registered so far in this process, with the seconds each took."""
+    return dict(_BUILD_SECONDS)
+
+
+def _register(registry: PatternRegistry, fusion: Fusion, variant: Variant) -> None:
+    from torch._inductor.pattern_matcher import gen_pattern_and_search_gm
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    scalars = variant.scalar_workaround or {}
+    mode = FakeTensorMode()
+    real = fusion.example_inputs(fusion.dtypes[0], variant)
+    fake = [mode.from_tensor(real[n]) if isinstance(real[n], torch.Tensor) else real[n]
+            for n in variant.argnames if n not in scalars]
+    with mode:
+        pattern, _ = gen_pattern_and_search_gm(variant.search_fn, fake, trace_canonical,
+                                               scalars)
+    registry.register_replacement(
+        variant.search_fn, variant.replace_fn, fake, trace_fn=trace_canonical,
+        search_fn_pattern=pattern, scalar_workaround=scalars or None,
+        fusion=fusion.name, variant=variant.name, checks=fusion.checks, fused_op_check=True)

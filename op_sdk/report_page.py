@@ -1,0 +1,191 @@
+"""Renders a compile's fusion report as a self-contained HTML page (inline SVG pictures,
+no scripts, no network) and as Markdown with Mermaid diagrams.
+
+Input is plain data (see ``op_sdk.compiler.explain.report_data``):
+``{"title", "facts": {k: v}, "fusions": [rows], "regions": [region], "near_misses": [..],
+"dumps": [{"name", "text"}]}`` where a region is ``{"fusion", "variant", "before": graph,
+"after": graph}`` and a graph is ``{"nodes": [{"id", "label", "kind"}], "edges": [[src, dst]]}``
+with kind one of "input", "op", "fused", "output".
+"""
+
+from __future__ import annotations
+
+import html
+
+_COLORS = {"input": "#eef2f7", "op": "#fde2cf", "fused": "#cdeccd", "output": "#eef2f7"}
+_BOX_W, _BOX_H, _GAP_X, _GAP_Y = 240, 34, 24, 46
+
+
+def _layers(graph: dict) -> list[list[str]]:
+    """Longest-path layering of a small DAG (inputs on top)."""
+    ids = [n["id"] for n in graph["nodes"]]
+    preds = {i: [] for i in ids}
+    for a, b in graph["edges"]:
+        if a in preds and b in preds:
+            preds[b].append(a)
+    depth: dict[str, int] = {}
+
+    def d(i, seen=()):
+        if i not in depth:
+            depth[i] = 0 if not preds[i] or i in seen else 1 + max(d(p, seen + (i,)) for p in preds[i])
+        return depth[i]
+
+    for i in ids:
+        d(i)
+    layers: list[list[str]] = [[] for _ in range(max(depth.values(), default=-1) + 1)]
+    for i in ids:
+        layers[depth[i]].append(i)
+    return layers
+
+
+def svg_graph(graph: dict, title: str = "") -> str:
+    """An SVG picture of a small graph: boxes per node, arrows per edge."""
+    layers = _layers(graph)
+    labels = {n["id"]: n for n in graph["nodes"]}
+    width = max((len(layer) for layer in layers), default=1) * (_BOX_W + _GAP_X) + _GAP_X
+    height = len(layers) * (_BOX_H + _GAP_Y) + _GAP_Y + (18 if title else 0)
+    top = 18 if title else 0
+    pos = {}
+    for y, layer in enumerate(layers):
+        row_w = len(layer) * (_BOX_W + _GAP_X) - _GAP_X
+        x0 = (width - row_w) / 2
+        for x, i in enumerate(layer):
+            pos[i] = (x0 + x * (_BOX_W + _GAP_X), top + _GAP_Y / 2 + y * (_BOX_H + _GAP_Y))
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
+           f'viewBox="0 0 {width:.0f} {height:.0f}" role="img">',
+           '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
+           'markerHeight="7" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" '
+           'fill="#555"/></marker></defs>']
+    if title:
+        out.append(f'<text x="6" y="13" font-size="12" font-family="sans-serif" '
+                   f'font-weight="bold">{html.escape(title)}</text>')
+    for a, b in graph["edges"]:
+        if a in pos and b in pos:
+            (xa, ya), (xb, yb) = pos[a], pos[b]
+            out.append(f'<line x1="{xa + _BOX_W / 2:.1f}" y1="{ya + _BOX_H:.1f}" '
+                       f'x2="{xb + _BOX_W / 2:.1f}" y2="{yb:.1f}" stroke="#555" '
+                       f'stroke-width="1.2" marker-end="url(#arrow)"/>')
+    for i, (x, y) in pos.items():
+        node = labels[i]
+        fill = _COLORS.get(node.get("kind", "op"), "#fde2cf")
+        label = node.get("label", i)
+        if len(label) > 34:
+            label = label[:33] + "…"
+        out.append(f'<g class="node {html.escape(node.get("kind", "op"))}">'
+                   f'<rect x="{x:.1f}" y="{y:.1f}" width="{_BOX_W}" height="{_BOX_H}" rx="6" '
+                   f'fill="{fill}" stroke="#666"/>'
+                   f'<text x="{x + _BOX_W / 2:.1f}" y="{y + _BOX_H / 2 + 4:.1f}" font-size="11" '
+                   f'font-family="monospace" text-anchor="middle">{html.escape(label)}</text></g>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
+h1{font-size:22px} h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:8px 0} td,th{border:1px solid #ccc;padding:4px 10px;
+font-size:13px;text-align:left} th{background:#f3f3f3} .num{text-align:right}
+.region{border:1px solid #ddd;border-radius:8px;padding:10px;margin:12px 0}
+.pair{display:flex;gap:24px;align-items:flex-start;flex-wrap:wrap}
+pre{background:#f7f7f7;padding:8px;overflow:auto;font-size:12px;max-height:420px}
+.legend span{display:inline-block;padding:2px 8px;margin-right:8px;border:1px solid #888;border-radius:4px;font-size:12px}
+"""
+
+
+def render_html(data: dict) -> str:
+    e = html.escape
+    parts = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+             f"<title>{e(data.get('title', 'op_sdk fusion report'))}</title>"
+             f"<style>{_CSS}</style></head><body>",
+             f"<h1>{e(data.get('title', 'op_sdk fusion report'))}</h1>"]
+    facts = data.get("facts", {})
+    if facts:
+        parts.append("<table>" + "".join(f"<tr><th>{e(str(k))}</th><td>{e(str(v))}</td></tr>"
+                                          for k, v in facts.items()) + "</table>")
+    parts.append("<h2>Fusions</h2>")
+    rows = data.get("fusions", [])
+    if rows:
+        parts.append("<table id=\"fusion-table\"><tr><th>pattern</th><th>matches</th>"
+                     "<th>nodes before</th><th>nodes after</th><th>est. bytes saved</th></tr>")
+        for r in rows:
+            parts.append(f"<tr><td>{e(r['pattern'])}</td><td class=num>{r['matches']}</td>"
+                         f"<td class=num>{r['nodes_before']}</td><td class=num>{r['nodes_after']}</td>"
+                         f"<td class=num>{r['bytes_saved']:,}</td></tr>")
+        parts.append("</table>")
+    else:
+        parts.append("<p>No fusion fired.</p>")
+    regions = data.get("regions", [])
+    parts.append(f"<h2>Fused regions ({len(regions)})</h2>")
+    parts.append('<p class="legend"><span style="background:#fde2cf">unfused op</span>'
+                 '<span style="background:#cdeccd">fused op</span>'
+                 '<span style="background:#eef2f7">input / output</span></p>')
+    for i, reg in enumerate(regions):
+        parts.append(f'<div class="region" id="region-{i}"><b>{e(reg["fusion"])}</b> '
+                     f'[{e(reg["variant"])}] at <code>{e(reg.get("anchor", ""))}</code>'
+                     f'<div class="pair"><div>{svg_graph(reg["before"], "before")}</div>'
+                     f'<div>{svg_graph(reg["after"], "after")}</div></div></div>')
+    skipped = data.get("skipped", {})
+    if skipped:
+        parts.append("<h2>Fusions not run</h2><ul>" + "".join(
+            f"<li><b>{e(k)}</b>: {e(v)}</li>" for k, v in skipped.items()) + "</ul>")
+    misses = data.get("near_misses", [])
+    parts.append(f"<h2>Near misses ({len(misses)})</h2>")
+    if misses:
+        parts.append("<table id=\"near-misses\"><tr><th>fusion</th><th>variant</th><th>node</th>"
+                     "<th>kind</th><th>check</th><th>reason</th></tr>")
+        for m in misses:
+            parts.append("<tr>" + "".join(f"<td>{e(str(m.get(k, '')))}</td>" for k in
+                                          ("fusion", "variant", "node", "kind", "check", "reason"))
+                         + "</tr>")
+        parts.append("</table>")
+    else:
+        parts.append("<p>None: every place a fusion's pattern began either fused or did not "
+                     "resemble it.</p>")
+    dumps = data.get("dumps", [])
+    if dumps:
+        parts.append("<h2>Graph dumps</h2>")
+        for d in dumps:
+            parts.append(f"<details><summary>{e(d['name'])}</summary><pre>{e(d['text'])}</pre>"
+                         f"</details>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def mermaid(graph: dict) -> str:
+    shape = {"input": ("([", "])"), "output": ("([", "])"), "fused": ("[[", "]]"), "op": ("[", "]")}
+    ids = {n["id"]: f"n{k}" for k, n in enumerate(graph["nodes"])}
+    lines = ["flowchart TD"]
+    for n in graph["nodes"]:
+        a, b = shape.get(n.get("kind", "op"), ("[", "]"))
+        label = n.get("label", n["id"]).replace('"', "'")
+        lines.append(f'    {ids[n["id"]]}{a}"{label}"{b}')
+    for a, b in graph["edges"]:
+        if a in ids and b in ids:
+            lines.append(f"    {ids[a]} --> {ids[b]}")
+    return "\n".join(lines)
+
+
+def render_markdown(data: dict) -> str:
+    out = [f"# {data.get('title', 'op_sdk fusion report')}", ""]
+    for k, v in data.get("facts", {}).items():
+        out.append(f"- **{k}**: {v}")
+    out += ["", "## Fusions", "", "| pattern | matches | nodes before | nodes after | est. bytes saved |",
+            "| --- | ---: | ---: | ---: | ---: |"]
+    for r in data.get("fusions", []):
+        out.append(f"| {r['pattern']} | {r['matches']} | {r['nodes_before']} | "
+                   f"{r['nodes_after']} | {r['bytes_saved']:,} |")
+    out += ["", "## Fused regions", ""]
+    for reg in data.get("regions", []):
+        out += [f"### {reg['fusion']} [{reg['variant']}] at `{reg.get('anchor', '')}`", "",
+                "Before:", "", "```mermaid", mermaid(reg["before"]), "```", "",
+                "After:", "", "```mermaid", mermaid(reg["after"]), "```", ""]
+    out += ["## Near misses", ""]
+    misses = data.get("near_misses", [])
+    if misses:
+        out += ["| fusion | variant | node | kind | reason |", "| --- | --- | --- | --- | --- |"]
+        for m in misses:
+            out.append(f"| {m['fusion']} | {m['variant']} | `{m['node']}` | {m['kind']} | "
+                       f"{m['reason']} |")
+    else:
+        out.append("None.")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,120 @@
+"""The op-sdk command: each subcommand on a small model, the JSON schema, the report (and
+its rendering in headless Chromium), and one-line errors for a user's mistakes."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SMALL = ["--layers", "1", "--hidden", "256", "--heads", "2", "--intermediate", "512",
+         "--vocab", "512"]
+
+
+def op_sdk_cmd(*args, timeout=600):
+    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="2")
+    return subprocess.run([sys.executable, "-m", "op_sdk", *args], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=timeout)
+
+
+def test_ops_lists_every_operator_with_its_kernels():
+    out = op_sdk_cmd("ops", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = {r["name"]: r for r in json.loads(out.stdout)}
+    assert "npu::npu_add_rms_norm_dynamic_quant" in rows
+    assert rows["npu::npu_add_rms_norm_dynamic_quant"]["kernels"]["cpu"] == "native"
+    assert rows["npu::npu_scatter_nd_update_"]["schema"].startswith("npu::npu_scatter_nd_update_(Tensor(a!)")
+    text = op_sdk_cmd("ops", "--schemas")
+    assert text.returncode == 0 and "npu::npu_quant_matmul" in text.stdout
+
+
+def test_demo_prints_the_table_and_writes_the_json(tmp_path):
+    path = tmp_path / "demo.json"
+    out = op_sdk_cmd("demo", *SMALL, "--tokens", "4", "--repeats", "2", "--quiet", "--json", str(path))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "add_rms_norm_dynamic_quant" in out.stdout and "Time per forward" in out.stdout
+    data = json.loads(path.read_text())
+    assert data["patterns"] == {"add_rms_norm_dynamic_quant": 1,
+                                "add_rms_norm_dynamic_quant_flatten": 1, "add_rms_norm_cast": 1}
+    for key in ("max_abs_error", "speedup_vs_eager", "speedup_vs_inductor"):
+        assert isinstance(data[key], float) and data[key] == data[key], key  # a number, not NaN
+    assert set(data["seconds_per_forward"]) == {"eager", "inductor", "op_sdk"}
+    assert data["max_abs_error"] < 0.1 * data["reference_max_abs"]
+    row = {r["pattern"]: r for r in data["fusions"]}["add_rms_norm_dynamic_quant"]
+    assert row["matches"] == 1 and row["nodes_before"] > row["nodes_after"] and row["bytes_saved"] > 0
+    assert data["machine"]["torch"] and data["command"].startswith("op-sdk demo")
+
+
+@pytest.mark.parametrize("args,words", [
+    (["demo", "--hidden", "1000"], ["hidden", "multiple of 16"]),
+    (["demo", "--dtype", "float32"], ["dtype", "bfloat16"]),
+    (["demo", "--mlp-quant", "int4"], ["mlp_quant"]),
+    (["demo", "--layers", "0"], ["layers"]),
+    (["demo", "--json", "/nonexistent-dir/out.json"], ["No such file", "/nonexistent-dir/out.json"]),
+    (["report", "--mode", "fastest"], ["mode", "max-autotune"]),
+    (["bench", "--decode", "one,two"], ["--decode"]),
+])
+def test_user_errors_are_one_line_and_exit_nonzero(args, words):
+    out = op_sdk_cmd(*args)
+    assert out.returncode == 2, (out.returncode, out.stderr[-2000:])
+    err = out.stderr.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    for w in words:
+        assert w in err, err
+
+
+@pytest.fixture(scope="module")
+def report_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    res = op_sdk_cmd("report", *SMALL, "--aux-layer", "0", "--tokens", "4", "--out", str(out))
+    assert res.returncode == 0, res.stderr[-3000:]
+    return out
+
+
+def test_report_has_regions_near_misses_and_dumps(report_dir):
+    html = (report_dir / "report.html").read_text()
+    md = (report_dir / "report.md").read_text()
+    assert 'id="fusion-table"' in html and "<svg" in html and 'class="region"' in html
+    # the tapped layer keeps its norm output alive: that fusion must be a near miss there
+    assert "other_user" in html and "would disappear after fusion" in html
+    assert "```mermaid" in md and "flowchart TD" in md
+    assert any(f.endswith(".txt") for f in os.listdir(report_dir / "dumps"))
+    assert "transpose_batchmatmul" in html  # all five fusions run with --fusions all
+
+
+def test_report_renders_in_headless_chromium(report_dir, tmp_path):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is required in CI (.ci/run installs it)")
+        pytest.skip("chromium is not installed")
+    flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+             "--no-first-run", "--disable-background-networking", "--disable-component-update",
+             "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}"]
+    url = (report_dir / "report.html").as_uri()
+    shot = tmp_path / "report.png"
+    subprocess.run(flags + [f"--screenshot={shot}", "--window-size=1280,2000", url],
+                   capture_output=True, timeout=120)
+    assert shot.exists() and shot.stat().st_size > 20_000
+    import matplotlib.image
+
+    pixels = matplotlib.image.imread(str(shot))
+    assert pixels.std() > 0.05  # not a blank page
+    dom = subprocess.run(flags + ["--dump-dom", url], capture_output=True, text=True, timeout=120)
+    assert dom.stdout.count('class="region"') >= 3  # the fused regions were laid out
+    assert dom.stdout.count("<svg") >= 6 and "Near misses" in dom.stdout
+
+
+def test_bench_writes_results_and_plots(tmp_path):
+    out = op_sdk_cmd("bench", *SMALL, "--decode", "1", "--prefill", "64", "--repeats", "2",
+                     "--no-kernels", "--quiet", "--out", str(tmp_path))
+    assert out.returncode == 0, out.stderr[-3000:]
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert [r["tokens"] for r in data["e2e"]] == [1, 64]
+    assert data["e2e"][1]["phase"] == "prefill"
+    assert (tmp_path / "e2e.png").stat().st_size > 5_000
+    again = op_sdk_cmd("bench", "--plot-only", str(tmp_path / "results.json"))
+    assert again.returncode == 0 and "e2e.png" in again.stdout

@@ -1,0 +1,157 @@
+"""CompilerConfig: TorchAir's names and defaults, validated assignment, GE-only options,
+and the cheap ``import op_sdk``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+
+import op_sdk
+from op_sdk.compiler.config import EFFECTIVE_OPTIONS, CompilerConfig
+
+
+def test_torchair_defaults():
+    cfg = op_sdk.CompilerConfig()
+    assert cfg.mode.value == "max-autotune"
+    assert cfg.experimental_config.pattern_fusion_pass.value is True
+    assert cfg.experimental_config.remove_noop_ops.value is True
+    assert cfg.experimental_config.keep_inference_input_mutations.value is True
+    assert cfg.post_grad_custom_pre_pass.value is None
+    assert cfg.post_grad_custom_post_pass.value is None
+    assert cfg.debug.graph_dump.type.value is None and cfg.debug.graph_dump.path.value is None
+    assert cfg.debug.run_eagerly.value is False
+    assert cfg.experimental_config.max_autotune_fusions.value == "opaque"
+
+
+def test_assignment_and_reading_like_torchair():
+    cfg = CompilerConfig()
+    cfg.mode = "reduce-overhead"
+    cfg.experimental_config.pattern_fusion_pass = False
+    cfg.debug.graph_dump.type = "py"
+    cfg.debug.graph_dump.path = "/tmp/x"
+    assert cfg.mode == "reduce-overhead" and cfg.mode.value == "reduce-overhead"
+    assert not cfg.experimental_config.pattern_fusion_pass
+    cfg.mode = "npugraph_ex"
+    assert cfg.mode.value == "npugraph_ex"
+    assert not cfg.executes_with_inductor
+
+
+@pytest.mark.parametrize("path,value,choices", [
+    ("mode", "fast", "'max-autotune', 'reduce-overhead', 'npugraph_ex'"),
+    ("experimental_config.pattern_fusion_pass", 1, "True, False"),
+    ("experimental_config.remove_noop_ops", "yes", "True, False"),
+    ("debug.graph_dump.type", "png", "None, 'txt', 'pbtxt', 'py'"),
+    ("debug.run_eagerly", None, "True, False"),
+    ("experimental_config.max_autotune_fusions", "some", "'opaque', 'all', 'torchair'"),
+    ("experimental_config.topology_sorting_strategy", "XYZ", "'BFS', 'DFS', 'RDFS'"),
+])
+def test_invalid_value_lists_valid_choices(path, value, choices):
+    cfg = CompilerConfig()
+    *sections, leaf = path.split(".")
+    obj = cfg
+    for s in sections:
+        obj = getattr(obj, s)
+    before = getattr(obj, leaf).value
+    with pytest.raises(ValueError, match="valid choices") as info:
+        setattr(obj, leaf, value)
+    assert choices in str(info.value) and path in str(info.value)
+    assert getattr(obj, leaf).value == before  # unchanged
+
+
+@pytest.mark.parametrize("section,name", [("", "modee"), ("experimental_config", "fusion"),
+                                          ("debug.graph_dump", "format")])
+def test_unknown_option_lists_valid_options(section, name):
+    cfg = CompilerConfig()
+    obj = cfg
+    for s in filter(None, section.split(".")):
+        obj = getattr(obj, s)
+    with pytest.raises(ValueError, match="has no option") as info:
+        setattr(obj, name, True)
+    valid = info.value.args[0].split("valid options: ")[1]
+    assert set(valid.split(", ")) == set(obj._fields)
+
+
+def test_sections_and_passes_are_checked():
+    cfg = CompilerConfig()
+    with pytest.raises(ValueError, match="group of options"):
+        cfg.debug = None
+    with pytest.raises(ValueError, match="callable"):
+        cfg.post_grad_custom_pre_pass = "my_pass"
+    cfg.post_grad_custom_pre_pass = lambda gm, example_inputs, config: None
+    cfg.post_grad_custom_pre_pass = None
+
+
+def test_ge_only_options_accepted_and_warned_not_misread():
+    cfg = CompilerConfig()
+    cfg.ge_config.optimization_switch = "AutomaticUbFusion:off"
+    cfg.experimental_config.frozen_parameter = True
+    cfg.inference_config.dynamic_gears_merge_policy = "product"
+    assert cfg.ineffective_options() == ["experimental_config.frozen_parameter",
+                                         "ge_config.optimization_switch",
+                                         "inference_config.dynamic_gears_merge_policy"]
+    with pytest.warns(UserWarning, match="no effect on CPU / CUDA") as record:
+        op_sdk.get_npu_backend(compiler_config=cfg)
+    message = str(record[0].message)
+    assert "ge_config.optimization_switch" in message and "frozen_parameter" in message
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        op_sdk.get_npu_backend(compiler_config=CompilerConfig())
+
+
+def test_effective_options_are_documented():
+    paths = {o.path for o in EFFECTIVE_OPTIONS}
+    assert {"mode", "post_grad_custom_pre_pass", "post_grad_custom_post_pass",
+            "experimental_config.pattern_fusion_pass", "experimental_config.remove_noop_ops",
+            "debug.graph_dump.type", "debug.graph_dump.path", "debug.run_eagerly"} <= paths
+    assert all(o.doc for o in EFFECTIVE_OPTIONS)
+
+
+def test_pbtxt_dump_raises_clearly():
+    cfg = CompilerConfig()
+    cfg.debug.graph_dump.type = "pbtxt"  # a TorchAir value: accepted by the config...
+    with pytest.raises(ValueError, match="graph engine") as info:
+        op_sdk.get_npu_backend(compiler_config=cfg)  # ...refused by the backend
+    assert "'txt'" in str(info.value) and "'py'" in str(info.value)
+
+
+def test_equality_and_fingerprint():
+    a, b = CompilerConfig(), CompilerConfig()
+    assert a == b
+    b.experimental_config.remove_noop_ops = False
+    assert a != b
+    a.post_grad_custom_pre_pass = _named_pass
+    fp = dict(a.fingerprint())
+    assert isinstance(fp["post_grad_custom_pre_pass"], str)
+
+
+def _named_pass(gm, example_inputs, config):
+    pass
+
+
+def test_import_is_cheap_and_registers_nothing():
+    code = textwrap.dedent("""
+        import sys
+        import op_sdk
+        heavy = [m for m in sys.modules if m.startswith(("torch._inductor", "torch._dynamo"))]
+        assert not heavy, heavy
+        assert "op_sdk.patterns" not in sys.modules
+        cfg = op_sdk.CompilerConfig()            # the config is cheap too
+        cfg.mode = "reduce-overhead"
+        heavy = [m for m in sys.modules if m.startswith(("torch._inductor", "torch._dynamo"))]
+        assert not heavy, heavy
+        import op_sdk.patterns                   # the table, without registering
+        assert op_sdk.patterns.built_fusions() == {}
+        assert "torch._inductor" not in sys.modules
+        assert callable(op_sdk.get_npu_backend) and callable(op_sdk.register_replacement)
+        assert callable(op_sdk.verify_replacement)
+        print("ok")
+    """)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, cwd=root)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
