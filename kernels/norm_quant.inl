@@ -40,7 +40,7 @@ void add_rms_norm_quant_rows(const AddRmsNormQuantParams<T>& p, int64_t r0, int6
           put_q<kStream>(y2 + j, quant(y, p.scales2, p.zp2, has_zp2, j, tail), lo, hi, tail);
       });
       if constexpr (!decltype(has_b2)::value) {
-        if (p.y2_zero_filled == false) std::memset(y2, 0, size_t(n));
+        if (!p.y2_zero_filled) std::memset(y2, 0, size_t(n));
       }
     }
     if constexpr (kStream) _mm_sfence();  // order the streamed stores before the join

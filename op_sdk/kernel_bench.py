@@ -1,0 +1,408 @@
+"""The fused CPU kernels (op_sdk._C) against their unfused and compiled alternatives.
+
+For every fused operator, at T (rows) x H (hidden) x dtype, in one run and interleaved
+round by round so that drifts of a shared machine hit every column alike:
+
+* ``fused``    the operator (the native kernel);
+* ``eager``    the unfused baseline in eager mode: the chain of npu ops the fusion replaces
+               (e.g. npu_add_rms_norm then npu_dynamic_quant), or the plain-PyTorch
+               composite (the operator's reference) for a single-step operator;
+* ``compiled`` torch.compile (default Inductor backend, dynamic=False, one compile per
+               shape) of the plain-PyTorch composite, i.e. the operator's reference;
+* ``copy``     a .copy_ moving the same number of bytes (half read, half written): the
+               copy-bandwidth roofline of that case.
+
+Times are medians over repeats (each repeat the mean of enough calls to take >= 2 ms);
+GB/s come from an analytic byte count: every input read once and every output written
+once (x1, x2 read and x_out, y written for npu_add_rms_norm_dynamic_quant: 7 bytes per
+element in bf16). Also measured: the machine's copy bandwidth on a large tensor.
+
+Writes ``<out>.json`` and ``<out>.csv`` (machine, threads, versions, date, command) and
+prints a table.
+
+    python benchmarks/bench_kernels.py [--quick] [--threads 2] [--out benchmarks/results/bench_kernels]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+import op_sdk  # noqa: F401
+
+npu = torch.ops.npu
+QINT8 = torch.qint8
+
+
+# ---- the cases: inputs, the fused call, the unfused eager chain ------------------------
+
+def _randn(*shape, dtype):
+    return torch.randn(*shape).to(dtype)
+
+
+def _pos(*shape, dtype):
+    return (torch.rand(*shape) + 0.5).to(dtype)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One fused operator: how to build its inputs and the unfused chain it replaces."""
+
+    op: str
+    make: Callable[[int, int, torch.dtype], tuple[tuple, dict]]
+    eager: Callable[..., object]  # the unfused baseline, same arguments as the op
+    eager_name: str
+
+
+def _norm_inputs(t, h, dt):
+    return (_randn(t, h, dtype=dt), _randn(t, h, dtype=dt), _randn(h, dtype=dt)), {}
+
+
+def _quant_scales(h, dt):
+    """npu_add_rms_norm_quant's scale / zero-point dtypes: fp32 + int32 with fp16, bf16 else."""
+    if dt == torch.float16:
+        return torch.rand(h) * 0.05 + 0.01, torch.randint(-4, 4, (h,), dtype=torch.int32)
+    return (torch.rand(h) * 0.05 + 0.01).to(dt), torch.randint(-4, 4, (h,)).to(dt)
+
+
+def _unfused_add_rms_norm(x1, x2, gamma, epsilon=1e-6):
+    y, rstd = npu.npu_rms_norm(x1 + x2, gamma, epsilon)
+    return y, rstd
+
+
+def _unfused_add_rms_norm_cast(x1, x2, gamma, epsilon=1e-6):
+    x = x1 + x2
+    y1, rstd = npu.npu_rms_norm(x.float(), gamma.float(), epsilon)
+    return y1, y1.to(x1.dtype), rstd, x
+
+
+def _unfused_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1, **kw):
+    y, _, x = npu.npu_add_rms_norm(x1, x2, gamma)
+    return npu.npu_quantize(y, scales1, zero_points1, QINT8, -1, True), x
+
+
+def _unfused_add_rms_norm_dynamic_quant(x1, x2, gamma, *, smooth_scale1=None, **kw):
+    y, _, x = npu.npu_add_rms_norm(x1, x2, gamma)
+    q, scale = npu.npu_dynamic_quant(y, smooth_scales=smooth_scale1)
+    return q, x, scale
+
+
+def _reference(op):
+    return op_sdk.get_op(op).reference
+
+
+CASES = [
+    Case("npu_rms_norm", lambda t, h, dt: ((_randn(t, h, dtype=dt), _randn(h, dtype=dt)), {}),
+         _reference("npu_rms_norm"), "plain PyTorch (eager)"),
+    Case("npu_add_rms_norm", _norm_inputs, _unfused_add_rms_norm, "add + npu_rms_norm"),
+    Case("npu_add_rms_norm_cast", _norm_inputs, _unfused_add_rms_norm_cast,
+         "add + npu_rms_norm(fp32) + cast"),
+    Case("npu_dynamic_quant",
+         lambda t, h, dt: ((_randn(t, h, dtype=dt),), {"smooth_scales": _pos(h, dtype=dt)}),
+         _reference("npu_dynamic_quant"), "plain PyTorch (eager)"),
+    Case("npu_quantize",
+         lambda t, h, dt: ((_randn(t, h, dtype=dt), torch.rand(h) * 0.05 + 0.01,
+                            torch.randint(-4, 4, (h,), dtype=torch.int32), QINT8, -1, True), {}),
+         _reference("npu_quantize"), "plain PyTorch (eager)"),
+    Case("npu_add_rms_norm_quant",
+         lambda t, h, dt: (_norm_inputs(t, h, dt)[0] + _quant_scales(h, dt), {}),
+         _unfused_add_rms_norm_quant, "npu_add_rms_norm + npu_quantize"),
+    Case("npu_add_rms_norm_dynamic_quant",
+         lambda t, h, dt: (_norm_inputs(t, h, dt)[0], {"smooth_scale1": _pos(h, dtype=dt)}),
+         _unfused_add_rms_norm_dynamic_quant, "npu_add_rms_norm + npu_dynamic_quant"),
+]
+
+FULL_T, FULL_H = (1, 16, 257, 4096), (2048, 4096, 7168)
+QUICK_T, QUICK_H = (1, 4096), (4096,)
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+# ---- timing -----------------------------------------------------------------------------
+
+def _tensors(obj):
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (tuple, list)):
+        return [t for o in obj for t in _tensors(o)]
+    if isinstance(obj, dict):
+        return [t for o in obj.values() for t in _tensors(o)]
+    return []
+
+
+def analytic_bytes(args, kwargs, outputs) -> int:
+    """Every input tensor read once plus every output tensor written once."""
+    return sum(t.nbytes for t in _tensors(args) + _tensors(kwargs) + _tensors(outputs))
+
+
+def calibrate(fn, min_time=2e-3, max_number=2000) -> int:
+    """How many calls make one timed sample of at least min_time seconds."""
+    t0 = time.perf_counter()
+    fn()
+    one = max(time.perf_counter() - t0, 1e-7)
+    return int(max(1, min(max_number, min_time / one)))
+
+
+def _busy_ticks() -> int:
+    """Non-idle clock ticks of the whole machine, all CPUs (/proc/stat)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return sum(v) - v[3] - v[4]
+
+
+def _own_ticks() -> int:
+    """Clock ticks this process has run (user + system, all its threads)."""
+    with open("/proc/self/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+class OthersMeter:
+    """CPU time other processes used while we measured: the machine is shared, and another
+    process on a CPU stalls every parallel region of ours (and of Inductor's code) until the
+    scheduler gives the CPU back. Tick resolution (10 ms), which is what rounds need."""
+
+    def __enter__(self):
+        self.busy, self.own = _busy_ticks(), _own_ticks()
+        return self
+
+    def __exit__(self, *exc):
+        self.ticks = (_busy_ticks() - self.busy) - (_own_ticks() - self.own)
+
+
+def cpu_busy(interval=0.3) -> float:
+    """Fraction of the machine's CPU time not idle over `interval` seconds (all processes)."""
+    with open("/proc/stat") as f:
+        v0 = [int(x) for x in f.readline().split()[1:]]
+    time.sleep(interval)
+    with open("/proc/stat") as f:
+        v1 = [int(x) for x in f.readline().split()[1:]]
+    total = sum(v1) - sum(v0)
+    return 1.0 - ((v1[3] + v1[4]) - (v0[3] + v0[4])) / max(1, total)
+
+
+def wait_quiet(timeout: float, threshold=0.1) -> bool:
+    """Wait until nothing else runs on the machine; False on timeout."""
+    end = time.time() + timeout
+    while True:
+        if cpu_busy() < threshold:
+            return True
+        if time.time() > end:
+            return False
+
+
+def measure(fns: dict[str, Callable], repeats: int, quiet_timeout: float,
+            max_tries: int = 4) -> dict:
+    """Median seconds per call of each fn, sampled round-robin (one sample of each per
+    round). A round during which other processes used CPU is measured again (up to
+    max_tries times per round); `contended` counts the rounds kept anyway."""
+    numbers = {k: calibrate(f) for k, f in fns.items()}
+    samples: dict[str, list[float]] = {k: [] for k in fns}
+    contended = 0
+    if quiet_timeout > 0:
+        wait_quiet(quiet_timeout)
+    for _ in range(repeats):
+        for attempt in range(max_tries):
+            if attempt > 0 and quiet_timeout > 0:
+                wait_quiet(quiet_timeout)
+            got = {}
+            with OthersMeter() as others:
+                for k, f in fns.items():
+                    n = numbers[k]
+                    t0 = time.perf_counter()
+                    for _ in range(n):
+                        f()
+                    got[k] = (time.perf_counter() - t0) / n
+            if others.ticks <= 1 or attempt == max_tries - 1:
+                contended += others.ticks > 1
+                break
+        for k, v in got.items():
+            samples[k].append(v)
+    return {"median_s": {k: statistics.median(v) for k, v in samples.items()},
+            "min_s": {k: min(v) for k, v in samples.items()}, "contended_rounds": contended}
+
+
+def machine_copy_bandwidth(nbytes=256 << 20, repeats=20) -> float:
+    """GB/s of a large .copy_: bytes read + written per second."""
+    src = torch.empty(nbytes // 4, dtype=torch.float32).normal_()
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        times.append(time.perf_counter() - t0)
+    return 2 * nbytes / statistics.median(times) / 1e9
+
+
+def bind(fn, args, kwargs) -> Callable:
+    return lambda: fn(*args, **kwargs)
+
+
+def copy_of(nbytes: int) -> Callable:
+    """A .copy_ moving nbytes in all (half read, half written)."""
+    n = max(1, nbytes // 2 // 4)
+    src = torch.empty(n, dtype=torch.float32).normal_()
+    dst = torch.empty_like(src)
+    return lambda: dst.copy_(src)
+
+
+# ---- the run ----------------------------------------------------------------------------
+
+SIMD_FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq",
+              "avx512_bf16", "avx512_fp16", "amx_bf16")
+
+
+def machine_info(threads: int) -> dict:
+    model, flags = platform.processor(), set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            info = dict(line.split(":", 1) for line in f.read().split("\n\n")[0].splitlines()
+                        if ":" in line)
+        info = {k.strip(): v.strip() for k, v in info.items()}
+        model, flags = info.get("model name", model), set(info.get("flags", "").split())
+    except OSError:
+        pass
+    avx512 = {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags
+    isa = "avx2" if os.environ.get("OP_SDK_CPU_ISA") == "avx2" or not avx512 else "avx512"
+    return {"cpu": model, "logical_cpus": os.cpu_count(), "threads_used": threads,
+            "simd_flags": [f for f in SIMD_FLAGS if f in flags], "op_sdk_kernel_isa": isa,
+            "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "platform": platform.platform(), "python": platform.python_version()}
+
+
+def run(args) -> dict:
+    torch.set_num_threads(args.threads)
+    torch._dynamo.config.cache_size_limit = 1024  # one compiled specialisation per shape
+    torch._dynamo.config.accumulated_cache_size_limit = 1 << 16
+    ts, hs = (QUICK_T, QUICK_H) if args.quick else (FULL_T, FULL_H)
+    dtypes = [DTYPES[d] for d in args.dtypes]
+    cases = [c for c in CASES if not args.ops or c.op in args.ops]
+    started = time.time()
+    copy_bw_start = machine_copy_bandwidth()
+    rows = []
+    for case in cases:
+        compiled = torch.compile(_reference(case.op), dynamic=False)
+        fused = getattr(npu, case.op)
+        for dt in dtypes:
+            for h in hs:
+                for t in ts:
+                    torch.manual_seed(0)
+                    a, kw = case.make(t, h, dt)
+                    with torch.inference_mode():
+                        out = fused(*a, **kw)
+                        nbytes = analytic_bytes(a, kw, out)
+                        t0 = time.perf_counter()
+                        compiled(*a, **kw)
+                        compile_s = time.perf_counter() - t0
+                        fns = {"fused": bind(fused, a, kw), "eager": bind(case.eager, a, kw),
+                               "compiled": bind(compiled, a, kw), "copy": copy_of(nbytes)}
+                        for f in fns.values():  # warm up
+                            f()
+                            f()
+                        m = measure(fns, args.repeats, args.wait_quiet)
+                    med = m["median_s"]
+                    row = {
+                        "op": case.op, "dtype": str(dt).replace("torch.", ""), "T": t, "H": h,
+                        "bytes": nbytes,
+                        "fused_us": med["fused"] * 1e6, "eager_us": med["eager"] * 1e6,
+                        "compiled_us": med["compiled"] * 1e6, "copy_us": med["copy"] * 1e6,
+                        "fused_min_us": m["min_s"]["fused"] * 1e6,
+                        "fused_GBps": nbytes / med["fused"] / 1e9,
+                        "copy_GBps": nbytes / med["copy"] / 1e9,
+                        "speedup_vs_eager": med["eager"] / med["fused"],
+                        "speedup_vs_compiled": med["compiled"] / med["fused"],
+                        "fused_over_copy": med["fused"] / med["copy"],
+                        "compile_s": compile_s, "eager_baseline": case.eager_name,
+                        "contended_rounds": m["contended_rounds"],
+                    }
+                    rows.append(row)
+                    print_row(row, header=len(rows) == 1)
+        torch._dynamo.reset()
+    copy_bw_end = machine_copy_bandwidth()
+    return {
+        "benchmark": "bench_kernels",
+        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "machine": machine_info(args.threads),
+        "versions": {"torch": torch.__version__, "op_sdk": op_sdk.__version__},
+        "env": {k: os.environ[k] for k in ("OP_SDK_CPU_ISA", "OP_SDK_CPU_HUGEPAGES",
+                                           "OP_SDK_CPU_STREAM", "GLIBC_TUNABLES",
+                                           "THP_MEM_ALLOC_ENABLE", "OMP_NUM_THREADS",
+                                           "LD_PRELOAD") if k in os.environ},
+        "settings": {"quick": args.quick, "repeats": args.repeats, "wait_quiet_s": args.wait_quiet,
+                     "dtypes": args.dtypes, "T": list(ts), "H": list(hs),
+                     "compile": "torch.compile(reference, dynamic=False), default Inductor",
+                     "timing": "median of repeats, round-robin over fused/eager/compiled/copy, "
+                               "torch.inference_mode"},
+        "machine_copy_GBps": {"start": copy_bw_start, "end": copy_bw_end,
+                              "bytes_per_copy": 2 * (256 << 20)},
+        "wall_s": time.time() - started,
+        "results": rows,
+    }
+
+
+COLUMNS = [("op", "{:<31}"), ("dtype", "{:<9}"), ("T", "{:>5}"), ("H", "{:>5}"),
+           ("fused_us", "{:>10.1f}"), ("eager_us", "{:>10.1f}"), ("compiled_us", "{:>11.1f}"),
+           ("speedup_vs_eager", "{:>7.2f}x"), ("speedup_vs_compiled", "{:>7.2f}x"),
+           ("fused_GBps", "{:>7.1f}"), ("copy_GBps", "{:>7.1f}"), ("fused_over_copy", "{:>6.2f}")]
+HEADERS = ["op", "dtype", "T", "H", "fused us", "eager us", "compiled us", "vs eager",
+           "vs comp.", "GB/s", "copy", "/copy"]
+
+
+def print_row(row: dict, header=False) -> None:
+    if header:
+        widths = [len(fmt.format(row[k])) for k, fmt in COLUMNS]
+        print(" ".join(h.rjust(w) if i > 1 else h.ljust(w)
+                       for i, (h, w) in enumerate(zip(HEADERS, widths))))
+    busy = row["contended_rounds"]
+    print(" ".join(fmt.format(row[k]) for k, fmt in COLUMNS) +
+          (f"  ({busy} busy rounds)" if busy else ""), flush=True)
+
+
+def run_kernel_bench(quick: bool = False, threads: int = 2, repeats: int = 15) -> dict:
+    """The suite as a function (``op-sdk bench`` calls it): the same dict main() writes."""
+    args = argparse.Namespace(quick=quick, threads=threads, ops=None, dtypes=list(DTYPES),
+                              repeats=repeats, wait_quiet=0.0)
+    return run(args)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="T in (1, 4096), H = 4096 only")
+    p.add_argument("--threads", type=int, default=2, help="intra-op threads (default 2)")
+    p.add_argument("--out", default=os.path.join("benchmarks", "results", "bench_kernels"),
+                   help="output path without extension; writes .json and .csv")
+    p.add_argument("--ops", nargs="*", help="only these operators")
+    p.add_argument("--dtypes", nargs="*", default=list(DTYPES), choices=list(DTYPES))
+    p.add_argument("--repeats", type=int, default=15, help="timed samples per variant")
+    p.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
+                   help="before each case, and before measuring again a round that another "
+                        "process disturbed, wait up to this long for an idle machine")
+    args = p.parse_args(argv)
+    result = run(args)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out + ".json", "w") as f:
+        json.dump(result, f, indent=1)
+    with open(args.out + ".csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(result["results"][0]))
+        w.writeheader()
+        w.writerows(result["results"])
+    bw = result["machine_copy_GBps"]
+    print(f"\nmachine copy bandwidth (256 MiB .copy_): {bw['start']:.1f} GB/s at start, "
+          f"{bw['end']:.1f} GB/s at end; {result['wall_s']:.0f} s in all")
+    print(f"wrote {args.out}.json and {args.out}.csv")
+
+
+if __name__ == "__main__":
+    main()
