@@ -58,12 +58,18 @@ def check_transpose_batchmatmul(input, weight, bias, scale, perm_x1, perm_x2, pe
     return p1, p2, b, m, k, n, f
 
 
+def _batched_operands(input, weight, p1, p2):
+    """(B, M, K) and (B, K, N) views of the operands under perm_x1 / perm_x2."""
+    x = input if p1 == [0, 1, 2] else input.permute(1, 0, 2)
+    w = weight if p2 == [0, 1, 2] else weight.transpose(1, 2)
+    return x, w
+
+
 def transpose_batchmatmul_reference(input, weight, *, bias=None, scale=None, perm_x1=None,
                                     perm_x2=None, perm_y=None, batch_split_factor=1):
     p1, p2, b, m, k, n, f = check_transpose_batchmatmul(
         input, weight, bias, scale, perm_x1, perm_x2, perm_y, batch_split_factor)
-    x = input if p1 == [0, 1, 2] else input.permute(1, 0, 2)
-    w = weight if p2 == [0, 1, 2] else weight.transpose(1, 2)
+    x, w = _batched_operands(input, weight, p1, p2)
     out = torch.bmm(x, w).permute(1, 0, 2)  # (M, B, N)
     if f > 1:
         out = out.reshape(m, f, b * n // f).transpose(0, 1)
@@ -83,8 +89,7 @@ def transpose_batchmatmul_cpu(input, weight, *, bias=None, scale=None, perm_x1=N
     """bmm written straight into the (M, B, N) layout: no transpose copy afterwards."""
     p1, p2, b, m, k, n, f = check_transpose_batchmatmul(
         input, weight, bias, scale, perm_x1, perm_x2, perm_y, batch_split_factor)
-    x = input if p1 == [0, 1, 2] else input.permute(1, 0, 2)
-    w = weight if p2 == [0, 1, 2] else weight.transpose(1, 2)
+    x, w = _batched_operands(input, weight, p1, p2)
     out = input.new_empty((m, b, n))
     torch.bmm(x, w, out=out.permute(1, 0, 2))
     if f > 1:
