@@ -9,7 +9,7 @@ from typing import Any
 
 from op_sdk.compiler.report import CompileReport, NearMiss, recent_reports
 
-__all__ = ["Explanation", "explain", "fusion_table"]
+__all__ = ["Explanation", "explain"]
 
 
 @dataclasses.dataclass
@@ -96,8 +96,3 @@ def explain(backend=None) -> Explanation:
     recent = recent_reports()
     return Explanation(recent[-1:])
 
-
-def fusion_table(report: CompileReport) -> tuple[dict, list, list]:
-    """(pattern -> matches, table rows, near misses as dicts) of one compile report."""
-    e = Explanation([report])
-    return e.patterns, e.table(), [dataclasses.asdict(m) for m in e.near_misses]

@@ -16,7 +16,6 @@ from op_sdk.ops._common import (
     check_1d,
     check_dtype,
     dtype_arg,
-    fail,
     pack_int4,
     quantize_round,
 )
@@ -218,4 +217,4 @@ npu_quantize = define_op(
     doc="Static quantisation rint(x / scales + zp) (div_mode) or rint(x * scales + zp).",
 )
 
-__all__ = ["npu_dynamic_quant", "npu_quantize", "fail"]
+__all__ = ["npu_dynamic_quant", "npu_quantize"]
