@@ -13,7 +13,7 @@ import os
 
 import torch
 
-from op_sdk.demo import Progress, logits_of, machine_facts, time_forward
+from op_sdk.demo import Progress, compile_and_time, logits_of, machine_facts, time_forward
 from op_sdk.models import DecoderConfig, DeepSeekW8A8
 
 DECODE_TOKENS = (1, 4, 16)
@@ -23,8 +23,6 @@ PREFILL_TOKENS = (512,)
 def run_e2e(cfg: DecoderConfig, tokens: tuple[int, ...], repeats: int = 10,
             progress: bool = True) -> list[dict]:
     """Time per forward of the model for each token count: eager, Inductor, op_sdk."""
-    import op_sdk
-
     cfg.validate()
     model = DeepSeekW8A8(cfg).eval()
     bar = Progress(len(tokens) * 3, enabled=progress)
@@ -43,14 +41,10 @@ def run_e2e(cfg: DecoderConfig, tokens: tuple[int, ...], repeats: int = 10,
             row["seconds"]["eager"] = time_forward(lambda: model(ids), repeats)
             bar.step(f"{t} tokens: eager")
             for name in ("inductor", "op_sdk"):
-                torch._dynamo.reset()
-                backend = op_sdk.get_npu_backend() if name == "op_sdk" else "inductor"
-                compiled = torch.compile(model, backend=backend, dynamic=False)
-                start = datetime.datetime.now()
-                out = logits_of(compiled(ids))
-                row["compile_seconds"][name] = (datetime.datetime.now() - start).total_seconds()
-                row["max_abs_error"][name] = float((out - ref).abs().max())
-                row["seconds"][name] = time_forward(lambda: compiled(ids), repeats)
+                run = compile_and_time(model, ids, name, repeats)
+                row["compile_seconds"][name] = run.compile_seconds
+                row["max_abs_error"][name] = float((run.output - ref).abs().max())
+                row["seconds"][name] = run.seconds
                 bar.step(f"{t} tokens: {name}")
             s = row["seconds"]
             row["speedup_vs_eager"] = s["eager"] / s["op_sdk"]
@@ -111,11 +105,7 @@ def plot_results(json_path: str, out_dir: str) -> list[str]:
         ax.set_title(f"DeepSeek-style W8A8, {m['layers']} layers, hidden {m['hidden']}, "
                      f"{results['machine']['threads']} threads")
         ax.legend()
-        fig.tight_layout()
-        path = os.path.join(out_dir, "e2e.png")
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
+        written.append(_save(fig, out_dir, "e2e.png"))
     kern = results.get("kernels", {}).get("results", [])
     if kern:
         big = [r for r in kern if r.get("T") == max(k.get("T", 0) for k in kern)]
@@ -132,12 +122,18 @@ def plot_results(json_path: str, out_dir: str) -> list[str]:
             ax.set_ylabel("speedup of the fused kernel")
             ax.set_title(f"fused kernels at T = {big[0]['T']}")
             ax.legend()
-            fig.tight_layout()
-            path = os.path.join(out_dir, "kernels.png")
-            fig.savefig(path, dpi=110)
-            plt.close(fig)
-            written.append(path)
+            written.append(_save(fig, out_dir, "kernels.png"))
     return written
+
+
+def _save(fig, out_dir: str, name: str) -> str:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    path = os.path.join(out_dir, name)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def format_results(json_path: str) -> str:

@@ -121,7 +121,7 @@ def run_demo(cfg: DecoderConfig, batch: int = 1, tokens: int = 8, repeats: int =
     cfg.validate()
     if batch < 1 or tokens < 1:
         raise ValueError(f"batch and tokens must be >= 1, got batch={batch}, tokens={tokens}")
-    bar = Progress(2 + 2 * len(backends), enabled=progress)
+    bar = Progress(2 + len(backends), enabled=progress)
     model = DeepSeekW8A8(cfg).eval()
     ids = model.example_tokens(batch, tokens)
     bar.step("model built")
@@ -133,20 +133,11 @@ def run_demo(cfg: DecoderConfig, batch: int = 1, tokens: int = 8, repeats: int =
         bar.step("eager timed")
         backend_obj = None
         for name in backends:
-            torch._dynamo.reset()
-            if name == "op_sdk":
-                backend_obj = op_sdk.get_npu_backend(compiler_config=op_sdk.CompilerConfig())
-                backend = backend_obj
-            else:
-                backend = "inductor"
-            compiled = torch.compile(model, backend=backend, dynamic=False)
-            start = time.perf_counter()
-            with _fresh_inductor_cache():
-                outputs[name] = logits_of(compiled(ids))
-            compile_seconds[name] = time.perf_counter() - start
-            bar.step(f"{name} compiled")
-            seconds[name] = time_forward(lambda: compiled(ids), repeats)
-            bar.step(f"{name} timed")
+            run = compile_and_time(model, ids, name, repeats)
+            outputs[name], compile_seconds[name], seconds[name] = \
+                run.output, run.compile_seconds, run.seconds
+            backend_obj = run.backend or backend_obj
+            bar.step(f"{name} compiled and timed")
 
     explanation = op_sdk.explain(backend_obj) if backend_obj is not None else None
     patterns = explanation.patterns if explanation else {}
@@ -160,6 +151,30 @@ def run_demo(cfg: DecoderConfig, batch: int = 1, tokens: int = 8, repeats: int =
         max_abs_error_inductor=err(outputs["inductor"]) if "inductor" in outputs else float("nan"),
         ref_max_abs=float(ref.abs().max()), seconds=seconds, compile_seconds=compile_seconds,
         machine=machine_facts(), command=command)
+
+
+@dataclasses.dataclass
+class CompiledRun:
+    output: torch.Tensor        # logits of the first (compiling) call
+    compile_seconds: float      # that first call
+    seconds: float              # median time per forward afterwards
+    backend: object             # the op_sdk backend (its reports), None for Inductor
+
+
+def compile_and_time(model, ids, name: str, repeats: int) -> CompiledRun:
+    """Compile ``model`` with ``name`` ("inductor" or "op_sdk") from a clean Dynamo state,
+    with Inductor's FX graph cache off so op_sdk's passes run (and report), and time it."""
+    import op_sdk
+
+    torch._dynamo.reset()
+    backend = op_sdk.get_npu_backend() if name == "op_sdk" else None
+    compiled = torch.compile(model, backend=backend or "inductor", dynamic=False)
+    start = time.perf_counter()
+    with _fresh_inductor_cache():
+        output = logits_of(compiled(ids))
+    compile_seconds = time.perf_counter() - start
+    return CompiledRun(output, compile_seconds, time_forward(lambda: compiled(ids), repeats),
+                       backend)
 
 
 @contextlib.contextmanager

@@ -35,9 +35,7 @@ def match_effect(match) -> int:
         if isinstance(val, (tuple, list)):
             read = {u.args[1] for u in n.users if u.target is operator.getitem}
             saved += sum(_nbytes(v) for i, v in enumerate(val) if i not in read)
-        elif n.target is operator.getitem:
-            saved += 2 * _nbytes(val)
-        else:
+        else:  # a tensor (getitem of a tuple op, or a plain op): written and read
             saved += 2 * _nbytes(val)
     return saved
 
