@@ -71,16 +71,8 @@ def canonicalize_pattern(pattern):
     from torch._inductor import pattern_matcher as pm
 
     views = {aten.view.default, aten._unsafe_view.default}
-    memo: dict[int, object] = {}
 
-    def go(p):
-        if isinstance(p, (list, tuple)):
-            return type(p)(go(x) for x in p)
-        if not isinstance(p, pm.PatternExpr):
-            return p
-        if id(p) in memo:
-            return memo[id(p)]
-        new = p
+    def rebuild(p, go):
         if type(p) is pm.CallFunction:
             args, kwargs = go(p.args), {k: go(v) for k, v in p.kwargs.items()}
             fns = list(p.fns)
@@ -89,12 +81,31 @@ def canonicalize_pattern(pattern):
             elif fns == [aten._to_copy.default] and len(args) == 1 and set(kwargs) == {"dtype"}:
                 fns, args, kwargs = [prims.convert_element_type.default], \
                     (args[0], kwargs["dtype"]), {}
-            new = pm.CallFunction(fns, *args, _users=p.users, **kwargs)
-        elif type(p) is pm.MultiOutputPattern:
-            new = pm.MultiOutputPattern([go(o) for o in p.outputs])
-        elif type(p) is pm.ListOf:
-            new = pm.ListOf(go(p.pattern), partial=p.partial)
-        memo[id(p)] = new
-        return new
+            return pm.CallFunction(fns, *args, _users=p.users, **kwargs)
+        if type(p) is pm.MultiOutputPattern:
+            return pm.MultiOutputPattern([go(o) for o in p.outputs])
+        if type(p) is pm.ListOf:
+            return pm.ListOf(go(p.pattern), partial=p.partial)
+        return p
+
+    return map_pattern(pattern, rebuild)
+
+
+def map_pattern(pattern, rebuild):
+    """Rebuild a ``PatternExpr`` tree once per (possibly shared) node: ``rebuild(p, go)``
+    returns what replaces pattern node ``p``, using ``go`` on its children; lists, tuples
+    and literal arguments are walked or kept as they are."""
+    from torch._inductor import pattern_matcher as pm
+
+    memo: dict[int, object] = {}
+
+    def go(p):
+        if isinstance(p, (list, tuple)):
+            return type(p)(go(x) for x in p)
+        if not isinstance(p, pm.PatternExpr):
+            return p
+        if id(p) not in memo:
+            memo[id(p)] = rebuild(p, go)
+        return memo[id(p)]
 
     return go(pattern)

@@ -36,7 +36,7 @@ import torch
 
 from op_sdk.compiler.config import callable_digest
 from op_sdk.compiler.report import GraphReport, NearMiss
-from op_sdk.patterns.canonical import canonicalize, canonicalize_pattern
+from op_sdk.patterns.canonical import canonicalize, canonicalize_pattern, map_pattern
 
 __all__ = ["PatternRegistry", "register_replacement", "user_registry", "current_registry",
            "trace_canonical", "Check", "recording", "DuplicatePatternError"]
@@ -231,17 +231,8 @@ def _presence(graph: torch.fx.Graph) -> Callable[[Any], bool]:
 def _relax(pattern):
     from torch._inductor import pattern_matcher as pm
 
-    memo: dict[int, Any] = {}
-
-    def go(p):
-        if isinstance(p, (list, tuple)):
-            return type(p)(go(x) for x in p)
-        if not isinstance(p, pm.PatternExpr):
-            return p
-        if id(p) in memo:
-            return memo[id(p)]
+    def rebuild(p, go):
         q = copy.copy(p)
-        memo[id(p)] = q
         if isinstance(p, pm._TargetArgsExpr):
             q.original_users = p.users
             q.users = pm.MULTIPLE
@@ -254,7 +245,7 @@ def _relax(pattern):
             q.pattern = go(p.pattern)
         return q
 
-    return go(pattern)
+    return map_pattern(pattern, rebuild)
 
 
 # ---------------------------------------------------------------------------------------
