@@ -16,10 +16,13 @@ here = os.path.dirname(os.path.abspath(__file__))
 # without the flag it silently runs on one thread. The .so then needs libgomp.so.1, which
 # resolves to the copy torch has already loaded (one OpenMP runtime, torch's thread count).
 # -std=c++20: what torch 2.13's headers expect (c++17 warns in c10/core/AutogradState.h).
+# -ffp-contract=off: a * b + c stays two rounded operations, as in torch's own kernels;
+# GCC would otherwise fuse them into FMA and move results by an ulp (where a kernel wants
+# FMA it says so with fma()).
 # -Wno-maybe-uninitialized: GCC 12 false positives inside its own AVX-512 intrinsics
 # (_mm512_undefined_*), reported at every inlined use.
 cxx_flags = ["-O3", "-std=c++20", "-fopenmp", "-mavx2", "-mfma", "-mf16c",
-             "-fno-math-errno", "-Wall", "-Wno-unused-function", "-Wno-maybe-uninitialized"]
+             "-fno-math-errno", "-ffp-contract=off", "-Wall", "-Wno-unused-function", "-Wno-maybe-uninitialized"]
 
 ext = CppExtension(
     name="op_sdk._C",

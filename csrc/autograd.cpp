@@ -12,7 +12,7 @@ namespace {
 constexpr const char* kNonDifferentiable[] = {
     "npu_add_rms_norm_cast",  "npu_dynamic_quant",
     "npu_quantize",           "npu_add_rms_norm_quant",
-    "npu_add_rms_norm_dynamic_quant",
+    "npu_add_rms_norm_dynamic_quant", "npu_quant_matmul",
 };
 }  // namespace
 

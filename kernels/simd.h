@@ -183,6 +183,10 @@ inline Vec load(const bf16* p, Full) {
 inline Vec load(const fp16* p, Full) {
   return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))};
 }
+// int32 -> fp32, rounded to nearest even (static_cast<float>'s rounding)
+inline Vec load(const int32_t* p, Full) {
+  return {_mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
+}
 template <typename T>
 inline Vec load(const T* p, int n) {
   alignas(32) T tmp[Vec::N];
@@ -317,6 +321,10 @@ inline Vec load(const fp16* p, Full) {
 }
 inline Vec load(const fp16* p, int n) {
   return {_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(tail_mask(n), p))};
+}
+inline Vec load(const int32_t* p, Full) { return {_mm512_cvtepi32_ps(_mm512_loadu_si512(p))}; }
+inline Vec load(const int32_t* p, int n) {
+  return {_mm512_cvtepi32_ps(_mm512_maskz_loadu_epi32(tail_mask(n), p))};
 }
 
 inline void store(float* p, Vec a, Full) { _mm512_storeu_ps(p, a.v); }

@@ -15,6 +15,7 @@ import torch
 
 import op_sdk
 from op_sdk.ops._common import unpack_int4
+from op_sdk.ops.matmul import quant_matmul_reference
 from op_sdk.ops.norm_quant import (
     add_rms_norm_dynamic_quant_reference,
     add_rms_norm_quant_reference,
@@ -37,6 +38,7 @@ INT_FLIP_FRACTION = 1e-3
 NATIVE_OPS = [
     "npu_rms_norm", "npu_add_rms_norm", "npu_add_rms_norm_cast", "npu_dynamic_quant",
     "npu_quantize", "npu_add_rms_norm_quant", "npu_add_rms_norm_dynamic_quant",
+    "npu_quant_matmul",
 ]
 
 
@@ -402,6 +404,112 @@ def test_add_rms_norm_dynamic_quant_zero_rows_non_contiguous_and_empty():
     e = torch.empty(0, 3, 16, dtype=fp16)
     out = npu.npu_add_rms_norm_dynamic_quant(e, e, torch.ones(16, dtype=fp16))
     assert [tuple(o.shape) for o in out] == [(0, 3, 16), (0,), (0, 3, 16), (0, 3), (0,)]
+
+
+# ---- npu_quant_matmul --------------------------------------------------------------------
+# The int32 product is exact and the epilogue does the contract's fp32 steps in its order,
+# so the native kernel must equal the reference bit for bit.
+
+def _i8(*shape):
+    return torch.randint(-128, 128, shape, dtype=torch.int8)
+
+
+def _qmm_epilogues(m, n):
+    pt = torch.rand(m) + 0.5
+    return {
+        "int8": {},
+        "int8-offset": {"offset": torch.randn(n) * 3},
+        "int8-offset1": {"offset": torch.tensor([2.5])},
+        "int32": {"output_dtype": torch.int32},
+        # values near the int32 limit: the bias add wraps like torch's int32 add
+        "int32-bias": {"output_dtype": torch.int32,
+                       "bias": torch.randint(2**31 - 3000, 2**31 - 1, (n,), dtype=torch.int32)},
+        "int8-int-bias": {"bias": torch.randint(-5000, 5000, (n,), dtype=torch.int32)},
+        "bf16-pertoken": {"pertoken_scale": pt, "output_dtype": torch.bfloat16},
+        "fp16-pertoken-fp32-bias": {"pertoken_scale": pt, "output_dtype": torch.float16,
+                                    "bias": torch.randn(n)},
+        "bf16-pertoken-bf16-bias": {"pertoken_scale": pt, "output_dtype": torch.bfloat16,
+                                    "bias": torch.randn(n).to(bf16)},
+        "fp16-pertoken-fp16-bias": {"pertoken_scale": pt, "output_dtype": torch.float16,
+                                    "bias": torch.randn(n).to(fp16)},
+        "fp16-no-pertoken": {"output_dtype": torch.float16},
+    }
+
+
+def _qmm_check(x1, x2, scale, **kw):
+    out = npu.npu_quant_matmul(x1, x2, scale, **kw)
+    ref = quant_matmul_reference(x1, x2, scale, **kw)
+    assert out.dtype == ref.dtype and out.shape == ref.shape
+    assert torch.equal(out, ref), f"max diff {(out.double() - ref.double()).abs().max()}"
+
+
+# m = 1..8 take the VNNI kernel on CPUs that have it, larger m ATen's int8 GEMM; k covers
+# whole 64-byte steps, tails, k < 64 and k = 0; n covers the 4-row groups and their tails.
+@pytest.mark.parametrize("m,k,n", [(1, 96, 40), (1, 1, 5), (2, 64, 4), (3, 77, 45),
+                                   (4, 7168, 9), (7, 130, 33), (8, 200, 70), (9, 64, 16),
+                                   (17, 100, 31), (2, 0, 3)])
+@pytest.mark.parametrize("layout", ["nk", "kn"])
+def test_quant_matmul(m, k, n, layout):
+    x1 = _i8(m, k)
+    # "nk": the (k, n) view of an (n, k) row-major weight (w.t()), "kn": row-major (k, n)
+    x2 = _i8(n, k).t() if layout == "nk" else _i8(k, n)
+    scale = torch.rand(n) * 1e-3
+    for name, kw in _qmm_epilogues(m, n).items():
+        for s in (scale, scale[:1], scale.to(bf16)):
+            _qmm_check(x1, x2, s, **kw)
+
+
+def test_quant_matmul_non_contiguous_batched_and_empty():
+    # rows of x1 with a stride, a weight whose rows are a slice of wider ones
+    x1 = _i8(5, 300)[:, ::3]
+    wide = _i8(24, 160)
+    _qmm_check(x1, wide[:, 20:120].t(), torch.rand(24) * 1e-2)
+    _qmm_check(_i8(100, 6).t(), wide[:, :100].t(), torch.rand(24) * 1e-2)  # column-major x1
+    pt = torch.rand(4)
+    # broadcast batch dims on either side
+    _qmm_check(_i8(2, 3, 4, 40), _i8(3, 24, 40).transpose(1, 2), torch.rand(24) * 1e-2,
+               pertoken_scale=pt, output_dtype=bf16)
+    _qmm_check(_i8(4, 40), _i8(2, 40, 24), torch.rand(24) * 1e-2, output_dtype=torch.int32)
+    _qmm_check(_i8(3, 1, 4, 40), _i8(5, 40, 24), torch.rand(1), offset=torch.randn(24))
+    # empty m / n / batch
+    for x1, x2, n in [(_i8(0, 32), _i8(32, 8), 8), (_i8(4, 32), _i8(32, 0), 0),
+                      (_i8(0, 4, 32), _i8(32, 8), 8)]:
+        out = npu.npu_quant_matmul(x1, x2, torch.ones(max(n, 1)), output_dtype=torch.int32)
+        assert out.shape == (*x1.shape[:-1], n) and out.dtype == torch.int32
+
+
+def test_quant_matmul_saturates_and_rounds_half_to_even():
+    # 1 x 1 products whose dequantised values sit on .5 and beyond the int8 range
+    x1 = torch.tensor([[1], [3], [-5], [100], [-100]], dtype=torch.int8)
+    x2 = torch.tensor([[1, 127]], dtype=torch.int8)
+    out = npu.npu_quant_matmul(x1, x2, torch.tensor([0.5, 1.0]))
+    assert out[:, 0].tolist() == [0, 2, -2, 50, -50]
+    assert out[:, 1].tolist() == [127, 127, -128, 127, -128]
+    _qmm_check(x1, x2, torch.tensor([0.5, 1.0]))
+
+
+_QMM_SCRIPT = r"""
+import torch, tests.test_kernels_cpu as t
+torch.manual_seed(0)
+for m, k, n in [(1, 96, 40), (3, 77, 45), (8, 200, 70), (9, 64, 16), (17, 100, 31), (2, 0, 3)]:
+    for layout in ("nk", "kn"):
+        t.test_quant_matmul(m, k, n, layout)
+t.test_quant_matmul_non_contiguous_batched_and_empty()
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("env", [{"OP_SDK_CPU_ISA": "avx2"}, {"OP_SDK_QMM_VNNI_MAX_M": "0"},
+                                 {"OP_SDK_QMM_VNNI_MAX_M": "1000"}],
+                         ids=["avx2", "aten-gemm-only", "vnni-every-m"])
+def test_quant_matmul_other_paths_match_reference(env):
+    """npu_quant_matmul with the int8 product from ATen only, or from the VNNI kernel for
+    every m (the choice is made once per process)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = subprocess.run([sys.executable, "-c", _QMM_SCRIPT], cwd=root,
+                            env=dict(os.environ, PYTHONPATH=root, **env),
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-3000:]
 
 
 # ---- constraint checks of the C++ launchers ---------------------------------------------

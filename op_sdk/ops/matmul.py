@@ -1,7 +1,9 @@
 """npu_transpose_batchmatmul and npu_quant_matmul (the spec's subset).
 
-Both run on ATen's matmuls (torch.bmm, torch._int_mm); the fused part is the layout and
-dequantisation around them, done once without extra copies.
+npu_transpose_batchmatmul's CPU kernel is torch.bmm written straight into the permuted
+output. npu_quant_matmul's CPU kernel is native (csrc/quant_matmul.cpp): an exact int8
+product (an AVX-512 VNNI kernel reading (n, k) weights in place for few-row inputs, ATen's
+int8 GEMM otherwise) with the dequantisation fused into one pass over the output.
 """
 
 from __future__ import annotations
@@ -172,26 +174,15 @@ def check_quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype
     return code
 
 
-def _int8_matmul(x1, x2):
-    """Exact int32 accumulation of int8 x int8 with broadcast batch dims."""
-    if x2.dim() == 2:
-        lead = x1.shape[:-1]
-        return torch._int_mm(x1.reshape(-1, x1.shape[-1]).contiguous(), x2).reshape(
-            *lead, x2.shape[-1])
-    batch = torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
-    a = x1.expand(*batch, *x1.shape[-2:]).reshape(-1, *x1.shape[-2:])
-    b = x2.expand(*batch, *x2.shape[-2:]).reshape(-1, *x2.shape[-2:])
-    out = torch.stack([torch._int_mm(a[i].contiguous(), b[i]) for i in range(a.shape[0])])
-    return out.reshape(*batch, x1.shape[-2], x2.shape[-1])
-
-
-def _quant_matmul(matmul, x1, x2, scale, *, offset=None, pertoken_scale=None, bias=None,
-                  output_dtype=None, x1_dtype=None, x2_dtype=None, pertoken_scale_dtype=None,
-                  scale_dtype=None, group_sizes=None, y_scale=None):
+def quant_matmul_reference(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=None,
+                           output_dtype=None, x1_dtype=None, x2_dtype=None,
+                           pertoken_scale_dtype=None, scale_dtype=None, group_sizes=None,
+                           y_scale=None):
     code = check_quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype,
                               x1_dtype, x2_dtype, pertoken_scale_dtype, scale_dtype,
                               group_sizes, y_scale)
-    acc = matmul(x1, x2)
+    # fp64 products of int8 values are exact for any realistic k (< 2**38)
+    acc = torch.matmul(x1.double(), x2.double()).to(torch.int32)
     if bias is not None and bias.dtype == torch.int32:
         acc = acc + bias
     if code == INT32:
@@ -206,16 +197,6 @@ def _quant_matmul(matmul, x1, x2, scale, *, offset=None, pertoken_scale=None, bi
             out = out + offset
         return quantize_round(out, -128.0, 127.0, torch.int8)
     return out.to(_OUT_DTYPES[code])
-
-
-def quant_matmul_reference(x1, x2, scale, **kwargs):
-    # fp64 products of int8 values are exact for any realistic k (< 2**38)
-    return _quant_matmul(lambda a, b: torch.matmul(a.double(), b.double()).to(torch.int32),
-                         x1, x2, scale, **kwargs)
-
-
-def quant_matmul_cpu(x1, x2, scale, **kwargs):
-    return _quant_matmul(_int8_matmul, x1, x2, scale, **kwargs)
 
 
 def quant_matmul_fake(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=None,
@@ -234,7 +215,6 @@ npu_quant_matmul = define_op(
     "Tensor? pertoken_scale=None, Tensor? bias=None, int? output_dtype=None, "
     "int? x1_dtype=None, int? x2_dtype=None, int? pertoken_scale_dtype=None, "
     "int? scale_dtype=None, int[]? group_sizes=None, Tensor? y_scale=None) -> Tensor",
-    reference=quant_matmul_reference, fake=quant_matmul_fake,
-    kernels={"cpu": quant_matmul_cpu},
+    reference=quant_matmul_reference, fake=quant_matmul_fake, native=("cpu",),
     doc="int8 x int8 matmul with per-channel / per-token dequantisation (subset).",
 )

@@ -1,0 +1,211 @@
+// CPU launcher of npu_quant_matmul (the contract's subset): the checks of
+// op_sdk/ops/matmul.py in the same words, then per (broadcast) batch an exact int32
+// product and the dequantisation epilogue fused into one pass over the output.
+//
+// The product: for a few rows of x1 (decode) and an x2 that is the transpose of an (n, k)
+// row-major weight, the AVX-512 VNNI kernel of kernels/quant_matmul.h reads the weight in
+// place; otherwise ATen's int8 GEMM (at::_int_mm). OP_SDK_QMM_VNNI_MAX_M sets the largest
+// m that takes the VNNI kernel (default 8; 0 turns it off).
+#include <torch/library.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "checks.h"
+#include "launch.h"
+#include "quant_matmul.h"
+
+namespace opsdk {
+namespace {
+
+using at::Tensor;
+
+constexpr int64_t kInt8 = 1, kInt32 = 3, kFloat16 = 5, kBFloat16 = 15;
+constexpr const char* kOp = "npu_quant_matmul";
+
+#define QMM_UNSUPPORTED(cond, arg, ...) \
+  TORCH_CHECK_NOT_IMPLEMENTED((cond), kOp, ": argument '", arg, "' ", __VA_ARGS__)
+
+int64_t check_quant_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
+                           const std::optional<Tensor>& offset,
+                           const std::optional<Tensor>& pertoken,
+                           const std::optional<Tensor>& bias,
+                           std::optional<int64_t> output_dtype, bool x1_dtype, bool x2_dtype,
+                           bool pertoken_scale_dtype, bool scale_dtype, bool group_sizes,
+                           bool y_scale) {
+  const std::pair<const char*, bool> outside[] = {
+      {"x1_dtype", x1_dtype},       {"x2_dtype", x2_dtype},
+      {"pertoken_scale_dtype", pertoken_scale_dtype}, {"scale_dtype", scale_dtype},
+      {"group_sizes", group_sizes}, {"y_scale", y_scale}};
+  for (const auto& [name, given] : outside)
+    QMM_UNSUPPORTED(!given, name, "is outside the supported subset (must be None)");
+  QMM_UNSUPPORTED(x1.scalar_type() == at::kChar, "x1",
+                  "must be int8 (the supported subset), got ", dtype_name(x1.scalar_type()));
+  QMM_UNSUPPORTED(x2.scalar_type() == at::kChar, "x2",
+                  "must be int8 (the supported subset), got ", dtype_name(x2.scalar_type()));
+  const int64_t code =
+      dtype_arg(kOp, "output_dtype", output_dtype, {kInt8, kInt32, kFloat16, kBFloat16}, kInt8);
+  OPK_CHECK(x1.dim() >= 2, kOp, "x1", "must have at least 2 dims (m, k), got ", x1.dim());
+  OPK_CHECK(x2.dim() >= 2, kOp, "x2", "must have at least 2 dims (k, n), got ", x2.dim());
+  const int64_t m = x1.size(-2), k = x1.size(-1), k2 = x2.size(-2), n = x2.size(-1);
+  OPK_CHECK(k == k2, kOp, "x2", "must have k = ", k, " rows (x1 is (m, k)), got ", k2);
+  const auto b1 = x1.sizes().slice(0, x1.dim() - 2), b2 = x2.sizes().slice(0, x2.dim() - 2);
+  bool broadcasts = true;
+  for (int64_t i = 1; i <= std::min<int64_t>(b1.size(), b2.size()); ++i) {
+    const int64_t p = b1[b1.size() - i], q = b2[b2.size() - i];
+    broadcasts = broadcasts && (p == q || p == 1 || q == 1);
+  }
+  OPK_CHECK(broadcasts, kOp, "x2", "batch dims must broadcast with x1's: ", shape_str(b1),
+            " vs ", shape_str(b2));
+  OPK_CHECK(scale.dim() == 1 && (scale.size(0) == 1 || scale.size(0) == n), kOp, "scale",
+            "must have shape (1,) or (n,) = (", n, ",), got ", shape_str(scale.sizes()));
+  OPK_CHECK(scale.scalar_type() == at::kFloat || scale.scalar_type() == at::kBFloat16, kOp,
+            "scale", "must be float32 or bfloat16, got ", dtype_name(scale.scalar_type()));
+  if (pertoken.has_value()) {
+    OPK_CHECK(pertoken->scalar_type() == at::kFloat, kOp, "pertoken_scale",
+              "must be float32, got ", dtype_name(pertoken->scalar_type()));
+    OPK_CHECK(pertoken->dim() == 1 && pertoken->size(0) == m, kOp, "pertoken_scale",
+              "must have shape (m,) = (", m, ",), got ", shape_str(pertoken->sizes()));
+    QMM_UNSUPPORTED(code == kFloat16 || code == kBFloat16, "pertoken_scale",
+                    "requires output_dtype float16 or bfloat16");
+  }
+  if (offset.has_value()) {
+    QMM_UNSUPPORTED(code == kInt8, "offset", "requires output_dtype int8");
+    OPK_CHECK(offset->scalar_type() == at::kFloat && offset->dim() == 1 &&
+                  (offset->size(0) == 1 || offset->size(0) == n),
+              kOp, "offset", "must be float32 of shape (1,) or (", n, ",), got ",
+              dtype_name(offset->scalar_type()), " ", shape_str(offset->sizes()));
+  }
+  if (bias.has_value()) {
+    OPK_CHECK(bias->dim() == 1 && bias->size(0) == n, kOp, "bias", "must have shape (n,) = (",
+              n, ",), got ", shape_str(bias->sizes()));
+    if (is_float_dtype(bias->scalar_type())) {
+      QMM_UNSUPPORTED(pertoken.has_value(), "bias", "of a float dtype requires pertoken_scale");
+    } else {
+      OPK_CHECK(bias->scalar_type() == at::kInt, kOp, "bias",
+                "must be int32, or float16 / bfloat16 / float32 with pertoken_scale, got ",
+                dtype_name(bias->scalar_type()));
+    }
+  }
+  return code;
+}
+
+int64_t vnni_max_m() {
+  static const int64_t v = [] {
+    const char* env = std::getenv("OP_SDK_QMM_VNNI_MAX_M");
+    return env != nullptr ? std::max<int64_t>(0, std::atoll(env)) : int64_t(8);
+  }();
+  return v;
+}
+
+// x2 (k, n) is the transpose of a row-major (n, k) matrix: element (kk, j) at j * ld + kk.
+bool is_transposed_rows(const Tensor& x2) {
+  return x2.size(0) <= 1 || x2.stride(0) == 1;
+}
+
+// acc (m, n) int32, contiguous: the exact product of one batch.
+void int8_product(const Tensor& a, const Tensor& b, Tensor& acc) {
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  if (m == 0 || n == 0) return;
+  const bool vnni = opk::has_avx512_vnni() && m <= vnni_max_m() && is_transposed_rows(b) &&
+                    (n <= 1 || b.stride(1) >= k);
+  if (!vnni || k == 0) {
+    if (k == 0) acc.zero_();
+    else acc.copy_(at::_int_mm(a.stride(1) == 1 ? a : a.contiguous(), b));
+    return;
+  }
+  const Tensor a_rows = a.stride(1) == 1 ? a : a.contiguous();
+  std::vector<uint8_t> au(size_t(m * opk::gemm_nt_padded_k(k)));
+  opk::int8_gemm_nt_prepare_a(ptr<int8_t>(a_rows), a_rows.stride(0), m, k, au.data());
+  const int8_t* bp = ptr<int8_t>(b);
+  const int64_t ldb = n <= 1 ? k : b.stride(1);
+  int32_t* cp = acc.data_ptr<int32_t>();
+  // ~64 KB of weight per task, in whole 4-row groups
+  const int64_t grain = std::max<int64_t>(1, (65536 / std::max<int64_t>(k, 1)) / 4);
+  at::parallel_for(0, (n + 3) / 4, grain, [&](int64_t g0, int64_t g1) {
+    opk::vnni::int8_gemm_nt(au.data(), m, bp, ldb, k, g0 * 4, std::min(n, g1 * 4), cp, n);
+  });
+}
+
+Tensor npu_quant_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
+                        const std::optional<Tensor>& offset,
+                        const std::optional<Tensor>& pertoken_scale,
+                        const std::optional<Tensor>& bias, std::optional<int64_t> output_dtype,
+                        std::optional<int64_t> x1_dtype, std::optional<int64_t> x2_dtype,
+                        std::optional<int64_t> pertoken_scale_dtype,
+                        std::optional<int64_t> scale_dtype, at::OptionalIntArrayRef group_sizes,
+                        const std::optional<Tensor>& y_scale) {
+  const int64_t code = check_quant_matmul(
+      x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype.has_value(),
+      x2_dtype.has_value(), pertoken_scale_dtype.has_value(), scale_dtype.has_value(),
+      group_sizes.has_value(), y_scale.has_value());
+  const int64_t m = x1.size(-2), k = x1.size(-1), n = x2.size(-1);
+  const std::vector<int64_t> batch =
+      at::infer_size(x1.sizes().slice(0, x1.dim() - 2), x2.sizes().slice(0, x2.dim() - 2));
+  std::vector<int64_t> out_shape(batch);
+  out_shape.push_back(m);
+  out_shape.push_back(n);
+  const c10::ScalarType out_t = code == kInt8    ? at::kChar
+                                : code == kInt32 ? at::kInt
+                                : code == kFloat16 ? at::kHalf
+                                                   : at::kBFloat16;
+  Tensor out = at::empty(out_shape, x1.options().dtype(out_t));
+  if (out.numel() == 0) return out;
+
+  // (B, m, k) and (B, k, n) views of the broadcast operands (no copies)
+  std::vector<int64_t> a_shape(batch), b_shape(batch);
+  a_shape.insert(a_shape.end(), {m, k});
+  b_shape.insert(b_shape.end(), {k, n});
+  int64_t nb = 1;
+  for (int64_t s : batch) nb *= s;
+  const Tensor a3 = x1.expand(a_shape).reshape({nb, m, k});
+  const Tensor b3 = x2.expand(b_shape).reshape({nb, k, n});
+
+  // the epilogue's per-channel vectors in fp32 (scale.float(), bias.float() of the contract)
+  const Tensor s32 = scale.to(at::kFloat).contiguous();
+  const bool float_bias = bias.has_value() && bias->scalar_type() != at::kInt;
+  const Tensor fbias = float_bias ? bias->to(at::kFloat).contiguous() : Tensor();
+  const Tensor ibias = bias.has_value() && !float_bias ? bias->contiguous() : Tensor();
+  const Tensor pt = pertoken_scale.has_value() ? pertoken_scale->contiguous() : Tensor();
+  const Tensor off = offset.has_value() ? offset->contiguous() : Tensor();
+
+  Tensor acc = code == kInt32 ? out.view({nb, m, n}) : at::empty({m, n}, x1.options().dtype(at::kInt));
+  for (int64_t bi = 0; bi < nb; ++bi) {
+    Tensor acc_b = code == kInt32 ? acc.select(0, bi) : acc;
+    int8_product(a3.select(0, bi), b3.select(0, bi), acc_b);
+    int32_t* ap = acc_b.data_ptr<int32_t>();
+    if (ibias.defined()) {  // acc + bias, wrapping like torch's int32 add
+      const int32_t* bp = ibias.data_ptr<int32_t>();
+      at::parallel_for(0, m, std::max<int64_t>(1, 16384 / n), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r)
+          for (int64_t j = 0; j < n; ++j)
+            ap[r * n + j] = int32_t(uint32_t(ap[r * n + j]) + uint32_t(bp[j]));
+      });
+    }
+    if (code == kInt32) continue;
+    auto epilogue = [&](auto to) {
+      using O = decltype(to);
+      O* op = reinterpret_cast<O*>(out.data_ptr()) + bi * m * n;
+      const float* ptp = pt.defined() ? pt.data_ptr<float>() : nullptr;
+      const float* fb = fbias.defined() ? fbias.data_ptr<float>() : nullptr;
+      const float* ofp = off.defined() ? off.data_ptr<float>() : nullptr;
+      parallel_rows(m, n, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r)
+          opk::quant_matmul_epilogue_row<O>(ap + r * n, s32.data_ptr<float>(), s32.numel() > 1,
+                                            ptp != nullptr ? ptp[r] : 1.0f, fb, ofp,
+                                            off.defined() && off.numel() > 1, op + r * n, n);
+      });
+    };
+    if (code == kInt8) epilogue(int8_t{});
+    else if (code == kFloat16) epilogue(opk::fp16{});
+    else epilogue(opk::bf16{});
+  }
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(npu, CPU, m) { m.impl("npu_quant_matmul", &npu_quant_matmul); }
+
+}  // namespace opsdk
