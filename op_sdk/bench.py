@@ -13,7 +13,7 @@ import os
 
 import torch
 
-from op_sdk.demo import Progress, compile_and_time, logits_of, machine_facts, time_forward
+from op_sdk.demo import Progress, compile_model, logits_of, machine_facts, time_interleaved
 from op_sdk.models import DecoderConfig, DeepSeekW8A8
 
 DECODE_TOKENS = (1, 4, 16)
@@ -38,14 +38,16 @@ def run_e2e(cfg: DecoderConfig, tokens: tuple[int, ...], repeats: int = 10,
             ref = logits_of(model(ids))
             row = {"tokens": t, "phase": "decode" if t <= 16 else "prefill",
                    "seconds": {}, "compile_seconds": {}, "max_abs_error": {}}
-            row["seconds"]["eager"] = time_forward(lambda: model(ids), repeats)
-            bar.step(f"{t} tokens: eager")
+            torch._dynamo.reset()
+            fns = {"eager": lambda: model(ids)}
             for name in ("inductor", "op_sdk"):
-                run = compile_and_time(model, ids, name, repeats)
+                run = compile_model(model, ids, name)
                 row["compile_seconds"][name] = run.compile_seconds
                 row["max_abs_error"][name] = float((run.output - ref).abs().max())
-                row["seconds"][name] = run.seconds
-                bar.step(f"{t} tokens: {name}")
+                fns[name] = run.call
+                bar.step(f"{t} tokens: {name} compiled")
+            row["seconds"] = time_interleaved(fns, repeats)
+            bar.step(f"{t} tokens: timed")
             s = row["seconds"]
             row["speedup_vs_eager"] = s["eager"] / s["op_sdk"]
             row["speedup_vs_inductor"] = s["inductor"] / s["op_sdk"]

@@ -46,16 +46,21 @@ class Progress:
         self.stream.flush()
 
 
-def time_forward(fn: Callable[[], torch.Tensor], repeats: int, warmup: int = 3) -> float:
-    """Median seconds per call."""
+def time_interleaved(fns: dict[str, Callable[[], object]], repeats: int,
+                     warmup: int = 3) -> dict[str, float]:
+    """Median seconds per call of each function, timed in rounds (one call of each per
+    round, in turn), so that a slow spell of a shared machine hits every contender alike
+    instead of whichever happened to be timed then."""
     for _ in range(warmup):
-        fn()
-    times = []
+        for fn in fns.values():
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+        for name, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def logits_of(out):
@@ -126,18 +131,19 @@ def run_demo(cfg: DecoderConfig, batch: int = 1, tokens: int = 8, repeats: int =
     ids = model.example_tokens(batch, tokens)
     bar.step("model built")
 
-    seconds, compile_seconds, outputs = {}, {}, {}
+    compile_seconds, outputs, fns = {}, {}, {"eager": lambda: model(ids)}
     with torch.no_grad():
+        torch._dynamo.reset()
         ref = logits_of(model(ids))
-        seconds["eager"] = time_forward(lambda: model(ids), repeats)
-        bar.step("eager timed")
         backend_obj = None
         for name in backends:
-            run = compile_and_time(model, ids, name, repeats)
-            outputs[name], compile_seconds[name], seconds[name] = \
-                run.output, run.compile_seconds, run.seconds
+            run = compile_model(model, ids, name)
+            outputs[name], compile_seconds[name], fns[name] = \
+                run.output, run.compile_seconds, run.call
             backend_obj = run.backend or backend_obj
-            bar.step(f"{name} compiled and timed")
+            bar.step(f"{name} compiled")
+        seconds = time_interleaved(fns, repeats)
+        bar.step("eager and compiled forwards timed")
 
     explanation = op_sdk.explain(backend_obj) if backend_obj is not None else None
     patterns = explanation.patterns if explanation else {}
@@ -157,24 +163,23 @@ def run_demo(cfg: DecoderConfig, batch: int = 1, tokens: int = 8, repeats: int =
 class CompiledRun:
     output: torch.Tensor        # logits of the first (compiling) call
     compile_seconds: float      # that first call
-    seconds: float              # median time per forward afterwards
+    call: Callable[[], object]  # one more forward of the compiled model on the same input
     backend: object             # the op_sdk backend (its reports), None for Inductor
 
 
-def compile_and_time(model, ids, name: str, repeats: int) -> CompiledRun:
-    """Compile ``model`` with ``name`` ("inductor" or "op_sdk") from a clean Dynamo state,
-    with Inductor's FX graph cache off so op_sdk's passes run (and report), and time it."""
+def compile_model(model, ids, name: str) -> CompiledRun:
+    """Compile ``model`` with ``name`` ("inductor" or "op_sdk"), with Inductor's FX graph
+    cache off so op_sdk's passes run (and report). Compiles with different backends live
+    side by side (Dynamo guards on the backend); callers reset Dynamo between inputs."""
     import op_sdk
 
-    torch._dynamo.reset()
     backend = op_sdk.get_npu_backend() if name == "op_sdk" else None
     compiled = torch.compile(model, backend=backend or "inductor", dynamic=False)
     start = time.perf_counter()
     with _fresh_inductor_cache():
         output = logits_of(compiled(ids))
     compile_seconds = time.perf_counter() - start
-    return CompiledRun(output, compile_seconds, time_forward(lambda: compiled(ids), repeats),
-                       backend)
+    return CompiledRun(output, compile_seconds, lambda: compiled(ids), backend)
 
 
 @contextlib.contextmanager
