@@ -13,6 +13,7 @@ constexpr const char* kNonDifferentiable[] = {
     "npu_add_rms_norm_cast",  "npu_dynamic_quant",
     "npu_quantize",           "npu_add_rms_norm_quant",
     "npu_add_rms_norm_dynamic_quant", "npu_quant_matmul",
+    "npu_transpose_batchmatmul",
 };
 }  // namespace
 

@@ -20,12 +20,16 @@ DECODE_TOKENS = (1, 4, 16)
 PREFILL_TOKENS = (512,)
 
 
+# compiled contenders of the end-to-end rows (see op_sdk.demo.compile_model)
+CONTENDERS = ("inductor", "inductor_cpp", "op_sdk")
+
+
 def run_e2e(cfg: DecoderConfig, tokens: tuple[int, ...], repeats: int = 10,
             progress: bool = True) -> list[dict]:
     """Time per forward of the model for each token count: eager, Inductor, op_sdk."""
     cfg.validate()
     model = DeepSeekW8A8(cfg).eval()
-    bar = Progress(len(tokens) * 3, enabled=progress)
+    bar = Progress(len(tokens) * (len(CONTENDERS) + 1), enabled=progress)
     rows = []
     with torch.no_grad():
         # first calls of a process pay one-off costs (oneDNN primitive creation, page
@@ -40,7 +44,7 @@ def run_e2e(cfg: DecoderConfig, tokens: tuple[int, ...], repeats: int = 10,
                    "seconds": {}, "compile_seconds": {}, "max_abs_error": {}}
             torch._dynamo.reset()
             fns = {"eager": lambda: model(ids)}
-            for name in ("inductor", "op_sdk"):
+            for name in CONTENDERS:
                 run = compile_model(model, ids, name)
                 row["compile_seconds"][name] = run.compile_seconds
                 row["max_abs_error"][name] = float((run.output - ref).abs().max())
@@ -51,6 +55,7 @@ def run_e2e(cfg: DecoderConfig, tokens: tuple[int, ...], repeats: int = 10,
             s = row["seconds"]
             row["speedup_vs_eager"] = s["eager"] / s["op_sdk"]
             row["speedup_vs_inductor"] = s["inductor"] / s["op_sdk"]
+            row["speedup_vs_inductor_cpp"] = s["inductor_cpp"] / s["op_sdk"]
             rows.append(row)
     return rows
 
@@ -96,10 +101,11 @@ def plot_results(json_path: str, out_dir: str) -> list[str]:
         fig, ax = plt.subplots(figsize=(7, 4))
         labels = [f"{r['tokens']} tok" for r in e2e]
         x = range(len(e2e))
-        width = 0.27
-        for k, name in enumerate(("eager", "inductor", "op_sdk")):
-            ax.bar([i + (k - 1) * width for i in x], [r["seconds"][name] * 1e3 for r in e2e],
-                   width, label=name)
+        names = [n for n in ("eager", *CONTENDERS) if n in e2e[0]["seconds"]]
+        width = 0.8 / len(names)
+        for k, name in enumerate(names):
+            ax.bar([i + (k - (len(names) - 1) / 2) * width for i in x],
+                   [r["seconds"][name] * 1e3 for r in e2e], width, label=name)
         ax.set_xticks(list(x), labels)
         ax.set_ylabel("ms per forward (median)")
         ax.set_yscale("log")
@@ -145,13 +151,17 @@ def format_results(json_path: str) -> str:
     m, mach = results["model"], results["machine"]
     lines = [f"{mach['cpu']}, {mach['threads']} threads, torch {mach['torch']}",
              f"model: {m['layers']} layers, hidden {m['hidden']}, {m['dtype']}", "",
-             f"{'tokens':>6} {'phase':>8} {'eager ms':>9} {'inductor ms':>12} {'op_sdk ms':>10} "
-             f"{'vs eager':>9} {'vs inductor':>12}"]
+             f"{'tokens':>6} {'phase':>8} {'eager ms':>9} {'inductor ms':>12} "
+             f"{'ind+cpp ms':>11} {'op_sdk ms':>10} {'vs eager':>9} {'vs inductor':>12} "
+             f"{'vs ind+cpp':>11}"]
     for r in results.get("e2e", []):
         s = r["seconds"]
+        cpp = s.get("inductor_cpp", float("nan"))
         lines.append(f"{r['tokens']:>6} {r['phase']:>8} {s['eager'] * 1e3:>9.3f} "
-                     f"{s['inductor'] * 1e3:>12.3f} {s['op_sdk'] * 1e3:>10.3f} "
-                     f"{r['speedup_vs_eager']:>8.2f}x {r['speedup_vs_inductor']:>11.2f}x")
+                     f"{s['inductor'] * 1e3:>12.3f} {cpp * 1e3:>11.3f} "
+                     f"{s['op_sdk'] * 1e3:>10.3f} {r['speedup_vs_eager']:>8.2f}x "
+                     f"{r['speedup_vs_inductor']:>11.2f}x "
+                     f"{r.get('speedup_vs_inductor_cpp', float('nan')):>10.2f}x")
     kern = results.get("kernels", {}).get("results", [])
     if kern:
         lines += ["", f"{'kernel':<32} {'T':>5} {'H':>5} {'dtype':>9} {'us':>9} {'GB/s':>6} "

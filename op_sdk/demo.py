@@ -168,13 +168,23 @@ class CompiledRun:
 
 
 def compile_model(model, ids, name: str) -> CompiledRun:
-    """Compile ``model`` with ``name`` ("inductor" or "op_sdk"), with Inductor's FX graph
-    cache off so op_sdk's passes run (and report). Compiles with different backends live
-    side by side (Dynamo guards on the backend); callers reset Dynamo between inputs."""
+    """Compile ``model`` with ``name``: "op_sdk" (its backend, default config), "inductor"
+    (torch.compile's default) or "inductor_cpp" (Inductor with its C++ wrapper, which
+    op_sdk's max-autotune uses on CPU: the strongest plain-Inductor contender). Inductor's
+    FX graph cache is off so op_sdk's passes run (and report). Compiles with different
+    backends live side by side (Dynamo guards on the backend); callers reset Dynamo
+    between inputs."""
     import op_sdk
 
-    backend = op_sdk.get_npu_backend() if name == "op_sdk" else None
-    compiled = torch.compile(model, backend=backend or "inductor", dynamic=False)
+    if name == "op_sdk":
+        backend = op_sdk.get_npu_backend()
+        compiled = torch.compile(model, backend=backend, dynamic=False)
+    elif name in ("inductor", "inductor_cpp"):
+        backend = None
+        options = {"cpp_wrapper": True} if name == "inductor_cpp" else None
+        compiled = torch.compile(model, backend="inductor", dynamic=False, options=options)
+    else:
+        raise ValueError(f"unknown contender {name!r}")
     start = time.perf_counter()
     with _fresh_inductor_cache():
         output = logits_of(compiled(ids))

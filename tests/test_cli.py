@@ -38,7 +38,8 @@ def test_demo_prints_the_table_and_writes_the_json(tmp_path):
     assert "add_rms_norm_dynamic_quant" in out.stdout and "Time per forward" in out.stdout
     data = json.loads(path.read_text())
     assert data["patterns"] == {"add_rms_norm_dynamic_quant": 1,
-                                "add_rms_norm_dynamic_quant_flatten": 1, "add_rms_norm_cast": 1}
+                                "add_rms_norm_dynamic_quant_flatten": 1, "add_rms_norm_cast": 1,
+                                "transpose_batchmatmul": 2}
     for key in ("max_abs_error", "speedup_vs_eager", "speedup_vs_inductor"):
         assert isinstance(data[key], float) and data[key] == data[key], key  # a number, not NaN
     assert set(data["seconds_per_forward"]) == {"eager", "inductor", "op_sdk"}
@@ -115,6 +116,12 @@ def test_bench_writes_results_and_plots(tmp_path):
     data = json.loads((tmp_path / "results.json").read_text())
     assert [r["tokens"] for r in data["e2e"]] == [1, 64]
     assert data["e2e"][1]["phase"] == "prefill"
+    for row in data["e2e"]:
+        assert set(row["seconds"]) == {"eager", "inductor", "inductor_cpp", "op_sdk"}
+        assert all(t > 0 for t in row["seconds"].values())
+        assert row["speedup_vs_inductor_cpp"] == row["seconds"]["inductor_cpp"] / \
+            row["seconds"]["op_sdk"]
+        assert max(row["max_abs_error"].values()) < 0.5  # compiled logits agree with eager
     assert (tmp_path / "e2e.png").stat().st_size > 5_000
     again = op_sdk_cmd("bench", "--plot-only", str(tmp_path / "results.json"))
     assert again.returncode == 0 and "e2e.png" in again.stdout

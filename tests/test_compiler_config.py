@@ -25,7 +25,8 @@ def test_torchair_defaults():
     assert cfg.post_grad_custom_post_pass.value is None
     assert cfg.debug.graph_dump.type.value is None and cfg.debug.graph_dump.path.value is None
     assert cfg.debug.run_eagerly.value is False
-    assert cfg.experimental_config.max_autotune_fusions.value == "opaque"
+    assert cfg.experimental_config.max_autotune_fusions.value == "all"
+    assert cfg.experimental_config.inductor_cpp_wrapper.value == "auto"
 
 
 def test_assignment_and_reading_like_torchair():
@@ -47,7 +48,8 @@ def test_assignment_and_reading_like_torchair():
     ("experimental_config.remove_noop_ops", "yes", "True, False"),
     ("debug.graph_dump.type", "png", "None, 'txt', 'pbtxt', 'py'"),
     ("debug.run_eagerly", None, "True, False"),
-    ("experimental_config.max_autotune_fusions", "some", "'opaque', 'all', 'torchair'"),
+    ("experimental_config.max_autotune_fusions", "some", "'all', 'opaque', 'torchair'"),
+    ("experimental_config.inductor_cpp_wrapper", "yes", "'auto', True, False"),
     ("experimental_config.topology_sorting_strategy", "XYZ", "'BFS', 'DFS', 'RDFS'"),
 ])
 def test_invalid_value_lists_valid_choices(path, value, choices):

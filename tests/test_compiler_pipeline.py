@@ -191,6 +191,38 @@ def test_run_eagerly_skips_inductor():
     assert result.report.match_count() == 1
 
 
+@pytest.mark.parametrize("choice,expected", [("auto", True), (True, True), (False, False)])
+def test_max_autotune_cpp_wrapper(choice, expected):
+    """inductor_cpp_wrapper: Inductor's C++ wrapper is on while the graph compiles (the user
+    post pass runs inside that compile and sees Inductor's config), the report says so, and
+    the C++-wrapped graph computes what eager does."""
+    import torch._inductor.config as inductor_config
+
+    seen = []
+    cfg = config("max-autotune", experimental_config__inductor_cpp_wrapper=choice,
+                 post_grad_custom_post_pass=lambda gm, ex, c: seen.append(
+                     inductor_config.cpp_wrapper))
+    inputs = layer_inputs()
+    result = compile_and_run(layer, inputs, cfg)
+    assert seen == [expected]
+    assert result.report.graphs[0].executor == ("inductor-cpp" if expected else "inductor")
+    assert result.report.match_count("add_rms_norm_dynamic_quant") == 1
+    q, s, xo = result.outputs
+    q_ref, s_ref, xo_ref = layer(*inputs)
+    assert (q.int() - q_ref.int()).abs().max() <= 1
+    torch.testing.assert_close(s, s_ref, rtol=1e-3, atol=1e-6)
+    torch.testing.assert_close(xo, xo_ref)
+
+
+def test_cpp_wrapper_auto_is_cpu_only():
+    cfg = op_sdk.CompilerConfig()
+    assert cfg.cpp_wrapper_for([torch.ones(2), 3])
+    assert not cfg.cpp_wrapper_for([torch.ones(2), torch.ones(2, device="meta")])
+    assert not cfg.cpp_wrapper_for([4])
+    cfg.experimental_config.inductor_cpp_wrapper = False
+    assert not cfg.cpp_wrapper_for([torch.ones(2)])
+
+
 def test_custom_decompositions():
     def fn(x):
         return torch.nn.functional.silu(x) + 1

@@ -15,7 +15,7 @@ import torch
 
 import op_sdk
 from op_sdk.ops._common import unpack_int4
-from op_sdk.ops.matmul import quant_matmul_reference
+from op_sdk.ops.matmul import quant_matmul_reference, transpose_batchmatmul_reference
 from op_sdk.ops.norm_quant import (
     add_rms_norm_dynamic_quant_reference,
     add_rms_norm_quant_reference,
@@ -38,7 +38,7 @@ INT_FLIP_FRACTION = 1e-3
 NATIVE_OPS = [
     "npu_rms_norm", "npu_add_rms_norm", "npu_add_rms_norm_cast", "npu_dynamic_quant",
     "npu_quantize", "npu_add_rms_norm_quant", "npu_add_rms_norm_dynamic_quant",
-    "npu_quant_matmul",
+    "npu_quant_matmul", "npu_transpose_batchmatmul",
 ]
 
 
@@ -488,25 +488,70 @@ def test_quant_matmul_saturates_and_rounds_half_to_even():
     _qmm_check(x1, x2, torch.tensor([0.5, 1.0]))
 
 
-_QMM_SCRIPT = r"""
+# ---- npu_transpose_batchmatmul -------------------------------------------------------------
+# fp32 accumulation in another order than ATen's GEMM: float tolerances, scaled with sqrt(K)
+
+def _tbmm_check(x, w, **kw):
+    out = npu.npu_transpose_batchmatmul(x, w, **kw)
+    ref = transpose_batchmatmul_reference(x.float(), w.float(), **kw).to(x.dtype)
+    assert out.dtype == x.dtype and out.shape == ref.shape and out.is_contiguous()
+    atol, rtol = TOL[x.dtype]
+    k = x.shape[-1]
+    torch.testing.assert_close(out, ref, atol=atol * max(1.0, k ** 0.5), rtol=rtol)
+
+
+# m <= 12 takes the few-row kernel, larger m ATen's bmm; n covers 4-vector blocks and
+# partial vectors; k = 1 and k = 0
+@pytest.mark.parametrize("dtype", [fp32, bf16, fp16])
+@pytest.mark.parametrize("m,b,k,n", [(1, 8, 128, 256), (4, 8, 128, 256), (3, 2, 7, 33),
+                                     (12, 3, 64, 70), (13, 2, 40, 9), (5, 1, 1, 1),
+                                     (2, 3, 0, 4)])
+@pytest.mark.parametrize("perm_x1", [[0, 1, 2], [1, 0, 2]])
+@pytest.mark.parametrize("perm_x2", [[0, 1, 2], [0, 2, 1]])
+def test_transpose_batchmatmul(dtype, m, b, k, n, perm_x1, perm_x2):
+    x = _rand(*((b, m, k) if perm_x1 == [0, 1, 2] else (m, b, k)), dtype=dtype)
+    w = _rand(*((b, k, n) if perm_x2 == [0, 1, 2] else (b, n, k)), dtype=dtype)
+    _tbmm_check(x, w, perm_x1=perm_x1, perm_x2=perm_x2)
+    if (b * n) % 2 == 0:
+        _tbmm_check(x, w, perm_x1=perm_x1, perm_x2=perm_x2, batch_split_factor=2)
+
+
+def test_transpose_batchmatmul_non_contiguous_and_empty():
+    # MLA's query: a slice of a projection's rows, viewed per head (strided rows and heads)
+    qkv = _rand(3, 8 * 32 + 48, dtype=bf16)
+    q = qkv[:, : 8 * 32].reshape(3, 8, 32)
+    _tbmm_check(q, _rand(8, 32, 40, dtype=bf16), perm_x1=[1, 0, 2])
+    _tbmm_check(strided(_rand(3, 4, 24)), _rand(4, 24, 20), perm_x1=[1, 0, 2])
+    _tbmm_check(_rand(2, 3, 24), _rand(2, 48, 40)[:, ::2])  # weight rows with a stride
+    for x, w in [(_rand(0, 2, 8), _rand(2, 8, 4)), (_rand(3, 2, 8), _rand(2, 8, 0))]:
+        out = npu.npu_transpose_batchmatmul(x, w, perm_x1=[1, 0, 2])
+        assert out.shape == (x.shape[0], 2, w.shape[2])
+
+
+_MATMUL_SCRIPT = r"""
 import torch, tests.test_kernels_cpu as t
 torch.manual_seed(0)
 for m, k, n in [(1, 96, 40), (3, 77, 45), (8, 200, 70), (9, 64, 16), (17, 100, 31), (2, 0, 3)]:
     for layout in ("nk", "kn"):
         t.test_quant_matmul(m, k, n, layout)
 t.test_quant_matmul_non_contiguous_batched_and_empty()
+for m in (1, 4, 13):
+    t.test_transpose_batchmatmul(torch.bfloat16, m, 3, 40, 70, [1, 0, 2], [0, 1, 2])
+t.test_transpose_batchmatmul_non_contiguous_and_empty()
 print("ok")
 """
 
 
-@pytest.mark.parametrize("env", [{"OP_SDK_CPU_ISA": "avx2"}, {"OP_SDK_QMM_VNNI_MAX_M": "0"},
-                                 {"OP_SDK_QMM_VNNI_MAX_M": "1000"}],
-                         ids=["avx2", "aten-gemm-only", "vnni-every-m"])
-def test_quant_matmul_other_paths_match_reference(env):
-    """npu_quant_matmul with the int8 product from ATen only, or from the VNNI kernel for
-    every m (the choice is made once per process)."""
+@pytest.mark.parametrize("env", [
+    {"OP_SDK_CPU_ISA": "avx2"},
+    {"OP_SDK_QMM_VNNI_MAX_M": "0", "OP_SDK_TBMM_MAX_M": "0"},
+    {"OP_SDK_QMM_VNNI_MAX_M": "1000", "OP_SDK_TBMM_MAX_M": "1000"}],
+    ids=["avx2", "aten-only", "own-kernels-every-m"])
+def test_matmul_other_paths_match_reference(env):
+    """npu_quant_matmul / npu_transpose_batchmatmul with the product from ATen only, or from
+    op_sdk's few-row kernels for every m (the choice is made once per process)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    result = subprocess.run([sys.executable, "-c", _QMM_SCRIPT], cwd=root,
+    result = subprocess.run([sys.executable, "-c", _MATMUL_SCRIPT], cwd=root,
                             env=dict(os.environ, PYTHONPATH=root, **env),
                             capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-3000:]

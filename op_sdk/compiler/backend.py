@@ -7,7 +7,7 @@ One compile, top to bottom (``NpuBackend.__call__``):
     config ─ mode "max-autotune" ─────────► compile_fx: AOTAutograd (Inductor's
            │                                decompositions + custom_decompositions)
            │                                → pipeline stages as post-grad custom passes
-           │                                → Inductor codegen
+           │                                → Inductor codegen (C++ wrapper on CPU)
            └ "reduce-overhead" / "npugraph_ex" / debug.run_eagerly
                                           ► aot_module_simplified (custom_decompositions
                                             only: the graph runs as captured)
@@ -80,8 +80,12 @@ class NpuBackend:
         start = time.perf_counter()
         try:
             if cfg.executes_with_inductor:
-                compiled = executors.inductor(gm, example_inputs,
-                                              pipeline.inductor_config_patches(report),
+                cpp = cfg.cpp_wrapper_for(example_inputs)
+                patches = pipeline.inductor_config_patches(
+                    report, "inductor-cpp" if cpp else "inductor")
+                if cpp:
+                    patches["cpp_wrapper"] = True
+                compiled = executors.inductor(gm, example_inputs, patches,
                                               self._inductor_decompositions())
                 if not report.graphs:
                     report.cache = "hit"  # served by Inductor's cache: the passes did not run

@@ -165,9 +165,16 @@ class CompilerConfig(ConfigSection):
       patterns alike. ``experimental_config.remove_noop_ops``: no-op removal.
     * ``experimental_config.keep_inference_input_mutations``: passed to AOTAutograd.
     * ``experimental_config.max_autotune_fusions`` (op_sdk): which default fusions run in
-      max-autotune: "opaque" (default: those whose unfused operators are all custom ops,
-      opaque to Inductor: every fusion but bmm+transpose), "all", or "torchair"
-      (TorchAir's rule: not bmm+transpose, not add_rms_norm+quantize).
+      max-autotune: "all" (default), "opaque" (those whose unfused operators are all
+      custom ops, opaque to Inductor: every fusion but bmm+transpose, which Inductor can
+      also handle itself), or "torchair" (TorchAir's rule: not bmm+transpose, not
+      add_rms_norm+quantize).
+    * ``experimental_config.inductor_cpp_wrapper`` (op_sdk): in max-autotune, compile
+      Inductor's wrapper code to C++ (Inductor's ``cpp_wrapper``), so the graph runs as
+      one compiled function with no Python between kernels, as GE runs a whole graph in
+      TorchAir's max-autotune. "auto" (default): on when every tensor input of the graph
+      is on the CPU; True / False force it. It costs C++ compile time (seconds per graph)
+      and saves the per-kernel Python call on every run, which matters at decode sizes.
     * ``debug.graph_dump.type`` ("txt" | "py"; "pbtxt" is GE's format and raises) and
       ``debug.graph_dump.path``; ``debug.run_eagerly``: run the passed graph eagerly
       (no Inductor, no CUDA graphs).
@@ -209,8 +216,11 @@ class CompilerConfig(ConfigSection):
             keep_inference_input_mutations=OptionValue(
                 True, _BOOL, doc="keep input mutations inside inference graphs (AOTAutograd)"),
             max_autotune_fusions=OptionValue(
-                "opaque", ("opaque", "all", "torchair"),
+                "all", ("all", "opaque", "torchair"),
                 doc="op_sdk: which default fusions run in max-autotune (see class doc)"),
+            inductor_cpp_wrapper=OptionValue(
+                "auto", ("auto", True, False),
+                doc="op_sdk: max-autotune compiles Inductor's wrapper to C++ (see class doc)"),
             frozen_parameter=_ge(False, _BOOL),
             cc_parallel_enable=_ge(False, _BOOL),
             memory_efficiency=_ge(False, _BOOL),
@@ -260,6 +270,17 @@ class CompilerConfig(ConfigSection):
     @property
     def executes_with_inductor(self) -> bool:
         return self.mode.value == "max-autotune" and not self.debug.run_eagerly.value
+
+    def cpp_wrapper_for(self, example_inputs) -> bool:
+        """Whether a max-autotune compile of a graph with these inputs uses Inductor's C++
+        wrapper (``experimental_config.inductor_cpp_wrapper``)."""
+        import torch
+
+        choice = self.experimental_config.inductor_cpp_wrapper.value
+        if choice != "auto":
+            return bool(choice)
+        tensors = [x for x in example_inputs if isinstance(x, torch.Tensor)]
+        return bool(tensors) and all(x.device.type == "cpu" for x in tensors)
 
     def ineffective_options(self) -> list[str]:
         """The options set to a non-default value that have no effect on CPU / CUDA."""

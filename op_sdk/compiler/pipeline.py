@@ -218,24 +218,27 @@ class PassPipeline:
 
     # -- Inductor ---------------------------------------------------------------------------
 
-    def inductor_config_patches(self, compile_report: CompileReport) -> dict[str, Any]:
-        """The stages as Inductor post-grad custom passes (config patches for compile_fx)."""
+    def inductor_config_patches(self, compile_report: CompileReport,
+                                executor: str = "inductor") -> dict[str, Any]:
+        """The stages as Inductor post-grad custom passes (config patches for compile_fx);
+        ``executor`` names the executor in the graph reports."""
         return {
             "post_grad_custom_pre_pass": _InductorStages(
-                self, compile_report, ("post_grad_custom_pre_pass", "remove_noop_ops",
-                                       "pattern_fusion")),
+                self, compile_report, executor, ("post_grad_custom_pre_pass",
+                                                 "remove_noop_ops", "pattern_fusion")),
             "post_grad_custom_post_pass": _InductorStages(
-                self, compile_report, ("post_grad_custom_post_pass",)),
+                self, compile_report, executor, ("post_grad_custom_post_pass",)),
         }
 
 
 class _InductorStages(CustomInferenceAwareGraphPass):
     """Some pipeline stages as an Inductor custom pass, with a content ``uuid``."""
 
-    def __init__(self, pipeline: PassPipeline, compile_report: CompileReport,
+    def __init__(self, pipeline: PassPipeline, compile_report: CompileReport, executor: str,
                  stages: tuple[str, ...]):
         self.pipeline = pipeline
         self.compile_report = compile_report
+        self.executor = executor
         self.stages = stages
 
     def __call__(self, graph: torch.fx.Graph, is_inference: bool = True) -> None:
@@ -245,7 +248,7 @@ class _InductorStages(CustomInferenceAwareGraphPass):
         report = gm.meta.get("op_sdk_report")
         if report is None:  # the first of the two slots to run on this graph
             kind = "inference" if is_inference else "forward"
-            report = self.pipeline.new_graph_report(self.compile_report, kind, "inductor")
+            report = self.pipeline.new_graph_report(self.compile_report, kind, self.executor)
             gm.meta["op_sdk_report"] = report
         label = f"graph_{self.compile_report.index}_{report.graph}"
         self.pipeline.run(gm, _placeholder_values(gm), report, self.stages, label)

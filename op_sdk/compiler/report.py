@@ -58,7 +58,7 @@ class StageRecord:
 class GraphReport:
     graph: str                    # "forward" / "inference" (+ id)
     mode: str
-    executor: str                 # "inductor", "eager", "cudagraphs"
+    executor: str                 # "inductor", "inductor-cpp", "eager", "cudagraphs"
     stages: list[StageRecord] = dataclasses.field(default_factory=list)
     matches: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     near_misses: list[NearMiss] = dataclasses.field(default_factory=list)

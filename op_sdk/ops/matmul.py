@@ -1,7 +1,8 @@
 """npu_transpose_batchmatmul and npu_quant_matmul (the spec's subset).
 
-npu_transpose_batchmatmul's CPU kernel is torch.bmm written straight into the permuted
-output. npu_quant_matmul's CPU kernel is native (csrc/quant_matmul.cpp): an exact int8
+npu_transpose_batchmatmul's CPU kernel is native (csrc/batch_matmul.cpp): a register-blocked
+kernel for few rows, torch.bmm written straight into the permuted output otherwise.
+npu_quant_matmul's CPU kernel is native (csrc/quant_matmul.cpp): an exact int8
 product (an AVX-512 VNNI kernel reading (n, k) weights in place for few-row inputs, ATen's
 int8 GEMM otherwise) with the dequantisation fused into one pass over the output.
 """
@@ -86,25 +87,12 @@ def transpose_batchmatmul_fake(input, weight, *, bias=None, scale=None, perm_x1=
     return input.new_empty(shape)
 
 
-def transpose_batchmatmul_cpu(input, weight, *, bias=None, scale=None, perm_x1=None,
-                              perm_x2=None, perm_y=None, batch_split_factor=1):
-    """bmm written straight into the (M, B, N) layout: no transpose copy afterwards."""
-    p1, p2, b, m, k, n, f = check_transpose_batchmatmul(
-        input, weight, bias, scale, perm_x1, perm_x2, perm_y, batch_split_factor)
-    x, w = _batched_operands(input, weight, p1, p2)
-    out = input.new_empty((m, b, n))
-    torch.bmm(x, w, out=out.permute(1, 0, 2))
-    if f > 1:
-        return out.reshape(m, f, b * n // f).transpose(0, 1).contiguous()
-    return out
-
-
 npu_transpose_batchmatmul = define_op(
     "npu_transpose_batchmatmul(Tensor input, Tensor weight, *, Tensor? bias=None, "
     "Tensor? scale=None, int[]? perm_x1=None, int[]? perm_x2=None, int[]? perm_y=None, "
     "int? batch_split_factor=1) -> Tensor",
     reference=transpose_batchmatmul_reference, fake=transpose_batchmatmul_fake,
-    kernels={"cpu": transpose_batchmatmul_cpu},
+    native=("cpu",),
     doc="Batched matmul with input / weight / output permutations, result (M, B, N).",
 )
 

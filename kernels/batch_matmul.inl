@@ -1,0 +1,46 @@
+// Body of the few-row matmul of batch_matmul.h, compiled once per instruction set.
+
+// MB rows of x times NV column vectors starting at column j (cnt: Full, or the element
+// count of a single partial vector when NV == 1).
+template <int MB, int NV, typename T, typename Cnt>
+inline void small_m_block(const T* x, int64_t ldx, const T* w, int64_t ldw, T* out,
+                          int64_t ldo, int64_t k, int64_t j, Cnt cnt) {
+  Vec acc[MB][NV];
+  for (int i = 0; i < MB; ++i)
+    for (int v = 0; v < NV; ++v) acc[i][v] = zero();
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const T* wr = w + kk * ldw + j;
+    Vec wv[NV];
+    for (int v = 0; v < NV; ++v) wv[v] = load(wr + v * Vec::N, cnt);
+    for (int i = 0; i < MB; ++i) {
+      const Vec xv = set1(to_float(x[i * ldx + kk]));
+      for (int v = 0; v < NV; ++v) acc[i][v] = fma(xv, wv[v], acc[i][v]);
+    }
+  }
+  for (int i = 0; i < MB; ++i)
+    for (int v = 0; v < NV; ++v) store(out + i * ldo + j + v * Vec::N, acc[i][v], cnt);
+}
+
+template <int MB, typename T>
+inline void small_m_rows(const T* x, int64_t ldx, const T* w, int64_t ldw, T* out,
+                         int64_t ldo, int64_t k, int64_t n0, int64_t n1) {
+  int64_t j = n0;
+  for (; j + 4 * Vec::N <= n1; j += 4 * Vec::N)
+    small_m_block<MB, 4>(x, ldx, w, ldw, out, ldo, k, j, Full{});
+  for (; j + Vec::N <= n1; j += Vec::N)
+    small_m_block<MB, 1>(x, ldx, w, ldw, out, ldo, k, j, Full{});
+  if (j < n1) small_m_block<MB, 1>(x, ldx, w, ldw, out, ldo, k, j, int(n1 - j));
+}
+
+template <typename T>
+void small_m_matmul(const T* x, int64_t ldx, const T* w, int64_t ldw, T* out, int64_t ldo,
+                    int64_t m, int64_t k, int64_t n0, int64_t n1) {
+  int64_t i = 0;
+  for (; i + 4 <= m; i += 4) small_m_rows<4>(x + i * ldx, ldx, w, ldw, out + i * ldo, ldo, k, n0, n1);
+  switch (m - i) {
+    case 3: small_m_rows<3>(x + i * ldx, ldx, w, ldw, out + i * ldo, ldo, k, n0, n1); break;
+    case 2: small_m_rows<2>(x + i * ldx, ldx, w, ldw, out + i * ldo, ldo, k, n0, n1); break;
+    case 1: small_m_rows<1>(x + i * ldx, ldx, w, ldw, out + i * ldo, ldo, k, n0, n1); break;
+    default: break;
+  }
+}
