@@ -112,7 +112,7 @@ void int8_product(const Tensor& a, const Tensor& b, Tensor& acc) {
                     (n <= 1 || b.stride(1) >= k);
   if (!vnni || k == 0) {
     if (k == 0) acc.zero_();
-    else acc.copy_(at::_int_mm(a.stride(1) == 1 ? a : a.contiguous(), b));
+    else at::_int_mm_out(acc, a.stride(1) == 1 ? a : a.contiguous(), b);
     return;
   }
   const Tensor a_rows = a.stride(1) == 1 ? a : a.contiguous();
