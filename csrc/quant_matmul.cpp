@@ -2,10 +2,12 @@
 // op_sdk/ops/matmul.py in the same words, then per (broadcast) batch an exact int32
 // product and the dequantisation epilogue fused into one pass over the output.
 //
-// The product: for a few rows of x1 (decode) and an x2 that is the transpose of an (n, k)
-// row-major weight, the AVX-512 VNNI kernel of kernels/quant_matmul.h reads the weight in
-// place; otherwise ATen's int8 GEMM (at::_int_mm). OP_SDK_QMM_VNNI_MAX_M sets the largest
-// m that takes the VNNI kernel (default 8; 0 turns it off).
+// The product, when x2 is the transpose of an (n, k) row-major weight (how models keep
+// int8 weights) and x1 has few rows (decode): up to OP_SDK_QMM_VNNI_MAX_M rows (default
+// 3) the AVX-512 VNNI kernel of kernels/quant_matmul.h, up to OP_SDK_QMM_AMX_MAX_M
+// (default 32, at most 64) the AMX kernel of kernels/quant_matmul_amx.h; both read the
+// weight in place, once. Otherwise, or without those instructions, ATen's int8 GEMM
+// (at::_int_mm). A limit of 0 turns that kernel off.
 #include <torch/library.h>
 
 #include <cstdlib>
@@ -15,6 +17,7 @@
 #include "checks.h"
 #include "launch.h"
 #include "quant_matmul.h"
+#include "quant_matmul_amx.h"
 
 namespace opsdk {
 namespace {
@@ -91,11 +94,16 @@ int64_t check_quant_matmul(const Tensor& x1, const Tensor& x2, const Tensor& sca
   return code;
 }
 
+int64_t env_limit(const char* name, int64_t dflt) {
+  const char* env = std::getenv(name);
+  return env != nullptr ? std::max<int64_t>(0, std::atoll(env)) : dflt;
+}
 int64_t vnni_max_m() {
-  static const int64_t v = [] {
-    const char* env = std::getenv("OP_SDK_QMM_VNNI_MAX_M");
-    return env != nullptr ? std::max<int64_t>(0, std::atoll(env)) : int64_t(8);
-  }();
+  static const int64_t v = env_limit("OP_SDK_QMM_VNNI_MAX_M", 3);
+  return v;
+}
+int64_t amx_max_m() {
+  static const int64_t v = std::min<int64_t>(64, env_limit("OP_SDK_QMM_AMX_MAX_M", 32));
   return v;
 }
 
@@ -108,19 +116,36 @@ bool is_transposed_rows(const Tensor& x2) {
 void int8_product(const Tensor& a, const Tensor& b, Tensor& acc) {
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
   if (m == 0 || n == 0) return;
-  const bool vnni = opk::has_avx512_vnni() && m <= vnni_max_m() && is_transposed_rows(b) &&
-                    (n <= 1 || b.stride(1) >= k);
-  if (!vnni || k == 0) {
-    if (k == 0) acc.zero_();
-    else at::_int_mm_out(acc, a.stride(1) == 1 ? a : a.contiguous(), b);
+  const bool nk = is_transposed_rows(b) && (n <= 1 || b.stride(1) >= k);
+  const bool vnni = nk && opk::has_avx512_vnni() && m <= vnni_max_m();
+  const bool amx = nk && !vnni && m <= amx_max_m() && opk::amx_available();
+  if (k == 0) {
+    acc.zero_();
     return;
   }
   const Tensor a_rows = a.stride(1) == 1 ? a : a.contiguous();
-  std::vector<uint8_t> au(size_t(m * opk::gemm_nt_padded_k(k)));
-  opk::int8_gemm_nt_prepare_a(ptr<int8_t>(a_rows), a_rows.stride(0), m, k, au.data());
   const int8_t* bp = ptr<int8_t>(b);
   const int64_t ldb = n <= 1 ? k : b.stride(1);
   int32_t* cp = acc.data_ptr<int32_t>();
+  if (amx) {
+    const int64_t kpad = opk::gemm_nt_padded_k(k);
+    std::vector<int8_t> ap(size_t(opk::amx::amx_padded_rows(m) * kpad), 0);
+    for (int64_t i = 0; i < m; ++i)
+      std::memcpy(ap.data() + i * kpad, ptr<int8_t>(a_rows) + i * a_rows.stride(0), size_t(k));
+    // ~64 KB of weight per task, in whole 16-column tiles
+    const int64_t grain = std::max<int64_t>(1, (65536 / k) / 16);
+    at::parallel_for(0, (n + 15) / 16, grain, [&](int64_t g0, int64_t g1) {
+      opk::amx::int8_gemm_nt(ap.data(), kpad, m, bp, ldb, k, g0 * 16, std::min(n, g1 * 16),
+                             cp, n);
+    });
+    return;
+  }
+  if (!vnni) {
+    at::_int_mm_out(acc, a_rows, b);
+    return;
+  }
+  std::vector<uint8_t> au(size_t(m * opk::gemm_nt_padded_k(k)));
+  opk::int8_gemm_nt_prepare_a(ptr<int8_t>(a_rows), a_rows.stride(0), m, k, au.data());
   // ~64 KB of weight per task, in whole 4-row groups
   const int64_t grain = std::max<int64_t>(1, (65536 / std::max<int64_t>(k, 1)) / 4);
   at::parallel_for(0, (n + 3) / 4, grain, [&](int64_t g0, int64_t g1) {

@@ -6,8 +6,8 @@
 //   rows, so the weight is streamed once, straight from where it lies, with no repacking.
 //   AVX-512 VNNI (VPDPBUSD: u8 x s8 -> s32) only: A is biased to u8 (a + 128) and the
 //   128 * sum(B row) it adds is subtracted per output, so the result is exact.
-//   Meant for the few-row (decode) case, where a GEMM library that repacks the weight on
-//   each call moves it through memory three times.
+//   Meant for 1 to 3 rows (decode), where a GEMM library that repacks the weight on each
+//   call moves it through memory three times; kernels/quant_matmul_amx.h takes more rows.
 // * quant_matmul_epilogue_row: the dequantisation of one int32 row in fp32, in the
 //   contract's order: acc * scale, * pertoken, + float bias; or + offset then round half
 //   to even and saturate to int8; stored as fp16 / bf16 / int8.

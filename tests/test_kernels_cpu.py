@@ -443,11 +443,13 @@ def _qmm_check(x1, x2, scale, **kw):
     assert torch.equal(out, ref), f"max diff {(out.double() - ref.double()).abs().max()}"
 
 
-# m = 1..8 take the VNNI kernel on CPUs that have it, larger m ATen's int8 GEMM; k covers
-# whole 64-byte steps, tails, k < 64 and k = 0; n covers the 4-row groups and their tails.
+# m = 1..3 take the VNNI kernel on CPUs that have it, 4..32 the AMX kernel, larger m
+# ATen's int8 GEMM; k covers whole 64-byte steps, tails, k < 64 and k = 0; n covers the
+# 4-row groups / 16-column tiles and their tails.
 @pytest.mark.parametrize("m,k,n", [(1, 96, 40), (1, 1, 5), (2, 64, 4), (3, 77, 45),
                                    (4, 7168, 9), (7, 130, 33), (8, 200, 70), (9, 64, 16),
-                                   (17, 100, 31), (2, 0, 3)])
+                                   (17, 100, 31), (32, 65, 17), (40, 100, 31), (64, 64, 48),
+                                   (2, 0, 3)])
 @pytest.mark.parametrize("layout", ["nk", "kn"])
 def test_quant_matmul(m, k, n, layout):
     x1 = _i8(m, k)
@@ -531,7 +533,8 @@ def test_transpose_batchmatmul_non_contiguous_and_empty():
 _MATMUL_SCRIPT = r"""
 import torch, tests.test_kernels_cpu as t
 torch.manual_seed(0)
-for m, k, n in [(1, 96, 40), (3, 77, 45), (8, 200, 70), (9, 64, 16), (17, 100, 31), (2, 0, 3)]:
+for m, k, n in [(1, 96, 40), (3, 77, 45), (8, 200, 70), (17, 100, 31), (40, 100, 31),
+                (64, 64, 48), (2, 0, 3)]:
     for layout in ("nk", "kn"):
         t.test_quant_matmul(m, k, n, layout)
 t.test_quant_matmul_non_contiguous_batched_and_empty()
@@ -544,9 +547,10 @@ print("ok")
 
 @pytest.mark.parametrize("env", [
     {"OP_SDK_CPU_ISA": "avx2"},
-    {"OP_SDK_QMM_VNNI_MAX_M": "0", "OP_SDK_TBMM_MAX_M": "0"},
-    {"OP_SDK_QMM_VNNI_MAX_M": "1000", "OP_SDK_TBMM_MAX_M": "1000"}],
-    ids=["avx2", "aten-only", "own-kernels-every-m"])
+    {"OP_SDK_QMM_VNNI_MAX_M": "0", "OP_SDK_QMM_AMX_MAX_M": "0", "OP_SDK_TBMM_MAX_M": "0"},
+    {"OP_SDK_QMM_VNNI_MAX_M": "1000", "OP_SDK_TBMM_MAX_M": "1000"},
+    {"OP_SDK_QMM_VNNI_MAX_M": "0", "OP_SDK_QMM_AMX_MAX_M": "64"}],
+    ids=["avx2", "aten-only", "vnni-every-m", "amx-every-m"])
 def test_matmul_other_paths_match_reference(env):
     """npu_quant_matmul / npu_transpose_batchmatmul with the product from ATen only, or from
     op_sdk's few-row kernels for every m (the choice is made once per process)."""
