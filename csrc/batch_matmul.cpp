@@ -1,7 +1,7 @@
 // CPU launcher of npu_transpose_batchmatmul: the checks of op_sdk/ops/matmul.py in the
 // same words, then the batched product written straight into the (M, B, N) output.
 //
-// Few rows (M <= OP_SDK_TBMM_MAX_M, default 16) with a (B, K, N) weight of contiguous
+// Few rows (M <= OP_SDK_TBMM_MAX_M, default 8) with a (B, K, N) weight of contiguous
 // rows: the register-blocked kernel of kernels/batch_matmul.h, threaded over (batch,
 // column panel). Otherwise ATen's bmm into the permuted output view.
 #include <torch/library.h>
@@ -78,7 +78,7 @@ Plan check_transpose_batchmatmul(const Tensor& input, const Tensor& weight,
 int64_t small_m_limit() {
   static const int64_t v = [] {
     const char* env = std::getenv("OP_SDK_TBMM_MAX_M");
-    return env != nullptr ? std::max<int64_t>(0, std::atoll(env)) : int64_t(16);
+    return env != nullptr ? std::max<int64_t>(0, std::atoll(env)) : int64_t(8);
   }();
   return v;
 }

@@ -63,6 +63,12 @@ class Case:
     make: Callable[[int, int, torch.dtype], tuple[tuple, dict]]
     eager: Callable[..., object]  # the unfused baseline, same arguments as the op
     eager_name: str
+    # what torch.compile compiles (default: the operator's plain-PyTorch reference)
+    composite: Callable[..., object] | None = None
+    # (T, H) pairs instead of the suite's grid (matmuls: T rows, H the reduction dim K),
+    # and the matmuls' output width
+    shapes: tuple[tuple[int, int], ...] | None = None
+    n: int | None = None
 
 
 def _norm_inputs(t, h, dt):
@@ -102,6 +108,38 @@ def _reference(op):
     return op_sdk.get_op(op).reference
 
 
+# The matmuls: decode / small-batch shapes of DeepSeek-style projections. Their composite
+# is what a model writes without the operator: ATen's int8 GEMM and a dequantising
+# epilogue; a bmm of the per-head query and a transpose to (tokens, heads, N).
+
+def _qmm_inputs(n):
+    def make(t, k, dt):
+        x1 = torch.randint(-127, 128, (t, k), dtype=torch.int8)
+        w = torch.randint(-127, 128, (n, k), dtype=torch.int8)  # stored (n, k), passed w.t()
+        return (x1, w.t(), torch.rand(n) * 1e-3), {"pertoken_scale": torch.rand(t) + 0.5,
+                                                   "output_dtype": dt}
+    return make
+
+
+def _qmm_composite(x1, x2, scale, *, pertoken_scale, output_dtype):
+    acc = torch._int_mm(x1, x2)
+    return (acc.float() * scale * pertoken_scale[:, None]).to(output_dtype)
+
+
+MLA_HEADS, MLA_K = 32, 128
+
+
+def _tbmm_inputs(n):
+    def make(t, k, dt):
+        return (_randn(t, MLA_HEADS, MLA_K, dtype=dt),
+                _randn(MLA_HEADS, MLA_K, n, dtype=dt) / MLA_K ** 0.5), {"perm_x1": [1, 0, 2]}
+    return make
+
+
+def _tbmm_composite(x, w, *, perm_x1):
+    return torch.bmm(x.transpose(0, 1), w).transpose(0, 1).contiguous()
+
+
 CASES = [
     Case("npu_rms_norm", lambda t, h, dt: ((_randn(t, h, dtype=dt), _randn(h, dtype=dt)), {}),
          _reference("npu_rms_norm"), "plain PyTorch (eager)"),
@@ -121,6 +159,15 @@ CASES = [
     Case("npu_add_rms_norm_dynamic_quant",
          lambda t, h, dt: (_norm_inputs(t, h, dt)[0], {"smooth_scale1": _pos(h, dtype=dt)}),
          _unfused_add_rms_norm_dynamic_quant, "npu_add_rms_norm + npu_dynamic_quant"),
+    Case("npu_quant_matmul", _qmm_inputs(5632), _qmm_composite,
+         "torch._int_mm + dequant (eager)", composite=_qmm_composite,
+         shapes=((1, 1024), (4, 1024), (16, 1024), (32, 1024), (128, 1024)), n=5632),
+    Case("npu_quant_matmul", _qmm_inputs(2048), _qmm_composite,
+         "torch._int_mm + dequant (eager)", composite=_qmm_composite,
+         shapes=((1, 7168), (16, 7168)), n=2048),
+    Case("npu_transpose_batchmatmul", _tbmm_inputs(512), _tbmm_composite,
+         "bmm + transpose + contiguous (eager)", composite=_tbmm_composite,
+         shapes=((1, MLA_K), (4, MLA_K), (8, MLA_K), (16, MLA_K), (64, MLA_K)), n=512),
 ]
 
 FULL_T, FULL_H = (1, 16, 257, 4096), (2048, 4096, 7168)
@@ -292,42 +339,46 @@ def run(args) -> dict:
     copy_bw_start = machine_copy_bandwidth()
     rows = []
     for case in cases:
-        compiled = torch.compile(_reference(case.op), dynamic=False)
+        compiled = torch.compile(case.composite or _reference(case.op), dynamic=False)
         fused = getattr(npu, case.op)
+        shapes = case.shapes or tuple((t, h) for h in hs for t in ts)
+        if case.shapes and args.quick:
+            shapes = (shapes[0], shapes[-1])
         for dt in dtypes:
-            for h in hs:
-                for t in ts:
-                    torch.manual_seed(0)
-                    a, kw = case.make(t, h, dt)
-                    with torch.inference_mode():
-                        out = fused(*a, **kw)
-                        nbytes = analytic_bytes(a, kw, out)
-                        t0 = time.perf_counter()
-                        compiled(*a, **kw)
-                        compile_s = time.perf_counter() - t0
-                        fns = {"fused": bind(fused, a, kw), "eager": bind(case.eager, a, kw),
-                               "compiled": bind(compiled, a, kw), "copy": copy_of(nbytes)}
-                        for f in fns.values():  # warm up
-                            f()
-                            f()
-                        m = measure(fns, args.repeats, args.wait_quiet)
-                    med = m["median_s"]
-                    row = {
-                        "op": case.op, "dtype": str(dt).replace("torch.", ""), "T": t, "H": h,
-                        "bytes": nbytes,
-                        "fused_us": med["fused"] * 1e6, "eager_us": med["eager"] * 1e6,
-                        "compiled_us": med["compiled"] * 1e6, "copy_us": med["copy"] * 1e6,
-                        "fused_min_us": m["min_s"]["fused"] * 1e6,
-                        "fused_GBps": nbytes / med["fused"] / 1e9,
-                        "copy_GBps": nbytes / med["copy"] / 1e9,
-                        "speedup_vs_eager": med["eager"] / med["fused"],
-                        "speedup_vs_compiled": med["compiled"] / med["fused"],
-                        "fused_over_copy": med["fused"] / med["copy"],
-                        "compile_s": compile_s, "eager_baseline": case.eager_name,
-                        "contended_rounds": m["contended_rounds"],
-                    }
-                    rows.append(row)
-                    print_row(row, header=len(rows) == 1)
+            for t, h in shapes:
+                torch.manual_seed(0)
+                a, kw = case.make(t, h, dt)
+                with torch.inference_mode():
+                    out = fused(*a, **kw)
+                    nbytes = analytic_bytes(a, kw, out)
+                    t0 = time.perf_counter()
+                    compiled(*a, **kw)
+                    compile_s = time.perf_counter() - t0
+                    fns = {"fused": bind(fused, a, kw), "eager": bind(case.eager, a, kw),
+                           "compiled": bind(compiled, a, kw), "copy": copy_of(nbytes)}
+                    for f in fns.values():  # warm up
+                        f()
+                        f()
+                    m = measure(fns, args.repeats, args.wait_quiet)
+                med = m["median_s"]
+                row = {
+                    "op": case.op, "dtype": str(dt).replace("torch.", ""), "T": t, "H": h,
+                    "N": case.n, "bytes": nbytes,
+                    "fused_us": med["fused"] * 1e6, "eager_us": med["eager"] * 1e6,
+                    "compiled_us": med["compiled"] * 1e6, "copy_us": med["copy"] * 1e6,
+                    "fused_min_us": m["min_s"]["fused"] * 1e6,
+                    "fused_GBps": nbytes / med["fused"] / 1e9,
+                    "copy_GBps": nbytes / med["copy"] / 1e9,
+                    "speedup_vs_eager": med["eager"] / med["fused"],
+                    "speedup_vs_compiled": med["compiled"] / med["fused"],
+                    "fused_over_copy": med["fused"] / med["copy"],
+                    "compile_s": compile_s, "eager_baseline": case.eager_name,
+                    "compiled_composite": "reference" if case.composite is None
+                    else case.eager_name.replace(" (eager)", ""),
+                    "contended_rounds": m["contended_rounds"],
+                }
+                rows.append(row)
+                print_row(row, header=len(rows) == 1)
         torch._dynamo.reset()
     copy_bw_end = machine_copy_bandwidth()
     return {
@@ -352,21 +403,23 @@ def run(args) -> dict:
     }
 
 
-COLUMNS = [("op", "{:<31}"), ("dtype", "{:<9}"), ("T", "{:>5}"), ("H", "{:>5}"),
+COLUMNS = [("op", "{:<31}"), ("dtype", "{:<9}"), ("T", "{:>5}"), ("H", "{:>5}"), ("N", "{:>5}"),
            ("fused_us", "{:>10.1f}"), ("eager_us", "{:>10.1f}"), ("compiled_us", "{:>11.1f}"),
            ("speedup_vs_eager", "{:>7.2f}x"), ("speedup_vs_compiled", "{:>7.2f}x"),
            ("fused_GBps", "{:>7.1f}"), ("copy_GBps", "{:>7.1f}"), ("fused_over_copy", "{:>6.2f}")]
-HEADERS = ["op", "dtype", "T", "H", "fused us", "eager us", "compiled us", "vs eager",
+HEADERS = ["op", "dtype", "T", "H", "N", "fused us", "eager us", "compiled us", "vs eager",
            "vs comp.", "GB/s", "copy", "/copy"]
 
 
 def print_row(row: dict, header=False) -> None:
     if header:
-        widths = [len(fmt.format(row[k])) for k, fmt in COLUMNS]
+        widths = [len(fmt.format(row[k] if row[k] is not None else "-")) for k, fmt in COLUMNS]
         print(" ".join(h.rjust(w) if i > 1 else h.ljust(w)
                        for i, (h, w) in enumerate(zip(HEADERS, widths))))
     busy = row["contended_rounds"]
-    print(" ".join(fmt.format(row[k]) for k, fmt in COLUMNS) +
+    cells = [fmt.format(row[k]) if row[k] is not None else fmt.format("-")
+             for k, fmt in COLUMNS]
+    print(" ".join(cells) +
           (f"  ({busy} busy rounds)" if busy else ""), flush=True)
 
 
