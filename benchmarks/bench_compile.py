@@ -12,6 +12,10 @@ median of ``--repeats`` processes. Writes a JSON with the machine, the versions 
 command line.
 
     python benchmarks/bench_compile.py [--layers 61] [--repeats 3] [--out FILE]
+        [--modes max-autotune,reduce-overhead]
+
+A mode "max-autotune/no-cpp-wrapper" compiles with
+``experimental_config.inductor_cpp_wrapper = False`` (the Python wrapper).
 """
 
 from __future__ import annotations
@@ -78,7 +82,9 @@ COMPILE = textwrap.dedent("""
         patterns.register_default_patterns()
         t_register = time.perf_counter() - t0
     cfg = op_sdk.CompilerConfig()
-    cfg.mode = mode
+    cfg.mode = mode.split("/")[0]
+    if mode.endswith("/no-cpp-wrapper"):  # max-autotune without Inductor's C++ wrapper
+        cfg.experimental_config.inductor_cpp_wrapper = False
     backend = op_sdk.get_npu_backend(compiler_config=cfg)
     t0 = time.perf_counter()
     with torch.no_grad():

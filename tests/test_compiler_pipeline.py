@@ -201,7 +201,7 @@ def test_max_autotune_cpp_wrapper(choice, expected):
     seen = []
     cfg = config("max-autotune", experimental_config__inductor_cpp_wrapper=choice,
                  post_grad_custom_post_pass=lambda gm, ex, c: seen.append(
-                     inductor_config.cpp_wrapper))
+                     inductor_config.cpp_wrapper and inductor_config.cpp_wrapper_build_separate))
     inputs = layer_inputs()
     result = compile_and_run(layer, inputs, cfg)
     assert seen == [expected]

@@ -173,8 +173,10 @@ class CompilerConfig(ConfigSection):
       Inductor's wrapper code to C++ (Inductor's ``cpp_wrapper``), so the graph runs as
       one compiled function with no Python between kernels, as GE runs a whole graph in
       TorchAir's max-autotune. "auto" (default): on when every tensor input of the graph
-      is on the CPU; True / False force it. It costs C++ compile time (seconds per graph)
-      and saves the per-kernel Python call on every run, which matters at decode sizes.
+      is on the CPU; True / False force it. The wrapper is built apart from the kernels
+      (Inductor's ``cpp_wrapper_build_separate``), which keeps the C++ compile roughly
+      linear in the graph's size. It costs compile time (seconds per graph) and saves
+      the per-kernel Python call on every run, which matters at decode sizes.
     * ``debug.graph_dump.type`` ("txt" | "py"; "pbtxt" is GE's format and raises) and
       ``debug.graph_dump.path``; ``debug.run_eagerly``: run the passed graph eagerly
       (no Inductor, no CUDA graphs).
