@@ -6,7 +6,6 @@
 // column panel). Otherwise ATen's bmm into the permuted output view.
 #include <torch/library.h>
 
-#include <cstdlib>
 #include <vector>
 
 #include "batch_matmul.h"
@@ -76,10 +75,7 @@ Plan check_transpose_batchmatmul(const Tensor& input, const Tensor& weight,
 }
 
 int64_t small_m_limit() {
-  static const int64_t v = [] {
-    const char* env = std::getenv("OP_SDK_TBMM_MAX_M");
-    return env != nullptr ? std::max<int64_t>(0, std::atoll(env)) : int64_t(8);
-  }();
+  static const int64_t v = env_limit("OP_SDK_TBMM_MAX_M", 8);
   return v;
 }
 

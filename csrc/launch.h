@@ -45,6 +45,12 @@ inline void parallel_rows(int64_t rows, int64_t n, const F& f) {
   at::parallel_for(0, rows, grain, f);
 }
 
+// A non-negative integer setting from the environment (a kernel-choice limit), or dflt.
+inline int64_t env_limit(const char* name, int64_t dflt) {
+  const char* env = std::getenv(name);
+  return env != nullptr ? std::max<int64_t>(0, std::atoll(env)) : dflt;
+}
+
 inline int64_t leading_numel(const at::Tensor& x, int64_t trailing_dims) {
   int64_t rows = 1;
   for (int64_t d = 0; d < x.dim() - trailing_dims; ++d) rows *= x.size(d);

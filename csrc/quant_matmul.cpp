@@ -10,7 +10,6 @@
 // (at::_int_mm). A limit of 0 turns that kernel off.
 #include <torch/library.h>
 
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -94,10 +93,6 @@ int64_t check_quant_matmul(const Tensor& x1, const Tensor& x2, const Tensor& sca
   return code;
 }
 
-int64_t env_limit(const char* name, int64_t dflt) {
-  const char* env = std::getenv(name);
-  return env != nullptr ? std::max<int64_t>(0, std::atoll(env)) : dflt;
-}
 int64_t vnni_max_m() {
   static const int64_t v = env_limit("OP_SDK_QMM_VNNI_MAX_M", 3);
   return v;
@@ -129,9 +124,8 @@ void int8_product(const Tensor& a, const Tensor& b, Tensor& acc) {
   int32_t* cp = acc.data_ptr<int32_t>();
   if (amx) {
     const int64_t kpad = opk::gemm_nt_padded_k(k);
-    std::vector<int8_t> ap(size_t(opk::amx::amx_padded_rows(m) * kpad), 0);
-    for (int64_t i = 0; i < m; ++i)
-      std::memcpy(ap.data() + i * kpad, ptr<int8_t>(a_rows) + i * a_rows.stride(0), size_t(k));
+    std::vector<int8_t> ap(size_t(opk::amx::amx_padded_rows(m) * kpad));
+    opk::amx::prepare_a(ptr<int8_t>(a_rows), a_rows.stride(0), m, k, ap.data());
     // ~64 KB of weight per task, in whole 16-column tiles
     const int64_t grain = std::max<int64_t>(1, (65536 / k) / 16);
     at::parallel_for(0, (n + 15) / 16, grain, [&](int64_t g0, int64_t g1) {
@@ -147,7 +141,7 @@ void int8_product(const Tensor& a, const Tensor& b, Tensor& acc) {
   std::vector<uint8_t> au(size_t(m * opk::gemm_nt_padded_k(k)));
   opk::int8_gemm_nt_prepare_a(ptr<int8_t>(a_rows), a_rows.stride(0), m, k, au.data());
   // ~64 KB of weight per task, in whole 4-row groups
-  const int64_t grain = std::max<int64_t>(1, (65536 / std::max<int64_t>(k, 1)) / 4);
+  const int64_t grain = std::max<int64_t>(1, (65536 / k) / 4);
   at::parallel_for(0, (n + 3) / 4, grain, [&](int64_t g0, int64_t g1) {
     opk::vnni::int8_gemm_nt(au.data(), m, bp, ldb, k, g0 * 4, std::min(n, g1 * 4), cp, n);
   });
@@ -202,7 +196,7 @@ Tensor npu_quant_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
     int32_t* ap = acc_b.data_ptr<int32_t>();
     if (ibias.defined()) {  // acc + bias, wrapping like torch's int32 add
       const int32_t* bp = ibias.data_ptr<int32_t>();
-      at::parallel_for(0, m, std::max<int64_t>(1, 16384 / n), [&](int64_t r0, int64_t r1) {
+      parallel_rows(m, n, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r)
           for (int64_t j = 0; j < n; ++j)
             ap[r * n + j] = int32_t(uint32_t(ap[r * n + j]) + uint32_t(bp[j]));

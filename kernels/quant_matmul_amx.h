@@ -18,17 +18,15 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 
+#include "quant_matmul.h"  // gemm_nt_padded_k
 #include "simd.h"
 
 namespace opk {
 
 inline bool detect_amx() {
-  const char* env = std::getenv("OP_SDK_CPU_ISA");
-  if (env != nullptr && std::strcmp(env, "avx2") == 0) return false;
-  if (!use_avx512()) return false;
+  if (!use_avx512()) return false;  // also off under OP_SDK_CPU_ISA=avx2
   unsigned a, b, c, d;
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
   const bool tile = (d >> 24) & 1u, int8 = (d >> 25) & 1u;
@@ -92,13 +90,20 @@ inline void build_b_tile(const int8_t* b, int64_t ldb, int64_t j, int nr, int64_
   const __mmask64 mask = kc >= 64 ? ~__mmask64(0) : ((__mmask64(1) << kc) - 1);
   for (int c = 0; c < 16; ++c)
     r[c] = c < nr ? _mm512_maskz_loadu_epi8(mask, b + (j + c) * ldb + kk) : _mm512_setzero_si512();
-  transpose16(r);
-  // after the transpose r[p] holds dword p of every row, in an order fixed by the network
+  transpose16(r);  // r[p]: dword p of rows 0..15, in row order
   for (int p = 0; p < 16; ++p) _mm512_store_si512(tile + 16 * p, r[p]);
 }
 
 // Rows of the prepared A: m, or whole 16-row tiles when m > 16.
 inline int64_t amx_padded_rows(int64_t m) { return m <= 16 ? m : (m + 15) / 16 * 16; }
+
+// The rows of A (m rows, lda apart) as amx_padded_rows(m) rows of gemm_nt_padded_k(k)
+// bytes, zero-padded: whole 64-byte tile rows, whole tiles.
+inline void prepare_a(const int8_t* a, int64_t lda, int64_t m, int64_t k, int8_t* ap) {
+  const int64_t kpad = gemm_nt_padded_k(k);
+  std::memset(ap, 0, size_t(amx_padded_rows(m) * kpad));
+  for (int64_t i = 0; i < m; ++i) std::memcpy(ap + i * kpad, a + i * lda, size_t(k));
+}
 
 // C[i, j] for i < m (<= 64) and j in [j0, j1), A prepared as amx_padded_rows(m) rows of
 // kpad bytes (int8, zero-padded), B rows b + j * ldb. Runs on the calling thread

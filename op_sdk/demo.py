@@ -181,8 +181,9 @@ def compile_model(model, ids, name: str) -> CompiledRun:
         compiled = torch.compile(model, backend=backend, dynamic=False)
     elif name in ("inductor", "inductor_cpp"):
         backend = None
-        options = {"cpp_wrapper": True, "cpp_wrapper_build_separate": True} \
-            if name == "inductor_cpp" else None
+        from op_sdk.compiler.executors import CPP_WRAPPER_PATCHES
+
+        options = dict(CPP_WRAPPER_PATCHES) if name == "inductor_cpp" else None
         compiled = torch.compile(model, backend="inductor", dynamic=False, options=options)
     else:
         raise ValueError(f"unknown contender {name!r}")

@@ -84,9 +84,7 @@ class NpuBackend:
                 patches = pipeline.inductor_config_patches(
                     report, "inductor-cpp" if cpp else "inductor")
                 if cpp:
-                    # the wrapper compiled apart from the kernels, at low optimisation: one
-                    # translation unit of a 61-layer graph takes g++ over 10 minutes
-                    patches.update(cpp_wrapper=True, cpp_wrapper_build_separate=True)
+                    patches.update(executors.CPP_WRAPPER_PATCHES)
                 compiled = executors.inductor(gm, example_inputs, patches,
                                               self._inductor_decompositions())
                 if not report.graphs:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from op_sdk.patterns.checks import dtype_code, fmt, half_inputs, known_multiple, node_of, val
+from op_sdk.patterns.checks import HALF, dtype_code, fmt, half_inputs, known_multiple, node_of, val
 from op_sdk.patterns.fusion import Fusion, Variant
 from op_sdk.patterns.registry import Check
 
@@ -169,7 +169,7 @@ FUSION = Fusion(
     variants=variants,
     example_inputs=example_inputs,
     checks=CHECKS,
-    dtypes=(torch.float16, torch.bfloat16),
+    dtypes=HALF,
     torchair_max_autotune=False,
     opaque_to_inductor=True,
     doc=__doc__,
