@@ -227,10 +227,15 @@ def _native_loaded() -> bool:
 def _register_autograd(opdef: OpDef, lib: torch.library.Library) -> None:
     info = torch._library.autograd.Info(opdef.backward, opdef.setup_context)
     kernel = torch._library.autograd.make_autograd_impl(opdef.op, info)
+    if opdef.backward is not None:
+        # Under the Autograd alias: it serves AutogradCPU / AutogradCUDA unless a C++
+        # kernel takes them (op_sdk._C's no-grad fast path, which passes calls that record
+        # a graph on to this kernel through AutogradOther, which the alias also covers).
+        lib.impl(opdef.name, kernel, "Autograd", with_keyset=True)
+        return
     for key in _AUTOGRAD_KEYS.values():
         # a C++ registration (op_sdk._C, torch_npu) is kept: it is faster and it owns the op
-        if opdef.backward is None and torch._C._dispatch_has_kernel_for_dispatch_key(
-                opdef.qualname, key):
+        if torch._C._dispatch_has_kernel_for_dispatch_key(opdef.qualname, key):
             continue
         lib.impl(opdef.name, kernel, key, with_keyset=True)
 
