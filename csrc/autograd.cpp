@@ -59,3 +59,11 @@ void register_autograd(torch::Library& m) {
 TORCH_LIBRARY_IMPL(npu, AutogradCPU, m) { register_autograd(m); }
 TORCH_LIBRARY_IMPL(npu, AutogradCUDA, m) { register_autograd(m); }
 
+TORCH_LIBRARY_IMPL(op_sdk, AutogradCPU, m) {
+  m.impl("pack_quant_weight", torch::autograd::autogradNotImplementedFallback());
+  m.impl("quant_matmul_packed", torch::autograd::autogradNotImplementedFallback());
+}
+TORCH_LIBRARY_IMPL(op_sdk, AutogradCUDA, m) {
+  m.impl("pack_quant_weight", torch::autograd::autogradNotImplementedFallback());
+  m.impl("quant_matmul_packed", torch::autograd::autogradNotImplementedFallback());
+}

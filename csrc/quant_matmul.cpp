@@ -17,6 +17,7 @@
 #include "launch.h"
 #include "quant_matmul.h"
 #include "quant_matmul_amx.h"
+#include "quant_matmul_packed.h"
 
 namespace opsdk {
 namespace {
@@ -27,9 +28,13 @@ constexpr int64_t kInt8 = 1, kInt32 = 3, kFloat16 = 5, kBFloat16 = 15;
 constexpr const char* kOp = "npu_quant_matmul";
 
 #define QMM_UNSUPPORTED(cond, arg, ...) \
-  TORCH_CHECK_NOT_IMPLEMENTED((cond), kOp, ": argument '", arg, "' ", __VA_ARGS__)
+  TORCH_CHECK_NOT_IMPLEMENTED((cond), op, ": argument '", arg, "' ", __VA_ARGS__)
 
-int64_t check_quant_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
+constexpr const char* kPackedOp = "quant_matmul_packed";
+constexpr const char* kPackOp = "pack_quant_weight";
+
+int64_t check_quant_matmul(const char* op, const Tensor& x1, const Tensor& x2,
+                           const Tensor& scale,
                            const std::optional<Tensor>& offset,
                            const std::optional<Tensor>& pertoken,
                            const std::optional<Tensor>& bias,
@@ -47,27 +52,27 @@ int64_t check_quant_matmul(const Tensor& x1, const Tensor& x2, const Tensor& sca
   QMM_UNSUPPORTED(x2.scalar_type() == at::kChar, "x2",
                   "must be int8 (the supported subset), got ", dtype_name(x2.scalar_type()));
   const int64_t code =
-      dtype_arg(kOp, "output_dtype", output_dtype, {kInt8, kInt32, kFloat16, kBFloat16}, kInt8);
-  OPK_CHECK(x1.dim() >= 2, kOp, "x1", "must have at least 2 dims (m, k), got ", x1.dim());
-  OPK_CHECK(x2.dim() >= 2, kOp, "x2", "must have at least 2 dims (k, n), got ", x2.dim());
+      dtype_arg(op, "output_dtype", output_dtype, {kInt8, kInt32, kFloat16, kBFloat16}, kInt8);
+  OPK_CHECK(x1.dim() >= 2, op, "x1", "must have at least 2 dims (m, k), got ", x1.dim());
+  OPK_CHECK(x2.dim() >= 2, op, "x2", "must have at least 2 dims (k, n), got ", x2.dim());
   const int64_t m = x1.size(-2), k = x1.size(-1), k2 = x2.size(-2), n = x2.size(-1);
-  OPK_CHECK(k == k2, kOp, "x2", "must have k = ", k, " rows (x1 is (m, k)), got ", k2);
+  OPK_CHECK(k == k2, op, "x2", "must have k = ", k, " rows (x1 is (m, k)), got ", k2);
   const auto b1 = x1.sizes().slice(0, x1.dim() - 2), b2 = x2.sizes().slice(0, x2.dim() - 2);
   bool broadcasts = true;
   for (int64_t i = 1; i <= std::min<int64_t>(b1.size(), b2.size()); ++i) {
     const int64_t p = b1[b1.size() - i], q = b2[b2.size() - i];
     broadcasts = broadcasts && (p == q || p == 1 || q == 1);
   }
-  OPK_CHECK(broadcasts, kOp, "x2", "batch dims must broadcast with x1's: ", shape_str(b1),
+  OPK_CHECK(broadcasts, op, "x2", "batch dims must broadcast with x1's: ", shape_str(b1),
             " vs ", shape_str(b2));
-  OPK_CHECK(scale.dim() == 1 && (scale.size(0) == 1 || scale.size(0) == n), kOp, "scale",
+  OPK_CHECK(scale.dim() == 1 && (scale.size(0) == 1 || scale.size(0) == n), op, "scale",
             "must have shape (1,) or (n,) = (", n, ",), got ", shape_str(scale.sizes()));
-  OPK_CHECK(scale.scalar_type() == at::kFloat || scale.scalar_type() == at::kBFloat16, kOp,
+  OPK_CHECK(scale.scalar_type() == at::kFloat || scale.scalar_type() == at::kBFloat16, op,
             "scale", "must be float32 or bfloat16, got ", dtype_name(scale.scalar_type()));
   if (pertoken.has_value()) {
-    OPK_CHECK(pertoken->scalar_type() == at::kFloat, kOp, "pertoken_scale",
+    OPK_CHECK(pertoken->scalar_type() == at::kFloat, op, "pertoken_scale",
               "must be float32, got ", dtype_name(pertoken->scalar_type()));
-    OPK_CHECK(pertoken->dim() == 1 && pertoken->size(0) == m, kOp, "pertoken_scale",
+    OPK_CHECK(pertoken->dim() == 1 && pertoken->size(0) == m, op, "pertoken_scale",
               "must have shape (m,) = (", m, ",), got ", shape_str(pertoken->sizes()));
     QMM_UNSUPPORTED(code == kFloat16 || code == kBFloat16, "pertoken_scale",
                     "requires output_dtype float16 or bfloat16");
@@ -76,16 +81,16 @@ int64_t check_quant_matmul(const Tensor& x1, const Tensor& x2, const Tensor& sca
     QMM_UNSUPPORTED(code == kInt8, "offset", "requires output_dtype int8");
     OPK_CHECK(offset->scalar_type() == at::kFloat && offset->dim() == 1 &&
                   (offset->size(0) == 1 || offset->size(0) == n),
-              kOp, "offset", "must be float32 of shape (1,) or (", n, ",), got ",
+              op, "offset", "must be float32 of shape (1,) or (", n, ",), got ",
               dtype_name(offset->scalar_type()), " ", shape_str(offset->sizes()));
   }
   if (bias.has_value()) {
-    OPK_CHECK(bias->dim() == 1 && bias->size(0) == n, kOp, "bias", "must have shape (n,) = (",
+    OPK_CHECK(bias->dim() == 1 && bias->size(0) == n, op, "bias", "must have shape (n,) = (",
               n, ",), got ", shape_str(bias->sizes()));
     if (is_float_dtype(bias->scalar_type())) {
       QMM_UNSUPPORTED(pertoken.has_value(), "bias", "of a float dtype requires pertoken_scale");
     } else {
-      OPK_CHECK(bias->scalar_type() == at::kInt, kOp, "bias",
+      OPK_CHECK(bias->scalar_type() == at::kInt, op, "bias",
                 "must be int32, or float16 / bfloat16 / float32 with pertoken_scale, got ",
                 dtype_name(bias->scalar_type()));
     }
@@ -95,6 +100,10 @@ int64_t check_quant_matmul(const Tensor& x1, const Tensor& x2, const Tensor& sca
 
 int64_t vnni_max_m() {
   static const int64_t v = env_limit("OP_SDK_QMM_VNNI_MAX_M", 3);
+  return v;
+}
+int64_t packed_max_m() {
+  static const int64_t v = env_limit("OP_SDK_QMM_PACKED_MAX_M", 64);
   return v;
 }
 int64_t amx_max_m() {
@@ -107,10 +116,44 @@ bool is_transposed_rows(const Tensor& x2) {
   return x2.size(0) <= 1 || x2.stride(0) == 1;
 }
 
-// acc (m, n) int32, contiguous: the exact product of one batch.
-void int8_product(const Tensor& a, const Tensor& b, Tensor& acc) {
+// The product against the packed weight (kernels/quant_matmul_packed.h): AVX-512 VNNI for
+// up to 4 rows, AMX for up to OP_SDK_QMM_PACKED_MAX_M rows (default 64). Both read the
+// weight at the same rate; at a few rows AMX's tile set-up costs more than it saves.
+// False when neither applies (the caller then multiplies by the weight as it lies).
+bool packed_product(const Tensor& a_rows, const int8_t* pw, int64_t n, Tensor& acc) {
+  const int64_t m = a_rows.size(0), k = a_rows.size(1);
+  if (m > std::min<int64_t>(64, packed_max_m())) return false;
+  const bool vnni = m <= 4 && opk::has_avx512_vnni(), amx = !vnni && opk::amx_available();
+  if (!amx && !vnni) return false;
+  const int64_t kpad = opk::packed::padded_k(k), nblk = opk::packed::blocks(n);
+  int32_t* cp = acc.data_ptr<int32_t>();
+  // ~64 KB of packed weight per task, in whole 16-column blocks
+  const int64_t grain = std::max<int64_t>(1, 65536 / (16 * kpad));
+  if (amx) {
+    std::vector<int8_t> ap(size_t(opk::amx::amx_padded_rows(m) * kpad));
+    opk::amx::prepare_a(ptr<int8_t>(a_rows), a_rows.stride(0), m, k, ap.data());
+    at::parallel_for(0, nblk, grain, [&](int64_t b0, int64_t b1) {
+      opk::packed::amx::gemm(ap.data(), m, pw, n, k, b0, b1, cp, n);
+    });
+  } else {
+    std::vector<uint8_t> au(size_t(m * kpad));
+    opk::int8_gemm_nt_prepare_a(ptr<int8_t>(a_rows), a_rows.stride(0), m, k, au.data());
+    at::parallel_for(0, nblk, grain, [&](int64_t b0, int64_t b1) {
+      opk::packed::vnni::gemm(au.data(), m, pw, n, k, b0, b1, cp, n);
+    });
+  }
+  return true;
+}
+
+// acc (m, n) int32, contiguous: the exact product of one batch; packed: the weight as
+// pack_quant_weight lays it out, or null.
+void int8_product(const Tensor& a, const Tensor& b, Tensor& acc, const int8_t* packed) {
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
   if (m == 0 || n == 0) return;
+  if (packed != nullptr && k > 0) {
+    const Tensor a_rows = a.stride(1) == 1 ? a : a.contiguous();
+    if (packed_product(a_rows, packed, n, acc)) return;
+  }
   const bool nk = is_transposed_rows(b) && (n <= 1 || b.stride(1) >= k);
   const bool vnni = nk && opk::has_avx512_vnni() && m <= vnni_max_m();
   const bool amx = nk && !vnni && m <= amx_max_m() && opk::amx_available();
@@ -147,18 +190,11 @@ void int8_product(const Tensor& a, const Tensor& b, Tensor& acc) {
   });
 }
 
-Tensor npu_quant_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
-                        const std::optional<Tensor>& offset,
-                        const std::optional<Tensor>& pertoken_scale,
-                        const std::optional<Tensor>& bias, std::optional<int64_t> output_dtype,
-                        std::optional<int64_t> x1_dtype, std::optional<int64_t> x2_dtype,
-                        std::optional<int64_t> pertoken_scale_dtype,
-                        std::optional<int64_t> scale_dtype, at::OptionalIntArrayRef group_sizes,
-                        const std::optional<Tensor>& y_scale) {
-  const int64_t code = check_quant_matmul(
-      x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype.has_value(),
-      x2_dtype.has_value(), pertoken_scale_dtype.has_value(), scale_dtype.has_value(),
-      group_sizes.has_value(), y_scale.has_value());
+// The checked operator: product (packed weight when given) and epilogue, per batch.
+Tensor quant_matmul_impl(int64_t code, const Tensor& x1, const Tensor& x2, const int8_t* packed,
+                         const Tensor& scale, const std::optional<Tensor>& offset,
+                         const std::optional<Tensor>& pertoken_scale,
+                         const std::optional<Tensor>& bias) {
   const int64_t m = x1.size(-2), k = x1.size(-1), n = x2.size(-1);
   const std::vector<int64_t> batch =
       at::infer_size(x1.sizes().slice(0, x1.dim() - 2), x2.sizes().slice(0, x2.dim() - 2));
@@ -178,21 +214,25 @@ Tensor npu_quant_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
   b_shape.insert(b_shape.end(), {k, n});
   int64_t nb = 1;
   for (int64_t s : batch) nb *= s;
-  const Tensor a3 = x1.expand(a_shape).reshape({nb, m, k});
-  const Tensor b3 = x2.expand(b_shape).reshape({nb, k, n});
+  // (2-D operands, the common case: no view ops, each costs a dispatcher call)
+  const bool flat = x1.dim() == 2 && x2.dim() == 2;
+  const Tensor a3 = flat ? x1 : x1.expand(a_shape).reshape({nb, m, k});
+  const Tensor b3 = flat ? x2 : x2.expand(b_shape).reshape({nb, k, n});
 
   // the epilogue's per-channel vectors in fp32 (scale.float(), bias.float() of the contract)
-  const Tensor s32 = scale.to(at::kFloat).contiguous();
+  const Tensor s32 = scale.scalar_type() == at::kFloat ? scale.contiguous()
+                                                      : scale.to(at::kFloat).contiguous();
   const bool float_bias = bias.has_value() && bias->scalar_type() != at::kInt;
   const Tensor fbias = float_bias ? bias->to(at::kFloat).contiguous() : Tensor();
   const Tensor ibias = bias.has_value() && !float_bias ? bias->contiguous() : Tensor();
   const Tensor pt = pertoken_scale.has_value() ? pertoken_scale->contiguous() : Tensor();
   const Tensor off = offset.has_value() ? offset->contiguous() : Tensor();
 
-  Tensor acc = code == kInt32 ? out.view({nb, m, n}) : at::empty({m, n}, x1.options().dtype(at::kInt));
+  Tensor acc = code == kInt32 ? (flat ? out : out.view({nb, m, n}))
+                              : at::empty({m, n}, x1.options().dtype(at::kInt));
   for (int64_t bi = 0; bi < nb; ++bi) {
-    Tensor acc_b = code == kInt32 ? acc.select(0, bi) : acc;
-    int8_product(a3.select(0, bi), b3.select(0, bi), acc_b);
+    Tensor acc_b = code == kInt32 && !flat ? acc.select(0, bi) : acc;
+    int8_product(flat ? a3 : a3.select(0, bi), flat ? b3 : b3.select(0, bi), acc_b, packed);
     int32_t* ap = acc_b.data_ptr<int32_t>();
     if (ibias.defined()) {  // acc + bias, wrapping like torch's int32 add
       const int32_t* bp = ibias.data_ptr<int32_t>();
@@ -223,8 +263,66 @@ Tensor npu_quant_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
   return out;
 }
 
+Tensor npu_quant_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
+                        const std::optional<Tensor>& offset,
+                        const std::optional<Tensor>& pertoken_scale,
+                        const std::optional<Tensor>& bias, std::optional<int64_t> output_dtype,
+                        std::optional<int64_t> x1_dtype, std::optional<int64_t> x2_dtype,
+                        std::optional<int64_t> pertoken_scale_dtype,
+                        std::optional<int64_t> scale_dtype, at::OptionalIntArrayRef group_sizes,
+                        const std::optional<Tensor>& y_scale) {
+  const int64_t code = check_quant_matmul(
+      kOp, x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype.has_value(),
+      x2_dtype.has_value(), pertoken_scale_dtype.has_value(), scale_dtype.has_value(),
+      group_sizes.has_value(), y_scale.has_value());
+  return quant_matmul_impl(code, x1, x2, nullptr, scale, offset, pertoken_scale, bias);
+}
+
+// pack_quant_weight / quant_matmul_packed: see op_sdk/ops/matmul.py.
+void check_pack_x2(const char* op, const Tensor& x2) {
+  OPK_CHECK(x2.scalar_type() == at::kChar, op, "x2", "must be int8, got ",
+            dtype_name(x2.scalar_type()));
+  OPK_CHECK(x2.dim() == 2, op, "x2", "must be 2-D (k, n), got ", x2.dim(), " dims");
+}
+
+Tensor pack_quant_weight(const Tensor& x2) {
+  check_pack_x2(kPackOp, x2);
+  const int64_t k = x2.size(0), n = x2.size(1);
+  Tensor out = new_output({opk::packed::total_bytes(n, k)}, x2.options());  // huge pages: read per call
+  opk::packed::pack(ptr<int8_t>(x2), x2.stride(1), x2.stride(0), n, k, ptr<int8_t>(out));
+  return out;
+}
+
+Tensor quant_matmul_packed(const Tensor& x1, const Tensor& x2, const Tensor& packed,
+                           const Tensor& scale, const std::optional<Tensor>& offset,
+                           const std::optional<Tensor>& pertoken_scale,
+                           const std::optional<Tensor>& bias,
+                           std::optional<int64_t> output_dtype) {
+  check_pack_x2(kPackedOp, x2);
+  const int64_t code = check_quant_matmul(kPackedOp, x1, x2, scale, offset, pertoken_scale, bias,
+                                          output_dtype, false, false, false, false, false, false);
+  const int64_t k = x2.size(0), n = x2.size(1);
+  OPK_CHECK(packed.scalar_type() == at::kChar && packed.dim() == 1 &&
+                packed.numel() == opk::packed::total_bytes(n, k) && packed.is_contiguous(),
+            kPackedOp, "packed", "must be pack_quant_weight(x2): contiguous int8 of ",
+            opk::packed::total_bytes(n, k), " bytes, got ", dtype_name(packed.scalar_type()),
+            " ", shape_str(packed.sizes()));
+  // the packed copy stands for x2 only while x2 is the weight it was packed from (a
+  // replaced parameter is a new tensor: multiply by it as it lies)
+  const int8_t* pw = ptr<int8_t>(packed);
+  const bool same = opk::packed::source_of(pw, n, k) ==
+                    int64_t(reinterpret_cast<uintptr_t>(x2.data_ptr()));
+  return quant_matmul_impl(code, x1, x2, same ? pw : nullptr, scale, offset, pertoken_scale,
+                           bias);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(npu, CPU, m) { m.impl("npu_quant_matmul", &npu_quant_matmul); }
+
+TORCH_LIBRARY_IMPL(op_sdk, CPU, m) {
+  m.impl("pack_quant_weight", &pack_quant_weight);
+  m.impl("quant_matmul_packed", &quant_matmul_packed);
+}
 
 }  // namespace opsdk

@@ -153,7 +153,7 @@ def format_results(json_path: str) -> str:
              f"model: {m['layers']} layers, hidden {m['hidden']}, {m['dtype']}", "",
              f"{'tokens':>6} {'phase':>8} {'eager ms':>9} {'inductor ms':>12} "
              f"{'ind+cpp ms':>11} {'op_sdk ms':>10} {'vs eager':>9} {'vs inductor':>12} "
-             f"{'vs ind+cpp':>11}"]
+             f"{'vs ind+cpp':>11}", "(ind+cpp: Inductor with its C++ wrapper and freezing)"]
     for r in results.get("e2e", []):
         s = r["seconds"]
         cpp = s.get("inductor_cpp", float("nan"))

@@ -37,9 +37,10 @@ def test_demo_prints_the_table_and_writes_the_json(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     assert "add_rms_norm_dynamic_quant" in out.stdout and "Time per forward" in out.stdout
     data = json.loads(path.read_text())
+    # the demo compiles with frozen_parameter: every projection weight is prepacked
     assert data["patterns"] == {"add_rms_norm_dynamic_quant": 1,
                                 "add_rms_norm_dynamic_quant_flatten": 1, "add_rms_norm_cast": 1,
-                                "transpose_batchmatmul": 2}
+                                "transpose_batchmatmul": 2, "weight_prepack": 4}
     for key in ("max_abs_error", "speedup_vs_eager", "speedup_vs_inductor"):
         assert isinstance(data[key], float) and data[key] == data[key], key  # a number, not NaN
     assert set(data["seconds_per_forward"]) == {"eager", "inductor", "op_sdk"}

@@ -91,15 +91,17 @@ def test_sections_and_passes_are_checked():
 def test_ge_only_options_accepted_and_warned_not_misread():
     cfg = CompilerConfig()
     cfg.ge_config.optimization_switch = "AutomaticUbFusion:off"
-    cfg.experimental_config.frozen_parameter = True
+    cfg.experimental_config.cc_parallel_enable = True
+    cfg.experimental_config.frozen_parameter = True  # effective here: not listed
     cfg.inference_config.dynamic_gears_merge_policy = "product"
-    assert cfg.ineffective_options() == ["experimental_config.frozen_parameter",
+    assert cfg.ineffective_options() == ["experimental_config.cc_parallel_enable",
                                          "ge_config.optimization_switch",
                                          "inference_config.dynamic_gears_merge_policy"]
     with pytest.warns(UserWarning, match="no effect on CPU / CUDA") as record:
         op_sdk.get_npu_backend(compiler_config=cfg)
     message = str(record[0].message)
-    assert "ge_config.optimization_switch" in message and "frozen_parameter" in message
+    assert "ge_config.optimization_switch" in message and "cc_parallel_enable" in message
+    assert "frozen_parameter" not in message
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         op_sdk.get_npu_backend(compiler_config=CompilerConfig())
@@ -109,7 +111,8 @@ def test_effective_options_are_documented():
     paths = {o.path for o in EFFECTIVE_OPTIONS}
     assert {"mode", "post_grad_custom_pre_pass", "post_grad_custom_post_pass",
             "experimental_config.pattern_fusion_pass", "experimental_config.remove_noop_ops",
-            "debug.graph_dump.type", "debug.graph_dump.path", "debug.run_eagerly"} <= paths
+            "debug.graph_dump.type", "debug.graph_dump.path", "debug.run_eagerly",
+            "experimental_config.frozen_parameter"} <= paths
     assert all(o.doc for o in EFFECTIVE_OPTIONS)
 
 

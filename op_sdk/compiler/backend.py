@@ -85,8 +85,13 @@ class NpuBackend:
                     report, "inductor-cpp" if cpp else "inductor")
                 if cpp:
                     patches.update(executors.CPP_WRAPPER_PATCHES)
-                compiled = executors.inductor(gm, example_inputs, patches,
-                                              self._inductor_decompositions())
+                if cfg.experimental_config.frozen_parameter.value:
+                    pipeline.frozen_inputs = list(example_inputs)
+                try:
+                    compiled = executors.inductor(gm, example_inputs, patches,
+                                                  self._inductor_decompositions())
+                finally:
+                    pipeline.frozen_inputs = None
                 if not report.graphs:
                     report.cache = "hit"  # served by Inductor's cache: the passes did not run
             else:

@@ -177,6 +177,14 @@ class CompilerConfig(ConfigSection):
       (Inductor's ``cpp_wrapper_build_separate``), which keeps the C++ compile roughly
       linear in the graph's size. It costs compile time (seconds per graph) and saves
       the per-kernel Python call on every run, which matters at decode sizes.
+    * ``experimental_config.frozen_parameter``: parameters and buffers will not change
+      after the compile (TorchAir: GE may then fix their addresses and formats). In
+      max-autotune on CPU the ``weight_prepack`` stage then stores each int8
+      npu_quant_matmul weight that is a module parameter / buffer in the layout of
+      op_sdk's AMX / VNNI kernels (op_sdk/compiler/prepack.py), as GE stores NPU matmul
+      weights in FRACTAL_NZ. A weight changed in place after the compile is not seen (the
+      contract); a weight replaced by another tensor is (the packed operator checks).
+      Default False, as in TorchAir.
     * ``debug.graph_dump.type`` ("txt" | "py"; "pbtxt" is GE's format and raises) and
       ``debug.graph_dump.path``; ``debug.run_eagerly``: run the passed graph eagerly
       (no Inductor, no CUDA graphs).
@@ -223,7 +231,10 @@ class CompilerConfig(ConfigSection):
             inductor_cpp_wrapper=OptionValue(
                 "auto", ("auto", True, False),
                 doc="op_sdk: max-autotune compiles Inductor's wrapper to C++ (see class doc)"),
-            frozen_parameter=_ge(False, _BOOL),
+            frozen_parameter=OptionValue(
+                False, _BOOL,
+                doc="parameters and buffers will not change after the compile: "
+                    "max-autotune on CPU prepacks their int8 matmul weights (see class doc)"),
             cc_parallel_enable=_ge(False, _BOOL),
             memory_efficiency=_ge(False, _BOOL),
             static_model_ops_lower_limit=_ge(None, check=_int_range(-1, 2**63 - 1)),

@@ -5,7 +5,10 @@
     3. pattern_fusion              (experimental_config.pattern_fusion_pass): canonical
                                    spelling, then each enabled default fusion, then the
                                    user's patterns, then the near-miss diagnosis
-    4. post_grad_custom_post_pass  the user's pass (if set)
+    4. weight_prepack              (experimental_config.frozen_parameter, max-autotune on
+                                   CPU): int8 matmul weights stored prepacked
+                                   (op_sdk/compiler/prepack.py)
+    5. post_grad_custom_post_pass  the user's pass (if set)
 
 A user pass follows the manual's contract ``(gm, example_inputs, config) -> None``: it
 mutates ``gm`` in place, its return value is ignored; an exception it raises, or an
@@ -13,8 +16,8 @@ invalid graph it leaves, fails the compile with an error naming it.
 
 Who runs the stages depends on the executor. For the eager / CUDA-graph executors the
 backend's own AOTAutograd hands each graph to ``PassPipeline.run``. For Inductor the
-stages are handed to ``compile_fx`` as its post-grad custom passes: 1-3 as
-``post_grad_custom_pre_pass`` and 4 as ``post_grad_custom_post_pass`` (Inductor's own
+stages are handed to ``compile_fx`` as its post-grad custom passes: 1-4 as
+``post_grad_custom_pre_pass`` and 5 as ``post_grad_custom_post_pass`` (Inductor's own
 post-grad passes run in between, as TorchAir's built-in ones run before the user's post
 pass). Handing them to Inductor instead of running them first keeps Inductor's FX graph
 cache working in full: its key is the graph *before* the passes plus each pass's
@@ -43,7 +46,7 @@ from op_sdk.compiler.report import CompileReport, GraphReport, StageRecord
 
 __all__ = ["PassPipeline", "UserPassError", "STAGES", "fusion_plan"]
 
-STAGES = ("post_grad_custom_pre_pass", "remove_noop_ops", "pattern_fusion",
+STAGES = ("post_grad_custom_pre_pass", "remove_noop_ops", "pattern_fusion", "weight_prepack",
           "post_grad_custom_post_pass")
 
 
@@ -109,6 +112,9 @@ class PassPipeline:
 
     def __post_init__(self):
         self.plan = fusion_plan(self.config)
+        # the real example inputs of the compile in progress (weight_prepack reads the
+        # parameters / buffers among them); set by the backend around compile_fx
+        self.frozen_inputs: list | None = None
 
     # -- identity (the Inductor cache key part) ---------------------------------------------
 
@@ -179,6 +185,12 @@ class PassPipeline:
         if name == "pattern_fusion":
             return self._pattern_fusion if cfg.experimental_config.pattern_fusion_pass.value \
                 else "experimental_config.pattern_fusion_pass=False"
+        if name == "weight_prepack":
+            if not cfg.experimental_config.frozen_parameter.value:
+                return "experimental_config.frozen_parameter=False"
+            if not cfg.executes_with_inductor:
+                return "max-autotune only"
+            return self._weight_prepack
         raise AssertionError(name)
 
     def _user_pass(self, slot: str, fn: Callable, gm, example_inputs, report) -> None:
@@ -216,6 +228,11 @@ class PassPipeline:
                 registry.diagnose(gm, report)
         gm.recompile()
 
+    def _weight_prepack(self, gm, example_inputs, report) -> None:
+        from op_sdk.compiler.prepack import prepack_weights
+
+        prepack_weights(gm, report, self.frozen_inputs)
+
     # -- Inductor ---------------------------------------------------------------------------
 
     def inductor_config_patches(self, compile_report: CompileReport,
@@ -225,7 +242,8 @@ class PassPipeline:
         return {
             "post_grad_custom_pre_pass": _InductorStages(
                 self, compile_report, executor, ("post_grad_custom_pre_pass",
-                                                 "remove_noop_ops", "pattern_fusion")),
+                                                 "remove_noop_ops", "pattern_fusion",
+                                                 "weight_prepack")),
             "post_grad_custom_post_pass": _InductorStages(
                 self, compile_report, executor, ("post_grad_custom_post_pass",)),
         }

@@ -1,0 +1,197 @@
+// npu_quant_matmul's product against a prepacked int8 weight (torch-free).
+//
+// Packed layout of an (n, k) int8 weight (row j = output column j): blocks of 16 columns,
+// one after the other; a block holds kpad / 4 rows of 64 bytes, row r = k-values
+// 4r..4r+3 of each of the 16 columns (column c at bytes 4c..4c+3), zero past k and past
+// n. That row is what VPDPBUSD / TDPBSSD take as their "B" operand (the VNNI order), so a
+// block is read front to back, once, by both kernels below, with no shuffles. Next to it,
+// each column's sum (int32), which the u8 x s8 VNNI product needs to correct its bias, and
+// the address of the weight it was packed from: the operator uses the packed copy only
+// while its x2 is still that weight.
+// (TorchAir's frozen_parameter + GE convert matmul weights to FRACTAL_NZ on the NPU for
+// the same reason: the weight is the bulk of the traffic at decode sizes.)
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "quant_matmul.h"
+#include "quant_matmul_amx.h"
+
+namespace opk {
+namespace packed {
+
+inline int64_t padded_k(int64_t k) { return (k + 63) / 64 * 64; }
+inline int64_t blocks(int64_t n) { return (n + 15) / 16; }
+// bytes of the packed weight, then blocks(n) * 16 int32 column sums, then the address
+// of the weight's first element (int64), which the operator compares with its x2
+inline int64_t weight_bytes(int64_t n, int64_t k) { return blocks(n) * 16 * padded_k(k); }
+inline int64_t source_offset(int64_t n, int64_t k) {
+  return weight_bytes(n, k) + blocks(n) * 16 * int64_t(sizeof(int32_t));
+}
+inline int64_t total_bytes(int64_t n, int64_t k) {
+  return source_offset(n, k) + int64_t(sizeof(int64_t));
+}
+inline int64_t source_of(const int8_t* packed, int64_t n, int64_t k) {
+  int64_t v;
+  std::memcpy(&v, packed + source_offset(n, k), sizeof(v));
+  return v;
+}
+
+// w: element (j, kk) at w[j * ldw + kk * ldk]. out: total_bytes(n, k) bytes.
+inline void pack(const int8_t* w, int64_t ldw, int64_t ldk, int64_t n, int64_t k,
+                 int8_t* out) {
+  const int64_t source = int64_t(reinterpret_cast<uintptr_t>(w));
+  const int64_t kpad = padded_k(k), nbk = blocks(n);
+  int32_t* sums = reinterpret_cast<int32_t*>(out + weight_bytes(n, k));
+  std::memset(out, 0, size_t(total_bytes(n, k)));
+  for (int64_t b = 0; b < nbk; ++b) {
+    int8_t* blk = out + b * 16 * kpad;
+    for (int c = 0; c < 16 && b * 16 + c < n; ++c) {
+      const int8_t* row = w + (b * 16 + c) * ldw;
+      uint32_t s = 0;  // wraps like the int32 product
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const int8_t v = row[kk * ldk];
+        blk[(kk / 4) * 64 + c * 4 + kk % 4] = v;
+        s += uint32_t(int32_t(v));
+      }
+      sums[b * 16 + c] = int32_t(s);
+    }
+  }
+  std::memcpy(out + source_offset(n, k), &source, sizeof(source));
+}
+
+}  // namespace packed
+}  // namespace opk
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
+namespace opk {
+namespace packed {
+namespace vnni {
+
+// C[i, 16 * b ...] for i < MB (<= 4) and NB column blocks from b: per 4 k-values, NB
+// weight rows loaded once, each multiplied with the MB broadcast quads of A (u8 = a + 128).
+template <int MB, int NB>
+inline void blocks_of(const uint8_t* au, int64_t kpad, const int8_t* pw, const int32_t* sums,
+                      int64_t b, int64_t n, int32_t* c, int64_t ldc) {
+  __m512i acc[MB][NB];
+  for (int i = 0; i < MB; ++i)
+    for (int v = 0; v < NB; ++v) acc[i][v] = _mm512_setzero_si512();
+  const int8_t* base = pw + b * 16 * kpad;
+  for (int64_t r = 0; r < kpad / 4; ++r) {
+    __m512i wv[NB];
+    for (int v = 0; v < NB; ++v)
+      wv[v] = _mm512_loadu_si512(base + v * 16 * kpad + r * 64);
+    for (int i = 0; i < MB; ++i) {
+      int32_t quad;
+      std::memcpy(&quad, au + i * kpad + 4 * r, 4);
+      const __m512i av = _mm512_set1_epi32(quad);
+      for (int v = 0; v < NB; ++v) acc[i][v] = _mm512_dpbusd_epi32(acc[i][v], av, wv[v]);
+    }
+  }
+  for (int v = 0; v < NB; ++v) {
+    const __m512i corr = _mm512_slli_epi32(_mm512_loadu_si512(sums + (b + v) * 16), 7);
+    const int64_t j = (b + v) * 16;
+    const int cols = int(std::min<int64_t>(16, n - j));
+    const __mmask16 mask = __mmask16((1u << cols) - 1u);
+    for (int i = 0; i < MB; ++i)
+      _mm512_mask_storeu_epi32(c + i * ldc + j, mask, _mm512_sub_epi32(acc[i][v], corr));
+  }
+}
+
+template <int MB>
+inline void rows(const uint8_t* au, int64_t kpad, const int8_t* pw, const int32_t* sums,
+                 int64_t b0, int64_t b1, int64_t n, int32_t* c, int64_t ldc) {
+  int64_t b = b0;
+  for (; b + 4 <= b1; b += 4) blocks_of<MB, 4>(au, kpad, pw, sums, b, n, c, ldc);
+  for (; b < b1; ++b) blocks_of<MB, 1>(au, kpad, pw, sums, b, n, c, ldc);
+}
+
+// C[i, j] for i < m and the columns of blocks [b0, b1); au: m rows of kpad bytes, a + 128.
+inline void gemm(const uint8_t* au, int64_t m, const int8_t* pw, int64_t n, int64_t k,
+                 int64_t b0, int64_t b1, int32_t* c, int64_t ldc) {
+  const int64_t kpad = padded_k(k);
+  const int32_t* sums = reinterpret_cast<const int32_t*>(pw + weight_bytes(n, k));
+  int64_t i = 0;
+  for (; i + 4 <= m; i += 4) rows<4>(au + i * kpad, kpad, pw, sums, b0, b1, n, c + i * ldc, ldc);
+  switch (m - i) {
+    case 3: rows<3>(au + i * kpad, kpad, pw, sums, b0, b1, n, c + i * ldc, ldc); break;
+    case 2: rows<2>(au + i * kpad, kpad, pw, sums, b0, b1, n, c + i * ldc, ldc); break;
+    case 1: rows<1>(au + i * kpad, kpad, pw, sums, b0, b1, n, c + i * ldc, ldc); break;
+    default: break;
+  }
+}
+
+}  // namespace vnni
+}  // namespace packed
+}  // namespace opk
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,amx-tile,amx-int8")
+namespace opk {
+namespace packed {
+namespace amx {
+
+// C[i, j] for i < m (<= 64) and the columns of blocks [b0, b1); A prepared as
+// opk::amx::prepare_a does (amx_padded_rows(m) rows of kpad bytes). The B tile of a block
+// and 64 k-values is 1 KB of the packed weight, loaded as it lies.
+inline void gemm(const int8_t* a, int64_t m, const int8_t* pw, int64_t n, int64_t k,
+                 int64_t b0, int64_t b1, int32_t* c, int64_t ldc) {
+  const int64_t kpad = padded_k(k);
+  const int mt = int((m + 15) / 16);
+  const uint8_t rows = uint8_t(std::min<int64_t>(16, m));
+  opk::amx::TileConfig cfg;
+  for (int t = 0; t < mt; ++t) {
+    cfg.rows[t] = rows;
+    cfg.colsb[t] = 64;
+  }
+  cfg.rows[4] = rows;
+  cfg.colsb[4] = 64;
+  cfg.rows[5] = 16;
+  cfg.colsb[5] = 64;
+  _tile_loadconfig(&cfg);
+  alignas(64) int32_t ctile[4][256];
+  for (int64_t b = b0; b < b1; ++b) {
+    const int8_t* blk = pw + b * 16 * kpad;
+    _tile_zero(0);
+    if (mt > 1) _tile_zero(1);
+    if (mt > 2) _tile_zero(2);
+    if (mt > 3) _tile_zero(3);
+    for (int64_t kk = 0; kk < kpad; kk += 64) {
+      _tile_loadd(5, blk + kk * 16, 64);
+      _tile_loadd(4, a + kk, kpad);
+      _tile_dpbssd(0, 4, 5);
+      if (mt > 1) {
+        _tile_loadd(4, a + 16 * kpad + kk, kpad);
+        _tile_dpbssd(1, 4, 5);
+      }
+      if (mt > 2) {
+        _tile_loadd(4, a + 32 * kpad + kk, kpad);
+        _tile_dpbssd(2, 4, 5);
+      }
+      if (mt > 3) {
+        _tile_loadd(4, a + 48 * kpad + kk, kpad);
+        _tile_dpbssd(3, 4, 5);
+      }
+    }
+    _tile_stored(0, ctile[0], 64);
+    if (mt > 1) _tile_stored(1, ctile[1], 64);
+    if (mt > 2) _tile_stored(2, ctile[2], 64);
+    if (mt > 3) _tile_stored(3, ctile[3], 64);
+    const int64_t j = b * 16;
+    const int cols = int(std::min<int64_t>(16, n - j));
+    for (int64_t i = 0; i < m; ++i)
+      std::memcpy(c + i * ldc + j, ctile[i / 16] + 16 * (i % 16), sizeof(int32_t) * size_t(cols));
+  }
+  _tile_release();
+}
+
+}  // namespace amx
+}  // namespace packed
+}  // namespace opk
+#pragma GCC pop_options

@@ -1,0 +1,156 @@
+"""Weight prepacking: the ``weight_prepack`` stage (``experimental_config.frozen_parameter``).
+
+TorchAir's ``frozen_parameter`` tells the compiler that parameters and buffers will not
+change after the compile, and on the NPU lets the graph engine store matmul weights in
+the layout its cube unit reads fastest (FRACTAL_NZ). op_sdk does the CPU equivalent: with
+the option on, this max-autotune stage rewrites every
+
+    npu_quant_matmul(x1, W, scale, ...)      W: a 2-D int8 module parameter / buffer
+                                                (or a view of one)
+
+into ``op_sdk.quant_matmul_packed(x1, W, P, scale, ...)`` with
+``P = op_sdk.pack_quant_weight(W)`` computed here, once, and kept as a graph constant.
+Module parameters and buffers reach the graph as inputs that Dynamo marks static; the
+backend hands the stage the real tensors of the compile (``frozen_inputs``), and a
+placeholder is resolved to one when its fake value has the same shape, strides and dtype.
+Anything else (a graph constant, or a view of one) is resolved too.
+The packed kernel reads each 16-column block of the weight front to back in the operand
+order of AMX / AVX-512 VNNI (see op_sdk/ops/matmul.py), where the unpacked kernels
+transpose the weight in registers; it computes the same int32 product and epilogue,
+bit for bit. W stays in the graph: the packed operator falls back to it for shapes its
+kernels do not take.
+
+Runs on CPU graphs only (the packed kernels are CPU kernels), after the fusion passes.
+Each rewrite is recorded in the report as fusion ``weight_prepack``, variant
+``npu_quant_matmul``; a weight that is not a graph constant is a near miss.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from op_sdk.compiler.report import GraphReport, NearMiss
+
+__all__ = ["prepack_weights", "PREPACK"]
+
+PREPACK = "weight_prepack"
+_VARIANT = "npu_quant_matmul"
+# view ops a constant weight may pass through before npu_quant_matmul takes it
+_VIEWS = None
+_OUTSIDE_SUBSET = ("x1_dtype", "x2_dtype", "pertoken_scale_dtype", "scale_dtype",
+                   "group_sizes", "y_scale")
+
+
+def _views():
+    global _VIEWS
+    if _VIEWS is None:
+        aten = torch.ops.aten
+        _VIEWS = {aten.t.default, aten.permute.default, aten.transpose.int, aten.view.default,
+                  aten._unsafe_view.default, aten.reshape.default}
+    return _VIEWS
+
+
+def _static_input(gm: torch.fx.GraphModule, node, inputs) -> torch.Tensor | None:
+    """The real tensor behind a placeholder: a static (parameter / buffer) input of the
+    compile at the same position, with the placeholder's shape, strides and dtype."""
+    if not inputs:
+        return None
+    placeholders = gm.graph.find_nodes(op="placeholder")
+    if len(placeholders) != len(inputs):
+        return None  # not a one-to-one graph (input mutations, subclasses): do not guess
+    value = inputs[placeholders.index(node)]
+    fake = node.meta.get("val")
+    if not (isinstance(value, torch.Tensor) and isinstance(fake, torch.Tensor)
+            and getattr(value, "_dynamo_static_input_type", None) is not None):
+        return None
+    same = (value.dtype == fake.dtype and tuple(value.shape) == tuple(fake.shape)
+            and tuple(value.stride()) == tuple(fake.stride()))
+    return value if same else None
+
+
+def _constant(gm: torch.fx.GraphModule, node, inputs=None) -> torch.Tensor | None:
+    """The value of ``node`` when it is a frozen weight (a static input of the compile or
+    a graph constant) or a view of one."""
+    if not isinstance(node, torch.fx.Node):
+        return None
+    if node.op == "placeholder":
+        return _static_input(gm, node, inputs)
+    if node.op == "get_attr":
+        value = gm
+        for part in node.target.split("."):
+            value = getattr(value, part, None)
+        return value if isinstance(value, torch.Tensor) else None
+    if node.op == "call_function" and node.target in _views():
+        base = _constant(gm, node.args[0], inputs)
+        if base is None:
+            return None
+        return node.target(base, *node.args[1:], **node.kwargs)
+    return None
+
+
+def _device_of(node) -> torch.device | None:
+    val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    return val.device if isinstance(val, torch.Tensor) else None
+
+
+def prepack_weights(gm: torch.fx.GraphModule, report: GraphReport, inputs=None) -> int:
+    """Rewrite npu_quant_matmul on frozen 2-D CPU weights to the packed operator; returns
+    the number of rewrites. ``inputs``: the real example inputs of the compile."""
+    qmm = torch.ops.npu.npu_quant_matmul.default
+    packed_op = torch.ops.op_sdk.quant_matmul_packed.default
+    graph = gm.graph
+    count = 0
+    for node in list(graph.find_nodes(op="call_function", target=qmm)):
+        x1, x2, scale = node.args[:3]
+        kwargs = dict(node.kwargs)
+
+        def miss(kind, check, reason):
+            report.record_near_miss(NearMiss(PREPACK, _VARIANT, node.name, kind, check, reason))
+
+        if _device_of(x1) is None or _device_of(x1).type != "cpu":
+            continue  # the packed kernels are CPU kernels; not a near miss elsewhere
+        if any(kwargs.get(name) is not None for name in _OUTSIDE_SUBSET):
+            miss("args", "subset", "a dtype / group argument outside the packed operator's "
+                 "subset is set")
+            continue
+        weight = _constant(gm, x2, inputs)
+        if weight is None:
+            miss("check", "frozen_weight",
+                 "x2 is not a module parameter / buffer or a graph constant (or a view of "
+                 "one)")
+            continue
+        if weight.dim() != 2 or weight.dtype != torch.int8 or weight.device.type != "cpu":
+            miss("shape", "weight_2d",
+                 f"x2 must be a 2-D int8 CPU weight, got {weight.dtype} "
+                 f"{list(weight.shape)} on {weight.device}")
+            continue
+        packed = torch.ops.op_sdk.pack_quant_weight(weight)
+        name = f"_op_sdk_packed_{count}"
+        while hasattr(gm, name):
+            name += "_"
+        # kept as an (n, 8) constant that the graph views as the 1-D operand: Inductor
+        # passes a constant that is not a view to fake kernels as the real tensor, which
+        # its FakeTensorMode rejects; a view of it is faked like any other buffer
+        constant = packed.view(-1, 8)
+        gm.register_buffer(name, constant, persistent=False)
+        with graph.inserting_before(node):
+            fake_mode = x1.meta["val"].fake_mode
+            attr = graph.get_attr(name)
+            attr.meta["val"] = fake_mode.from_tensor(constant, static_shapes=True)
+            flat = graph.call_function(torch.ops.aten.view.default, (attr, [-1]))
+            flat.meta["val"] = fake_mode.from_tensor(packed, static_shapes=True)
+            new_kwargs = {k: kwargs[k] for k in ("offset", "pertoken_scale", "bias",
+                                                 "output_dtype") if k in kwargs}
+            new = graph.call_function(packed_op, (x1, x2, flat, scale), new_kwargs)
+            # not all of node.meta: its eager_input_vals follow npu_quant_matmul's schema
+            for key in ("val", "stack_trace", "nn_module_stack", "source_fn_stack"):
+                if key in node.meta:
+                    new.meta[key] = node.meta[key]
+        node.replace_all_uses_with(new)
+        graph.erase_node(node)
+        report.record_match(PREPACK, _VARIANT, nodes_before=1, nodes_after=2)
+        count += 1
+    if count:
+        graph.lint()
+        gm.recompile()
+    return count

@@ -1,0 +1,262 @@
+"""Prepacked int8 weights: op_sdk.pack_quant_weight / op_sdk.quant_matmul_packed against
+npu_quant_matmul (bit for bit), their constraints, and the weight_prepack stage that
+experimental_config.frozen_parameter turns on."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+import op_sdk
+from op_sdk.ops.matmul import (
+    pack_quant_weight_reference,
+    packed_weight_bytes,
+    quant_matmul_packed_reference,
+)
+
+npu, ops = torch.ops.npu, torch.ops.op_sdk
+bf16 = torch.bfloat16
+
+
+def _i8(*shape):
+    return torch.randint(-128, 128, shape, dtype=torch.int8)
+
+
+# k: whole 64-byte steps, tails, k < 4; n: whole 16-column blocks and tails
+SHAPES = [(64, 16), (1024, 48), (100, 37), (3, 5), (130, 1), (7168, 20)]
+
+
+@pytest.mark.parametrize("k,n", SHAPES)
+@pytest.mark.parametrize("layout", ["nk", "kn", "strided"])
+def test_pack_matches_reference(k, n, layout):
+    if layout == "nk":
+        x2 = _i8(n, k).t()  # the (k, n) view of an (n, k) weight, as models pass it
+    elif layout == "kn":
+        x2 = _i8(k, n)
+    else:
+        x2 = _i8(k, 2 * n + 3)[:, 1:2 * n + 1:2]
+    packed = ops.pack_quant_weight(x2)
+    assert packed.dtype == torch.int8 and packed.shape == (packed_weight_bytes(k, n),)
+    assert torch.equal(packed, pack_quant_weight_reference(x2))
+
+
+def test_pack_column_sums_follow_the_blocks():
+    x2 = torch.full((4, 3), 127, dtype=torch.int8)
+    sums = pack_quant_weight_reference(x2)[64 * 16:64 * 16 + 64].view(torch.int32)
+    assert sums.tolist() == [508, 508, 508] + [0] * 13
+
+
+def _epilogues(m, n):
+    pt = torch.rand(m) + 0.5
+    return {
+        "int8": {},
+        "int8-offset": {"offset": torch.randn(n) * 3},
+        "int32-bias": {"output_dtype": torch.int32,
+                       "bias": torch.randint(2**31 - 3000, 2**31 - 1, (n,), dtype=torch.int32)},
+        "bf16-pertoken-bias": {"pertoken_scale": pt, "output_dtype": bf16,
+                               "bias": torch.randn(n).to(bf16)},
+        "fp16-pertoken": {"pertoken_scale": pt, "output_dtype": torch.float16},
+    }
+
+
+# m = 1..4: the packed VNNI kernel; 5..64: the packed AMX kernel (on CPUs that have them);
+# more: the unpacked path
+@pytest.mark.parametrize("m", [1, 2, 4, 5, 16, 17, 33, 64, 65])
+@pytest.mark.parametrize("k,n", [(1024, 48), (100, 37), (3, 5)])
+def test_packed_matmul_equals_quant_matmul(m, k, n):
+    x1 = _i8(m, k)
+    x2 = _i8(n, k).t()
+    packed = ops.pack_quant_weight(x2)
+    scale = torch.rand(n) * 1e-3
+    for name, kw in _epilogues(m, n).items():
+        out = ops.quant_matmul_packed(x1, x2, packed, scale, **kw)
+        ref = npu.npu_quant_matmul(x1, x2, scale, **kw)
+        assert out.dtype == ref.dtype and torch.equal(out, ref), (name, m)
+    assert torch.equal(quant_matmul_packed_reference(x1, x2, packed, scale),
+                       ops.quant_matmul_packed(x1, x2, packed, scale))
+
+
+def test_packed_matmul_batched_strided_and_empty():
+    x2 = _i8(40, 96).t()
+    packed = ops.pack_quant_weight(x2)
+    scale = torch.rand(40)
+    x1 = _i8(2, 3, 96)
+    assert torch.equal(ops.quant_matmul_packed(x1, x2, packed, scale),
+                       npu.npu_quant_matmul(x1, x2, scale))
+    x1 = _i8(6, 300)[:, ::3][:, :96]
+    assert torch.equal(ops.quant_matmul_packed(x1, x2, packed, scale),
+                       npu.npu_quant_matmul(x1, x2, scale))
+    assert ops.quant_matmul_packed(_i8(0, 96), x2, packed, scale).shape == (0, 40)
+
+
+def test_packed_copy_of_another_weight_is_not_used():
+    """The packed copy stands for x2 only while x2 is the tensor it was packed from: a
+    replaced weight (another tensor) is multiplied as it lies."""
+    w = _i8(48, 128)
+    packed = ops.pack_quant_weight(w.t())
+    other = _i8(48, 128)
+    x1, scale = _i8(3, 128), torch.rand(48)
+    out = ops.quant_matmul_packed(x1, other.t(), packed, scale, output_dtype=torch.int32)
+    assert torch.equal(out, npu.npu_quant_matmul(x1, other.t(), scale, output_dtype=torch.int32))
+    assert not torch.equal(out, npu.npu_quant_matmul(x1, w.t(), scale, output_dtype=torch.int32))
+
+
+def test_constraints_name_operator_and_argument():
+    x2 = _i8(16, 64).t()
+    packed = ops.pack_quant_weight(x2)
+    x1, scale = _i8(2, 64), torch.rand(16)
+    with pytest.raises(RuntimeError, match="pack_quant_weight: argument 'x2' must be int8"):
+        ops.pack_quant_weight(torch.zeros(4, 4))
+    with pytest.raises(RuntimeError, match="pack_quant_weight: argument 'x2' must be 2-D"):
+        ops.pack_quant_weight(_i8(2, 4, 4))
+    with pytest.raises(RuntimeError, match="quant_matmul_packed: argument 'packed' must be "
+                                           "pack_quant_weight"):
+        ops.quant_matmul_packed(x1, x2, packed[:-1], scale)
+    with pytest.raises(RuntimeError, match="quant_matmul_packed: argument 'x2' must be 2-D"):
+        ops.quant_matmul_packed(x1, _i8(1, 64, 16), packed, scale)
+    with pytest.raises(RuntimeError, match="quant_matmul_packed: argument 'x2' must have k"):
+        ops.quant_matmul_packed(_i8(2, 32), x2, packed, scale)
+    with pytest.raises(NotImplementedError, match="quant_matmul_packed: argument "
+                                                  "'pertoken_scale' requires output_dtype"):
+        ops.quant_matmul_packed(x1, x2, packed, scale, pertoken_scale=torch.rand(2))
+    # the reference / fake give the same messages
+    for fn in (quant_matmul_packed_reference,
+               op_sdk.get_op("quant_matmul_packed", "op_sdk").fake):
+        with pytest.raises(RuntimeError, match="quant_matmul_packed: argument 'packed'"):
+            fn(x1, x2, packed[:-1], scale)
+
+
+def test_opcheck():
+    x2 = _i8(16, 64).t()
+    packed = ops.pack_quant_weight(x2)
+    args = (_i8(3, 64), x2, packed, torch.rand(16))
+    torch.library.opcheck(ops.quant_matmul_packed.default, args,
+                          {"pertoken_scale": torch.rand(3), "output_dtype": bf16})
+    # the packed bytes record x2's address, so outputs of cloned inputs differ there:
+    # check schema and fake only
+    torch.library.opcheck(ops.pack_quant_weight.default, (x2,),
+                          test_utils=("test_schema", "test_faketensor"))
+
+
+_PATHS_SCRIPT = """
+import torch, op_sdk
+ops, npu = torch.ops.op_sdk, torch.ops.npu
+for m in (1, 3, 4, 5, 16, 64, 65):
+    for k, n in ((100, 37), (1024, 48)):
+        x1 = torch.randint(-128, 128, (m, k), dtype=torch.int8)
+        x2 = torch.randint(-128, 128, (n, k), dtype=torch.int8).t()
+        p = ops.pack_quant_weight(x2)
+        s = torch.rand(n)
+        for kw in ({}, {"output_dtype": torch.int32},
+                   {"pertoken_scale": torch.rand(m), "output_dtype": torch.bfloat16}):
+            assert torch.equal(ops.quant_matmul_packed(x1, x2, p, s, **kw),
+                               npu.npu_quant_matmul(x1, x2, s, **kw)), (m, k, n, kw)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("env", [{"OP_SDK_CPU_ISA": "avx2"}, {"OP_SDK_QMM_PACKED_MAX_M": "0"},
+                                 {"OP_SDK_QMM_PACKED_MAX_M": "4"}],
+                         ids=["avx2", "packed-off", "packed-vnni-only"])
+def test_other_packed_paths(env):
+    """Without AVX-512 (no packed kernel: the unpacked path), with the packed kernels off,
+    and with only the few-row one: still npu_quant_matmul's result."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = subprocess.run([sys.executable, "-c", _PATHS_SCRIPT], cwd=root,
+                            env=dict(os.environ, PYTHONPATH=root, **env),
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-3000:]
+
+
+# ---- the weight_prepack stage -------------------------------------------------------------
+
+
+class _Proj(nn.Module):
+    """Two W8A8 projections: one on a buffer weight, one on a weight passed in."""
+
+    def __init__(self, k=128, n=48):
+        super().__init__()
+        self.register_buffer("w", _i8(n, k))
+        self.register_buffer("s", torch.rand(n) * 1e-2)
+
+    def forward(self, x, w_in):
+        q, qs = npu.npu_dynamic_quant(x)
+        a = npu.npu_quant_matmul(q, self.w.t(), self.s, pertoken_scale=qs, output_dtype=bf16)
+        b = npu.npu_quant_matmul(q, w_in.t(), self.s, pertoken_scale=qs, output_dtype=bf16)
+        return a + b
+
+
+def _compile(model, inputs, frozen, mode="max-autotune"):
+    import torch._inductor.config as inductor_config
+
+    torch._dynamo.reset()
+    cfg = op_sdk.CompilerConfig()
+    cfg.mode = mode
+    cfg.experimental_config.frozen_parameter = frozen
+    graphs = []
+    cfg.post_grad_custom_post_pass = lambda gm, ex, c: graphs.append(
+        [str(n.target) for n in gm.graph.nodes if n.op == "call_function"])
+    backend = op_sdk.get_npu_backend(compiler_config=cfg)
+    with torch.no_grad(), inductor_config.patch(fx_graph_cache=False):
+        out = torch.compile(model, backend=backend, dynamic=False)(*inputs)
+    return out, backend.last_report.graphs[0], graphs
+
+
+def test_frozen_parameter_prepacks_buffer_weights():
+    model = _Proj().eval()
+    inputs = (torch.randn(5, 128, dtype=bf16), _i8(48, 128))
+    out, report, graphs = _compile(model, inputs, frozen=True)
+    assert report.match_count("weight_prepack") == 1  # the buffer, not the input
+    targets = graphs[-1]
+    assert targets.count("op_sdk.quant_matmul_packed.default") == 1
+    assert targets.count("npu.npu_quant_matmul.default") == 1
+    [miss] = report.misses("weight_prepack")
+    assert miss.kind == "check" and miss.check == "frozen_weight"
+    with torch.no_grad():
+        assert torch.equal(out, model(*inputs))
+
+
+def test_prepack_off_by_default_and_outside_max_autotune():
+    model = _Proj().eval()
+    inputs = (torch.randn(5, 128, dtype=bf16), _i8(48, 128))
+    _, report, graphs = _compile(model, inputs, frozen=False)
+    assert report.stage("weight_prepack").skipped == "experimental_config.frozen_parameter=False"
+    assert "op_sdk.quant_matmul_packed.default" not in graphs[-1]
+    _, report, _ = _compile(model, inputs, frozen=True, mode="reduce-overhead")
+    assert report.stage("weight_prepack").skipped == "max-autotune only"
+
+
+def test_prepacked_model_follows_a_replaced_weight():
+    """Dynamo does not guard on a buffer's identity: after the buffer is replaced, the
+    compiled graph gets the new tensor, and the packed operator sees it is not the
+    weight it packed (frozen_parameter's contract covers in-place changes only)."""
+    model = _Proj().eval()
+    x, w_in = torch.randn(4, 128, dtype=bf16), _i8(48, 128)
+    torch._dynamo.reset()
+    cfg = op_sdk.CompilerConfig()
+    cfg.experimental_config.frozen_parameter = True
+    compiled = torch.compile(model, backend=op_sdk.get_npu_backend(compiler_config=cfg),
+                             dynamic=False)
+    import torch._inductor.config as inductor_config
+
+    with torch.no_grad(), inductor_config.patch(fx_graph_cache=False):
+        compiled(x, w_in)
+        model.w = _i8(48, 128)
+        assert torch.equal(compiled(x, w_in), model(x, w_in))
+
+
+def test_demo_model_prepacks_every_projection():
+    from op_sdk.models import DecoderConfig, DeepSeekW8A8
+
+    model = DeepSeekW8A8(DecoderConfig(layers=2, hidden=256, heads=2, intermediate=256,
+                                       vocab=128)).eval()
+    ids = model.example_tokens(1, 3)
+    out, report, graphs = _compile(model, (ids,), frozen=True)
+    assert report.match_count("weight_prepack") == 8  # 4 projections per layer
+    assert "npu.npu_quant_matmul.default" not in graphs[-1]
+    assert not report.misses("weight_prepack")
+    ref, _, _ = _compile(model, (ids,), frozen=False)
+    assert torch.equal(out, ref)  # the same kernels' arithmetic, bit for bit
