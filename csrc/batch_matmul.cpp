@@ -1,7 +1,7 @@
 // CPU launcher of npu_transpose_batchmatmul: the checks of op_sdk/ops/matmul.py in the
 // same words, then the batched product written straight into the (M, B, N) output.
 //
-// Few rows (M <= OP_SDK_TBMM_MAX_M, default 8) with a (B, K, N) weight of contiguous
+// Few rows (M <= OP_SDK_TBMM_MAX_M, default 16) with a (B, K, N) weight of contiguous
 // rows: the register-blocked kernel of kernels/batch_matmul.h, threaded over (batch,
 // column panel). Otherwise ATen's bmm into the permuted output view.
 #include <torch/library.h>
@@ -75,7 +75,7 @@ Plan check_transpose_batchmatmul(const Tensor& input, const Tensor& weight,
 }
 
 int64_t small_m_limit() {
-  static const int64_t v = env_limit("OP_SDK_TBMM_MAX_M", 8);
+  static const int64_t v = env_limit("OP_SDK_TBMM_MAX_M", 16);
   return v;
 }
 
@@ -110,11 +110,12 @@ Tensor npu_transpose_batchmatmul(const Tensor& input, const Tensor& weight,
         T* op = ptr<T>(out);
         const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, p.m * p.k * panel));
         at::parallel_for(0, p.b * panels, grain, [&](int64_t t0, int64_t t1) {
+          opk::RowBuffer<float> xf(p.m * p.k);
           for (int64_t t = t0; t < t1; ++t) {
             const int64_t bi = t / panels, j0 = (t % panels) * panel;
             opk::small_m_matmul<T>(xp + bi * xr.stride(0), xr.stride(1), wp + bi * w.stride(0),
                                    w.stride(1), op + bi * p.n, p.b * p.n, p.m, p.k, j0,
-                                   std::min(p.n, j0 + panel));
+                                   std::min(p.n, j0 + panel), xf.data);
           }
         });
       });

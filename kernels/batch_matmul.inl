@@ -3,7 +3,7 @@
 // MB rows of x times NV column vectors starting at column j (cnt: Full, or the element
 // count of a single partial vector when NV == 1).
 template <int MB, int NV, typename T, typename Cnt>
-inline void small_m_block(const T* x, int64_t ldx, const T* w, int64_t ldw, T* out,
+inline void small_m_block(const float* x, int64_t ldx, const T* w, int64_t ldw, T* out,
                           int64_t ldo, int64_t k, int64_t j, Cnt cnt) {
   Vec acc[MB][NV];
   for (int i = 0; i < MB; ++i)
@@ -13,7 +13,7 @@ inline void small_m_block(const T* x, int64_t ldx, const T* w, int64_t ldw, T* o
     Vec wv[NV];
     for (int v = 0; v < NV; ++v) wv[v] = load(wr + v * Vec::N, cnt);
     for (int i = 0; i < MB; ++i) {
-      const Vec xv = set1(to_float(x[i * ldx + kk]));
+      const Vec xv = set1(x[i * ldx + kk]);
       for (int v = 0; v < NV; ++v) acc[i][v] = fma(xv, wv[v], acc[i][v]);
     }
   }
@@ -22,7 +22,7 @@ inline void small_m_block(const T* x, int64_t ldx, const T* w, int64_t ldw, T* o
 }
 
 template <int MB, typename T>
-inline void small_m_rows(const T* x, int64_t ldx, const T* w, int64_t ldw, T* out,
+inline void small_m_rows(const float* x, int64_t ldx, const T* w, int64_t ldw, T* out,
                          int64_t ldo, int64_t k, int64_t n0, int64_t n1) {
   int64_t j = n0;
   for (; j + 4 * Vec::N <= n1; j += 4 * Vec::N)
@@ -32,15 +32,31 @@ inline void small_m_rows(const T* x, int64_t ldx, const T* w, int64_t ldw, T* ou
   if (j < n1) small_m_block<MB, 1>(x, ldx, w, ldw, out, ldo, k, j, int(n1 - j));
 }
 
+// x rows are read as fp32 (converted once into xf, m * k floats, when T is not float):
+// the inner loop then broadcasts straight from memory, one instruction per value.
 template <typename T>
 void small_m_matmul(const T* x, int64_t ldx, const T* w, int64_t ldw, T* out, int64_t ldo,
-                    int64_t m, int64_t k, int64_t n0, int64_t n1) {
+                    int64_t m, int64_t k, int64_t n0, int64_t n1, float* xf) {
+  const float* xr;
+  int64_t ldr;
+  if constexpr (std::is_same_v<T, float>) {
+    xr = x;
+    ldr = ldx;
+  } else {
+    for (int64_t i = 0; i < m; ++i)
+      for_each_vec(k, [&](int64_t c, auto cnt) { store(xf + i * k + c, load(x + i * ldx + c, cnt), cnt); });
+    xr = xf;
+    ldr = k;
+  }
+  // 6 rows x 4 vectors: 24 accumulators, 4 weight vectors, 1 broadcast
   int64_t i = 0;
-  for (; i + 4 <= m; i += 4) small_m_rows<4>(x + i * ldx, ldx, w, ldw, out + i * ldo, ldo, k, n0, n1);
+  for (; i + 6 <= m; i += 6) small_m_rows<6>(xr + i * ldr, ldr, w, ldw, out + i * ldo, ldo, k, n0, n1);
   switch (m - i) {
-    case 3: small_m_rows<3>(x + i * ldx, ldx, w, ldw, out + i * ldo, ldo, k, n0, n1); break;
-    case 2: small_m_rows<2>(x + i * ldx, ldx, w, ldw, out + i * ldo, ldo, k, n0, n1); break;
-    case 1: small_m_rows<1>(x + i * ldx, ldx, w, ldw, out + i * ldo, ldo, k, n0, n1); break;
+    case 5: small_m_rows<5>(xr + i * ldr, ldr, w, ldw, out + i * ldo, ldo, k, n0, n1); break;
+    case 4: small_m_rows<4>(xr + i * ldr, ldr, w, ldw, out + i * ldo, ldo, k, n0, n1); break;
+    case 3: small_m_rows<3>(xr + i * ldr, ldr, w, ldw, out + i * ldo, ldo, k, n0, n1); break;
+    case 2: small_m_rows<2>(xr + i * ldr, ldr, w, ldw, out + i * ldo, ldo, k, n0, n1); break;
+    case 1: small_m_rows<1>(xr + i * ldr, ldr, w, ldw, out + i * ldo, ldo, k, n0, n1); break;
     default: break;
   }
 }

@@ -136,7 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
     _model_options(p, layers=4)
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--tokens", type=int, default=8, help="tokens per sequence (default 8)")
-    p.add_argument("--repeats", type=int, default=10, help="timed forwards per backend")
+    p.add_argument("--repeats", type=int, default=10,
+                   help="timing rounds; each runs every backend 2 times untimed, 5 timed")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=_cmd_demo)
@@ -155,7 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     _model_options(p, layers=4)
     p.add_argument("--decode", default="1,4,16", help="decode token counts")
     p.add_argument("--prefill", default="512", help="prefill token counts")
-    p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--repeats", type=int, default=10,
+                   help="end-to-end timing rounds (each: 2 untimed, 5 timed forwards per "
+                        "contender)")
     p.add_argument("--no-kernels", action="store_true", help="end-to-end only")
     p.add_argument("--quick", action="store_true", help="a small kernel subset")
     p.add_argument("--out", default="bench_results", help="output folder")

@@ -47,23 +47,27 @@ class Progress:
 
 
 def time_interleaved(fns: dict[str, Callable[[], object]], repeats: int,
-                     warmup: int = 3) -> dict[str, float]:
-    """Median seconds per call of each function, timed in rounds (each function in turn
-    per round), so that a slow spell of a shared machine hits every contender alike
-    instead of whichever happened to be timed then. In each round a function runs once
-    untimed before its timed call: the timed call finds the caches holding its own data
-    (its weights, after the other contenders ran), as in a process that serves one model,
-    not whatever the previous contender left there."""
+                     warmup: int = 3, block: int = 5, settle: int = 2) -> dict[str, float]:
+    """Median seconds per call of each function, timed in ``repeats`` rounds. In a round
+    each function runs ``settle`` untimed calls and then ``block`` timed ones, in turn:
+    the rounds spread a shared machine's slow spells over every contender alike, and the
+    consecutive calls measure what a process serving one model sees, the caches holding
+    that model's weights. (Alternating single calls measure something else: on the 2-vCPU
+    VM of the README, each call then finds its weights evicted by the other contenders',
+    which costs every contender 25-50%, and most the one whose weights the others do not
+    share, such as op_sdk's prepacked copies.)"""
     for _ in range(warmup):
         for fn in fns.values():
             fn()
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
-            fn()
-            t = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t)
+            for _ in range(settle):
+                fn()
+            for _ in range(block):
+                t = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - t)
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 

@@ -150,7 +150,59 @@ def prepack_weights(gm: torch.fx.GraphModule, report: GraphReport, inputs=None) 
         graph.erase_node(node)
         report.record_match(PREPACK, _VARIANT, nodes_before=1, nodes_after=2)
         count += 1
+    count += _prepack_fp32_mm(gm, report, inputs)
     if count:
         graph.lint()
         gm.recompile()
+    return count
+
+
+def _add_constant(gm, name, value, fake_mode) -> torch.fx.Node:
+    name = f"_op_sdk_{name}"
+    while hasattr(gm, name):
+        name += "_"
+    gm.register_buffer(name, value, persistent=False)
+    node = gm.graph.get_attr(name)
+    node.meta["val"] = fake_mode.from_tensor(value, static_shapes=True)
+    return node
+
+
+def _prepack_fp32_mm(gm: torch.fx.GraphModule, report: GraphReport, inputs) -> int:
+    """fp32 ``aten.mm(x, W)`` on a frozen (k, n) weight and a static number of rows m:
+    MKL's packed GEMM (``mkl._mkl_linear`` on ``mkl._mkl_reorder_linear_weight(W.t(), m)``,
+    what Inductor's own freezing does for linear layers), packed here once."""
+    if not torch.backends.mkl.is_available():
+        return 0
+    graph = gm.graph
+    count = 0
+    for node in list(graph.find_nodes(op="call_function", target=torch.ops.aten.mm.default)):
+        x, w = node.args
+        xv = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+        if not (isinstance(xv, torch.Tensor) and xv.device.type == "cpu"
+                and xv.dtype == torch.float32 and isinstance(xv.shape[0], int)):
+            continue
+        weight = _constant(gm, w, inputs)
+        if weight is None:
+            report.record_near_miss(NearMiss(
+                PREPACK, "mm", node.name, "check", "frozen_weight",
+                "the weight is not a module parameter / buffer or a graph constant"))
+            continue
+        if weight.dtype != torch.float32 or weight.dim() != 2 or weight.device.type != "cpu":
+            continue
+        m = int(xv.shape[0])
+        weight_t = weight.t().contiguous()  # (n, k), as a Linear layer stores it
+        packed = torch.ops.mkl._mkl_reorder_linear_weight(weight_t, m)
+        fake_mode = xv.fake_mode
+        with graph.inserting_before(node):
+            packed_node = _add_constant(gm, f"mkl_packed_{count}", packed, fake_mode)
+            weight_node = _add_constant(gm, f"mkl_weight_t_{count}", weight_t, fake_mode)
+            new = graph.call_function(torch.ops.mkl._mkl_linear.default,
+                                      (x, packed_node, weight_node, None, m))
+            for key in ("val", "stack_trace", "nn_module_stack", "source_fn_stack"):
+                if key in node.meta:
+                    new.meta[key] = node.meta[key]
+        node.replace_all_uses_with(new)
+        graph.erase_node(node)
+        report.record_match(PREPACK, "mm", nodes_before=1, nodes_after=1)
+        count += 1
     return count
