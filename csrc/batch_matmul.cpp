@@ -1,9 +1,10 @@
 // CPU launcher of npu_transpose_batchmatmul: the checks of op_sdk/ops/matmul.py in the
 // same words, then the batched product written straight into the (M, B, N) output.
 //
-// Few rows (M <= OP_SDK_TBMM_MAX_M, default 16) with a (B, K, N) weight of contiguous
-// rows: the register-blocked kernel of kernels/batch_matmul.h, threaded over (batch,
-// column panel). Otherwise ATen's bmm into the permuted output view.
+// Few rows (M <= OP_SDK_TBMM_MAX_M, default 16; above 8 rows only up to 2^23 multiply-adds
+// in all) with a (B, K, N) weight of contiguous rows: the register-blocked kernel of
+// kernels/batch_matmul.h, threaded over (batch, column panel). Otherwise ATen's bmm into
+// the permuted output view.
 #include <torch/library.h>
 
 #include <vector>
@@ -92,7 +93,10 @@ Tensor npu_transpose_batchmatmul(const Tensor& input, const Tensor& weight,
   const Tensor w = p.w_swapped ? weight.transpose(1, 2) : weight;
   Tensor out = at::empty({p.m, p.b, p.n}, input.options());
   if (out.numel() > 0) {
-    const bool small = p.m <= small_m_limit() && (p.n <= 1 || w.stride(2) == 1);
+    // above 8 rows only small problems (decode-sized heads): on larger ones oneDNN's
+    // AMX-bf16 GEMM wins (32 heads x 16 rows x 128 x 512: 263 us against 364 us here)
+    const bool few = p.m <= 8 || p.b * p.m * p.k * p.n <= (int64_t(1) << 23);
+    const bool small = p.m <= small_m_limit() && few && (p.n <= 1 || w.stride(2) == 1);
     if (!small) {
       Tensor out_bmn = out.permute({1, 0, 2});
       at::bmm_out(out_bmn, x, w);

@@ -502,13 +502,14 @@ def _tbmm_check(x, w, **kw):
     torch.testing.assert_close(out, ref, atol=atol * max(1.0, k ** 0.5), rtol=rtol)
 
 
-# m <= 16 takes the few-row kernel, larger m ATen's bmm; n covers 4-vector blocks and
-# partial vectors; k = 1 and k = 0
+# m <= 16 takes the few-row kernel (above 8 rows only up to 2^23 multiply-adds: (12, 32,
+# 128, 512) goes to ATen), larger m ATen's bmm; n covers 4-vector blocks and partial
+# vectors; k = 1 and k = 0
 @pytest.mark.parametrize("dtype", [fp32, bf16, fp16])
 @pytest.mark.parametrize("m,b,k,n", [(1, 8, 128, 256), (4, 8, 128, 256), (3, 2, 7, 33),
                                      (8, 3, 64, 70), (9, 2, 40, 9), (5, 1, 1, 1),
                                      (2, 3, 0, 4), (13, 2, 40, 70), (16, 8, 128, 256),
-                                     (17, 2, 40, 9)])
+                                     (17, 2, 40, 9), (12, 32, 128, 512)])
 @pytest.mark.parametrize("perm_x1", [[0, 1, 2], [1, 0, 2]])
 @pytest.mark.parametrize("perm_x2", [[0, 1, 2], [0, 2, 1]])
 def test_transpose_batchmatmul(dtype, m, b, k, n, perm_x1, perm_x2):
