@@ -54,7 +54,7 @@ def time_interleaved(fns: dict[str, Callable[[], object]], repeats: int,
     consecutive calls measure what a process serving one model sees, the caches holding
     that model's weights. (Alternating single calls measure something else: on the 2-vCPU
     VM of the README, each call then finds its weights evicted by the other contenders',
-    which costs every contender 25-50%, and most the one whose weights the others do not
+    which cost every contender 35-50%, and most the one whose weights the others do not
     share, such as op_sdk's prepacked copies.)"""
     for _ in range(warmup):
         for fn in fns.values():
