@@ -105,14 +105,11 @@ inline void prepare_a(const int8_t* a, int64_t lda, int64_t m, int64_t k, int8_t
   for (int64_t i = 0; i < m; ++i) std::memcpy(ap + i * kpad, a + i * lda, size_t(k));
 }
 
-// C[i, j] for i < m (<= 64) and j in [j0, j1), A prepared as amx_padded_rows(m) rows of
-// kpad bytes (int8, zero-padded), B rows b + j * ldb. Runs on the calling thread
-// (configures its tiles).
-inline void int8_gemm_nt(const int8_t* a, int64_t kpad, int64_t m, const int8_t* b,
-                         int64_t ldb, int64_t k, int64_t j0, int64_t j1, int32_t* c,
-                         int64_t ldc) {
-  // C tiles 0..mt-1, A tile 4, B tile 5; every C / A tile has the same row count (a TDPBSSD
-  // rule), so for m > 16 A is padded to whole 16-row tiles (amx_padded_rows)
+// The tile layout of both AMX kernels (this one and kernels/quant_matmul_packed.h): C
+// tiles 0..mt-1 (16-row blocks of A, every C / A tile with the same row count: a TDPBSSD
+// rule, so for m > 16 A is padded to whole 16-row tiles, amx_padded_rows), A tile 4,
+// B tile 5. Loads the configuration; returns mt.
+inline int configure_tiles(int64_t m) {
   const int mt = int((m + 15) / 16);
   const uint8_t rows = uint8_t(std::min<int64_t>(16, m));
   TileConfig cfg;
@@ -125,39 +122,63 @@ inline void int8_gemm_nt(const int8_t* a, int64_t kpad, int64_t m, const int8_t*
   cfg.rows[5] = 16;
   cfg.colsb[5] = 64;
   _tile_loadconfig(&cfg);
-  alignas(64) int32_t btile[256];
+  return mt;
+}
+
+inline void zero_c_tiles(int mt) {
+  _tile_zero(0);
+  if (mt > 1) _tile_zero(1);
+  if (mt > 2) _tile_zero(2);
+  if (mt > 3) _tile_zero(3);
+}
+
+// C tiles += A[:, kk:kk+64] x B, B a 16 x 64-byte tile in VNNI order at `b`; one A tile
+// register reloaded per 16-row block (A rows stay in L1).
+inline void multiply_step(const int8_t* a, int64_t kpad, int64_t kk, int mt, const void* b) {
+  _tile_loadd(5, b, 64);
+  _tile_loadd(4, a + kk, kpad);
+  _tile_dpbssd(0, 4, 5);
+  if (mt > 1) {
+    _tile_loadd(4, a + 16 * kpad + kk, kpad);
+    _tile_dpbssd(1, 4, 5);
+  }
+  if (mt > 2) {
+    _tile_loadd(4, a + 32 * kpad + kk, kpad);
+    _tile_dpbssd(2, 4, 5);
+  }
+  if (mt > 3) {
+    _tile_loadd(4, a + 48 * kpad + kk, kpad);
+    _tile_dpbssd(3, 4, 5);
+  }
+}
+
+// The C tiles into rows i < m, columns j..j+cols-1 of c.
+inline void store_c_tiles(int mt, int64_t m, int64_t j, int cols, int32_t* c, int64_t ldc) {
   alignas(64) int32_t ctile[4][256];
+  _tile_stored(0, ctile[0], 64);
+  if (mt > 1) _tile_stored(1, ctile[1], 64);
+  if (mt > 2) _tile_stored(2, ctile[2], 64);
+  if (mt > 3) _tile_stored(3, ctile[3], 64);
+  for (int64_t i = 0; i < m; ++i)
+    std::memcpy(c + i * ldc + j, ctile[i / 16] + 16 * (i % 16), sizeof(int32_t) * size_t(cols));
+}
+
+// C[i, j] for i < m (<= 64) and j in [j0, j1), A prepared as amx_padded_rows(m) rows of
+// kpad bytes (int8, zero-padded), B rows b + j * ldb. Runs on the calling thread
+// (configures its tiles).
+inline void int8_gemm_nt(const int8_t* a, int64_t kpad, int64_t m, const int8_t* b,
+                         int64_t ldb, int64_t k, int64_t j0, int64_t j1, int32_t* c,
+                         int64_t ldc) {
+  const int mt = configure_tiles(m);
+  alignas(64) int32_t btile[256];
   for (int64_t j = j0; j < j1; j += 16) {
     const int nr = int(std::min<int64_t>(16, j1 - j));
-    _tile_zero(0);
-    if (mt > 1) _tile_zero(1);
-    if (mt > 2) _tile_zero(2);
-    if (mt > 3) _tile_zero(3);
+    zero_c_tiles(mt);
     for (int64_t kk = 0; kk < k; kk += 64) {
       build_b_tile(b, ldb, j, nr, kk, int(std::min<int64_t>(64, k - kk)), btile);
-      _tile_loadd(5, btile, 64);
-      // one A tile register reloaded per 16-row block (A rows stay in L1)
-      _tile_loadd(4, a + kk, kpad);
-      _tile_dpbssd(0, 4, 5);
-      if (mt > 1) {
-        _tile_loadd(4, a + 16 * kpad + kk, kpad);
-        _tile_dpbssd(1, 4, 5);
-      }
-      if (mt > 2) {
-        _tile_loadd(4, a + 32 * kpad + kk, kpad);
-        _tile_dpbssd(2, 4, 5);
-      }
-      if (mt > 3) {
-        _tile_loadd(4, a + 48 * kpad + kk, kpad);
-        _tile_dpbssd(3, 4, 5);
-      }
+      multiply_step(a, kpad, kk, mt, btile);
     }
-    _tile_stored(0, ctile[0], 64);
-    if (mt > 1) _tile_stored(1, ctile[1], 64);
-    if (mt > 2) _tile_stored(2, ctile[2], 64);
-    if (mt > 3) _tile_stored(3, ctile[3], 64);
-    for (int64_t i = 0; i < m; ++i)
-      std::memcpy(c + i * ldc + j, ctile[i / 16] + 16 * (i % 16), sizeof(int32_t) * size_t(nr));
+    store_c_tiles(mt, m, j, nr, c, ldc);
   }
   _tile_release();
 }

@@ -143,50 +143,12 @@ namespace amx {
 inline void gemm(const int8_t* a, int64_t m, const int8_t* pw, int64_t n, int64_t k,
                  int64_t b0, int64_t b1, int32_t* c, int64_t ldc) {
   const int64_t kpad = padded_k(k);
-  const int mt = int((m + 15) / 16);
-  const uint8_t rows = uint8_t(std::min<int64_t>(16, m));
-  opk::amx::TileConfig cfg;
-  for (int t = 0; t < mt; ++t) {
-    cfg.rows[t] = rows;
-    cfg.colsb[t] = 64;
-  }
-  cfg.rows[4] = rows;
-  cfg.colsb[4] = 64;
-  cfg.rows[5] = 16;
-  cfg.colsb[5] = 64;
-  _tile_loadconfig(&cfg);
-  alignas(64) int32_t ctile[4][256];
+  const int mt = opk::amx::configure_tiles(m);
   for (int64_t b = b0; b < b1; ++b) {
     const int8_t* blk = pw + b * 16 * kpad;
-    _tile_zero(0);
-    if (mt > 1) _tile_zero(1);
-    if (mt > 2) _tile_zero(2);
-    if (mt > 3) _tile_zero(3);
-    for (int64_t kk = 0; kk < kpad; kk += 64) {
-      _tile_loadd(5, blk + kk * 16, 64);
-      _tile_loadd(4, a + kk, kpad);
-      _tile_dpbssd(0, 4, 5);
-      if (mt > 1) {
-        _tile_loadd(4, a + 16 * kpad + kk, kpad);
-        _tile_dpbssd(1, 4, 5);
-      }
-      if (mt > 2) {
-        _tile_loadd(4, a + 32 * kpad + kk, kpad);
-        _tile_dpbssd(2, 4, 5);
-      }
-      if (mt > 3) {
-        _tile_loadd(4, a + 48 * kpad + kk, kpad);
-        _tile_dpbssd(3, 4, 5);
-      }
-    }
-    _tile_stored(0, ctile[0], 64);
-    if (mt > 1) _tile_stored(1, ctile[1], 64);
-    if (mt > 2) _tile_stored(2, ctile[2], 64);
-    if (mt > 3) _tile_stored(3, ctile[3], 64);
-    const int64_t j = b * 16;
-    const int cols = int(std::min<int64_t>(16, n - j));
-    for (int64_t i = 0; i < m; ++i)
-      std::memcpy(c + i * ldc + j, ctile[i / 16] + 16 * (i % 16), sizeof(int32_t) * size_t(cols));
+    opk::amx::zero_c_tiles(mt);
+    for (int64_t kk = 0; kk < kpad; kk += 64) opk::amx::multiply_step(a, kpad, kk, mt, blk + kk * 16);
+    opk::amx::store_c_tiles(mt, m, b * 16, int(std::min<int64_t>(16, n - b * 16)), c, ldc);
   }
   _tile_release();
 }
