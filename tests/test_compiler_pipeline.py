@@ -334,6 +334,10 @@ def test_uuid_is_content_based():
     assert uuid(c) is not None  # default arguments are not captured state
     c.post_grad_custom_pre_pass = _closure(captured)
     assert uuid(c) is None
+    # weight_prepack bakes the weights' values into the compiled graph: never cached
+    d = config("max-autotune")
+    d.experimental_config.frozen_parameter = True
+    assert uuid(d) is None
 
 
 def _pass_one(gm, example_inputs, config):

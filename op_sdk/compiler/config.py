@@ -184,7 +184,8 @@ class CompilerConfig(ConfigSection):
       op_sdk's AMX / VNNI kernels (op_sdk/compiler/prepack.py), as GE stores NPU matmul
       weights in FRACTAL_NZ. A weight changed in place after the compile is not seen (the
       contract); a weight replaced by another tensor is (the packed operator checks).
-      Default False, as in TorchAir.
+      Such compiles bypass Inductor's FX graph cache (the packed constants depend on the
+      weights' values, which its key does not see). Default False, as in TorchAir.
     * ``debug.graph_dump.type`` ("txt" | "py"; "pbtxt" is GE's format and raises) and
       ``debug.graph_dump.path``; ``debug.run_eagerly``: run the passed graph eagerly
       (no Inductor, no CUDA graphs).

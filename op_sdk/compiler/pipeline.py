@@ -120,7 +120,12 @@ class PassPipeline:
 
     def uuid(self) -> str | None:
         """Content hash of everything that decides what the stages do; None (no caching)
-        when a user pass or pattern cannot be hashed by content."""
+        when a user pass or pattern cannot be hashed by content, or when weight_prepack
+        runs: its packed constants are computed from the weights' values, which the cache
+        key (the graph, with weights as inputs) does not see."""
+        if self.config.experimental_config.frozen_parameter.value and \
+                self.config.executes_with_inductor:
+            return None
         for slot in ("post_grad_custom_pre_pass", "post_grad_custom_post_pass"):
             fn = getattr(self.config, slot).value
             if fn is not None and callable_digest(fn) is None:
