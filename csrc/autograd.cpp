@@ -27,6 +27,8 @@ constexpr const char* kNonDifferentiable[] = {
     "npu_transpose_batchmatmul",
 };
 constexpr const char* kDifferentiable[] = {"npu_rms_norm", "npu_add_rms_norm"};
+// op_sdk's own operators (namespace op_sdk), none differentiable
+constexpr const char* kOpSdkNonDifferentiable[] = {"pack_quant_weight", "quant_matmul_packed"};
 
 bool records_graph(const c10::OperatorHandle& op, const torch::jit::Stack* stack) {
   if (!c10::GradMode::is_enabled()) return false;
@@ -48,22 +50,19 @@ void differentiable_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks
                      stack);
 }
 
-void register_autograd(torch::Library& m) {
-  for (const char* name : kNonDifferentiable)
-    m.impl(name, torch::autograd::autogradNotImplementedFallback());
+template <size_t N>
+void register_not_differentiable(torch::Library& m, const char* const (&names)[N]) {
+  for (const char* name : names) m.impl(name, torch::autograd::autogradNotImplementedFallback());
+}
+
+void register_npu(torch::Library& m) {
+  register_not_differentiable(m, kNonDifferentiable);
   for (const char* name : kDifferentiable)
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&differentiable_kernel>());
 }
 }  // namespace
 
-TORCH_LIBRARY_IMPL(npu, AutogradCPU, m) { register_autograd(m); }
-TORCH_LIBRARY_IMPL(npu, AutogradCUDA, m) { register_autograd(m); }
-
-TORCH_LIBRARY_IMPL(op_sdk, AutogradCPU, m) {
-  m.impl("pack_quant_weight", torch::autograd::autogradNotImplementedFallback());
-  m.impl("quant_matmul_packed", torch::autograd::autogradNotImplementedFallback());
-}
-TORCH_LIBRARY_IMPL(op_sdk, AutogradCUDA, m) {
-  m.impl("pack_quant_weight", torch::autograd::autogradNotImplementedFallback());
-  m.impl("quant_matmul_packed", torch::autograd::autogradNotImplementedFallback());
-}
+TORCH_LIBRARY_IMPL(npu, AutogradCPU, m) { register_npu(m); }
+TORCH_LIBRARY_IMPL(npu, AutogradCUDA, m) { register_npu(m); }
+TORCH_LIBRARY_IMPL(op_sdk, AutogradCPU, m) { register_not_differentiable(m, kOpSdkNonDifferentiable); }
+TORCH_LIBRARY_IMPL(op_sdk, AutogradCUDA, m) { register_not_differentiable(m, kOpSdkNonDifferentiable); }

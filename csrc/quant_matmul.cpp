@@ -7,7 +7,8 @@
 // 3) the AVX-512 VNNI kernel of kernels/quant_matmul.h, up to OP_SDK_QMM_AMX_MAX_M
 // (default 32, at most 64) the AMX kernel of kernels/quant_matmul_amx.h; both read the
 // weight in place, once. Otherwise, or without those instructions, ATen's int8 GEMM
-// (at::_int_mm). A limit of 0 turns that kernel off.
+// (at::_int_mm). A limit of 0 turns that kernel off. quant_matmul_packed (op_sdk's own)
+// runs the same operator on a prepacked weight (see int8_product).
 #include <torch/library.h>
 
 #include <string>
@@ -116,77 +117,64 @@ bool is_transposed_rows(const Tensor& x2) {
   return x2.size(0) <= 1 || x2.stride(0) == 1;
 }
 
-// The product against the packed weight (kernels/quant_matmul_packed.h): AVX-512 VNNI for
-// up to 4 rows, AMX for up to OP_SDK_QMM_PACKED_MAX_M rows (default 64). Both read the
-// weight at the same rate; at a few rows AMX's tile set-up costs more than it saves.
-// False when neither applies (the caller then multiplies by the weight as it lies).
-bool packed_product(const Tensor& a_rows, const int8_t* pw, int64_t n, Tensor& acc) {
-  const int64_t m = a_rows.size(0), k = a_rows.size(1);
-  if (m > std::min<int64_t>(64, packed_max_m())) return false;
-  const bool vnni = m <= 4 && opk::has_avx512_vnni(), amx = !vnni && opk::amx_available();
-  if (!amx && !vnni) return false;
-  const int64_t kpad = opk::packed::padded_k(k), nblk = opk::packed::blocks(n);
-  int32_t* cp = acc.data_ptr<int32_t>();
-  // ~64 KB of packed weight per task, in whole 16-column blocks
-  const int64_t grain = std::max<int64_t>(1, 65536 / (16 * kpad));
-  if (amx) {
-    std::vector<int8_t> ap(size_t(opk::amx::amx_padded_rows(m) * kpad));
-    opk::amx::prepare_a(ptr<int8_t>(a_rows), a_rows.stride(0), m, k, ap.data());
-    at::parallel_for(0, nblk, grain, [&](int64_t b0, int64_t b1) {
-      opk::packed::amx::gemm(ap.data(), m, pw, n, k, b0, b1, cp, n);
-    });
-  } else {
-    std::vector<uint8_t> au(size_t(m * kpad));
-    opk::int8_gemm_nt_prepare_a(ptr<int8_t>(a_rows), a_rows.stride(0), m, k, au.data());
-    at::parallel_for(0, nblk, grain, [&](int64_t b0, int64_t b1) {
-      opk::packed::vnni::gemm(au.data(), m, pw, n, k, b0, b1, cp, n);
-    });
-  }
-  return true;
-}
-
-// acc (m, n) int32, contiguous: the exact product of one batch; packed: the weight as
+// acc (m, n) int32, contiguous: the exact product of one batch. packed: the weight as
 // pack_quant_weight lays it out, or null.
+//
+// With a packed weight (kernels/quant_matmul_packed.h): AVX-512 VNNI for up to 4 rows,
+// AMX for up to OP_SDK_QMM_PACKED_MAX_M rows (default 64). Both read the weight at the
+// same rate; at a few rows AMX's tile set-up costs more than it saves. Otherwise (or
+// without a packed weight) the weight as it lies: VNNI / AMX when x2 is the transpose of
+// an (n, k) row-major weight and m is within their limits, ATen's int8 GEMM else.
 void int8_product(const Tensor& a, const Tensor& b, Tensor& acc, const int8_t* packed) {
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
   if (m == 0 || n == 0) return;
-  if (packed != nullptr && k > 0) {
-    const Tensor a_rows = a.stride(1) == 1 ? a : a.contiguous();
-    if (packed_product(a_rows, packed, n, acc)) return;
-  }
-  const bool nk = is_transposed_rows(b) && (n <= 1 || b.stride(1) >= k);
-  const bool vnni = nk && opk::has_avx512_vnni() && m <= vnni_max_m();
-  const bool amx = nk && !vnni && m <= amx_max_m() && opk::amx_available();
   if (k == 0) {
     acc.zero_();
     return;
   }
-  const Tensor a_rows = a.stride(1) == 1 ? a : a.contiguous();
-  const int8_t* bp = ptr<int8_t>(b);
-  const int64_t ldb = n <= 1 ? k : b.stride(1);
-  int32_t* cp = acc.data_ptr<int32_t>();
-  if (amx) {
-    const int64_t kpad = opk::gemm_nt_padded_k(k);
-    std::vector<int8_t> ap(size_t(opk::amx::amx_padded_rows(m) * kpad));
-    opk::amx::prepare_a(ptr<int8_t>(a_rows), a_rows.stride(0), m, k, ap.data());
-    // ~64 KB of weight per task, in whole 16-column tiles
-    const int64_t grain = std::max<int64_t>(1, (65536 / k) / 16);
-    at::parallel_for(0, (n + 15) / 16, grain, [&](int64_t g0, int64_t g1) {
-      opk::amx::int8_gemm_nt(ap.data(), kpad, m, bp, ldb, k, g0 * 16, std::min(n, g1 * 16),
-                             cp, n);
-    });
-    return;
+  bool vnni, amx;
+  if (packed != nullptr && m <= std::min<int64_t>(64, packed_max_m()) &&
+      ((m <= 4 && opk::has_avx512_vnni()) || opk::amx_available())) {
+    vnni = m <= 4 && opk::has_avx512_vnni();
+    amx = !vnni;
+  } else {
+    packed = nullptr;
+    const bool nk = is_transposed_rows(b) && (n <= 1 || b.stride(1) >= k);
+    vnni = nk && opk::has_avx512_vnni() && m <= vnni_max_m();
+    amx = nk && !vnni && m <= amx_max_m() && opk::amx_available();
   }
-  if (!vnni) {
+  const Tensor a_rows = a.stride(1) == 1 ? a : a.contiguous();
+  if (!vnni && !amx) {
     at::_int_mm_out(acc, a_rows, b);
     return;
   }
-  std::vector<uint8_t> au(size_t(m * opk::gemm_nt_padded_k(k)));
+  const int8_t* bp = ptr<int8_t>(b);
+  const int64_t ldb = n <= 1 ? k : b.stride(1), kpad = opk::gemm_nt_padded_k(k);
+  int32_t* cp = acc.data_ptr<int32_t>();
+  // ~64 KB of weight per task: in whole 16-column blocks / tiles, or 4-row groups of the
+  // in-place VNNI kernel
+  const int64_t step = packed != nullptr || amx ? 16 : 4;
+  const int64_t grain = std::max<int64_t>(1, (65536 / (packed != nullptr ? kpad : k)) / step);
+  const int64_t tasks = (n + step - 1) / step;
+  if (amx) {
+    std::vector<int8_t> ap(size_t(opk::amx::amx_padded_rows(m) * kpad));
+    opk::amx::prepare_a(ptr<int8_t>(a_rows), a_rows.stride(0), m, k, ap.data());
+    at::parallel_for(0, tasks, grain, [&](int64_t g0, int64_t g1) {
+      if (packed != nullptr)
+        opk::packed::amx::gemm(ap.data(), m, packed, n, k, g0, g1, cp, n);
+      else
+        opk::amx::int8_gemm_nt(ap.data(), kpad, m, bp, ldb, k, g0 * 16, std::min(n, g1 * 16),
+                               cp, n);
+    });
+    return;
+  }
+  std::vector<uint8_t> au(size_t(m * kpad));
   opk::int8_gemm_nt_prepare_a(ptr<int8_t>(a_rows), a_rows.stride(0), m, k, au.data());
-  // ~64 KB of weight per task, in whole 4-row groups
-  const int64_t grain = std::max<int64_t>(1, (65536 / k) / 4);
-  at::parallel_for(0, (n + 3) / 4, grain, [&](int64_t g0, int64_t g1) {
-    opk::vnni::int8_gemm_nt(au.data(), m, bp, ldb, k, g0 * 4, std::min(n, g1 * 4), cp, n);
+  at::parallel_for(0, tasks, grain, [&](int64_t g0, int64_t g1) {
+    if (packed != nullptr)
+      opk::packed::vnni::gemm(au.data(), m, packed, n, k, g0, g1, cp, n);
+    else
+      opk::vnni::int8_gemm_nt(au.data(), m, bp, ldb, k, g0 * 4, std::min(n, g1 * 4), cp, n);
   });
 }
 

@@ -24,7 +24,8 @@
 namespace opk {
 namespace packed {
 
-inline int64_t padded_k(int64_t k) { return (k + 63) / 64 * 64; }
+// k is padded as the A rows of both kernels are: gemm_nt_padded_k (quant_matmul.h)
+inline int64_t padded_k(int64_t k) { return gemm_nt_padded_k(k); }
 inline int64_t blocks(int64_t n) { return (n + 15) / 16; }
 // bytes of the packed weight, then blocks(n) * 16 int32 column sums, then the address
 // of the weight's first element (int64), which the operator compares with its x2

@@ -223,8 +223,13 @@ npu_quant_matmul = define_op(
 # FRACTAL_NZ weight format that TorchAir's frozen_parameter lets GE convert weights to.
 
 
+def _packed_dims(k: int, n: int) -> tuple[int, int]:
+    """(k padded to whole 64-byte rows, number of 16-column blocks)."""
+    return (k + 63) // 64 * 64, (n + 15) // 16
+
+
 def packed_weight_bytes(k: int, n: int) -> int:
-    kpad, blocks = (k + 63) // 64 * 64, (n + 15) // 16
+    kpad, blocks = _packed_dims(k, n)
     return blocks * 16 * kpad + blocks * 16 * 4 + 8
 
 
@@ -236,17 +241,15 @@ def _check_pack_x2(op, x2):
 def pack_quant_weight_reference(x2):
     _check_pack_x2("pack_quant_weight", x2)
     k, n = x2.shape
-    kpad, blocks = (k + 63) // 64 * 64, (n + 15) // 16
+    kpad, blocks = _packed_dims(k, n)
     w = x2.new_zeros((blocks * 16, kpad))
     w[:n, :k] = x2.t()
     tiles = w.view(blocks, 16, kpad // 4, 4).permute(0, 2, 1, 3).reshape(-1)
     sums = torch.zeros(blocks * 16, dtype=torch.int64, device=x2.device)
     sums[:n] = x2.sum(0, dtype=torch.int64)
-    # int32 wrap-around, then the little-endian bytes
-    sums32 = (sums & 0xFFFFFFFF).to(torch.int64)
-    sums32 = torch.where(sums32 >= 2**31, sums32 - 2**32, sums32).to(torch.int32)
+    # the low 32 bits (int32 wrap-around: int64 -> int32 conversion truncates), as bytes
     source = torch.tensor([x2.data_ptr()], dtype=torch.int64, device=x2.device)
-    return torch.cat([tiles, sums32.view(torch.int8), source.view(torch.int8)])
+    return torch.cat([tiles, sums.to(torch.int32).view(torch.int8), source.view(torch.int8)])
 
 
 def pack_quant_weight_fake(x2):
