@@ -11,24 +11,17 @@
 //   op_sdk.library registers under the Autograd alias key (it covers AutogradOther, which
 //   this kernel redispatches to; AutogradCPU / AutogradCUDA are taken by this kernel).
 //
-// op_sdk.library.define_op registers the Python kernels around these (see
-// _register_autograd).
+// Each operator names its kind beside its kernel (OPSDK_NATIVE_OP); op_sdk.library's
+// define_op registers the Python kernels around these (see _register_autograd).
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
-#include <torch/library.h>
 
+#include "registry.h"
+
+namespace opsdk {
 namespace {
-constexpr const char* kNonDifferentiable[] = {
-    "npu_add_rms_norm_cast",  "npu_dynamic_quant",
-    "npu_quantize",           "npu_add_rms_norm_quant",
-    "npu_add_rms_norm_dynamic_quant", "npu_quant_matmul",
-    "npu_transpose_batchmatmul",
-};
-constexpr const char* kDifferentiable[] = {"npu_rms_norm", "npu_add_rms_norm"};
-// op_sdk's own operators (namespace op_sdk), none differentiable
-constexpr const char* kOpSdkNonDifferentiable[] = {"pack_quant_weight", "quant_matmul_packed"};
 
 bool records_graph(const c10::OperatorHandle& op, const torch::jit::Stack* stack) {
   if (!c10::GradMode::is_enabled()) return false;
@@ -50,19 +43,13 @@ void differentiable_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks
                      stack);
 }
 
-template <size_t N>
-void register_not_differentiable(torch::Library& m, const char* const (&names)[N]) {
-  for (const char* name : names) m.impl(name, torch::autograd::autogradNotImplementedFallback());
-}
-
-void register_npu(torch::Library& m) {
-  register_not_differentiable(m, kNonDifferentiable);
-  for (const char* name : kDifferentiable)
-    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&differentiable_kernel>());
-}
 }  // namespace
 
-TORCH_LIBRARY_IMPL(npu, AutogradCPU, m) { register_npu(m); }
-TORCH_LIBRARY_IMPL(npu, AutogradCUDA, m) { register_npu(m); }
-TORCH_LIBRARY_IMPL(op_sdk, AutogradCPU, m) { register_not_differentiable(m, kOpSdkNonDifferentiable); }
-TORCH_LIBRARY_IMPL(op_sdk, AutogradCUDA, m) { register_not_differentiable(m, kOpSdkNonDifferentiable); }
+void register_autograd(torch::Library& m, const char* name, Autograd kind) {
+  if (kind == Autograd::kDifferentiable)
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&differentiable_kernel>());
+  else
+    m.impl(name, torch::autograd::autogradNotImplementedFallback());
+}
+
+}  // namespace opsdk

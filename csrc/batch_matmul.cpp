@@ -12,6 +12,7 @@
 #include "batch_matmul.h"
 #include "checks.h"
 #include "launch.h"
+#include "registry.h"
 
 namespace opsdk {
 namespace {
@@ -132,6 +133,6 @@ Tensor npu_transpose_batchmatmul(const Tensor& input, const Tensor& weight,
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(npu, CPU, m) { m.impl("npu_transpose_batchmatmul", &npu_transpose_batchmatmul); }
+OPSDK_NATIVE_OP(npu, npu_transpose_batchmatmul, &npu_transpose_batchmatmul, kNotDifferentiable);
 
 }  // namespace opsdk

@@ -7,6 +7,7 @@
 
 #include "checks.h"
 #include "launch.h"
+#include "registry.h"
 #include "norm_quant.h"
 
 namespace opsdk {
@@ -115,7 +116,7 @@ std::tuple<Tensor, Tensor, Tensor> npu_add_rms_norm_quant(
 std::array<bool, 2> check_add_rms_norm_dynamic_quant(
     const Tensor& x1, const Tensor& x2, const Tensor& gamma,
     const std::optional<Tensor>& smooth_scale1, const std::optional<Tensor>& smooth_scale2,
-    const std::optional<Tensor>& beta, const std::optional<c10::List<bool>>& output_mask,
+    const std::optional<Tensor>& beta, std::optional<std::array<bool, 2>> output_mask,
     std::optional<int64_t> y_dtype) {
   const char* op = "npu_add_rms_norm_dynamic_quant";
   check_add_rms_norm(op, x1, x2, gamma, /*half_only=*/true, /*min_dims=*/2);
@@ -135,10 +136,7 @@ std::array<bool, 2> check_add_rms_norm_dynamic_quant(
               "requires smooth_scale1 when output_mask is not given");
     return {true, smooth_scale1.has_value() && smooth_scale2.has_value()};
   }
-  // bool[2] arrives as a list: check its length here so the message names the argument
-  OPK_CHECK(output_mask->size() == 2, op, "output_mask", "must have 2 values, got ",
-            output_mask->size());
-  const std::array<bool, 2> mask = {output_mask->get(0), output_mask->get(1)};
+  const std::array<bool, 2> mask = *output_mask;
   OPK_CHECK(mask[0] || mask[1], op, "output_mask",
             "must select at least one output, got [False, False]");
   OPK_CHECK(!smooth_scale1.has_value() || mask[0], op, "smooth_scale1",
@@ -152,7 +150,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> npu_add_rms_norm_dynamic_quan
     const Tensor& x1, const Tensor& x2, const Tensor& gamma,
     const std::optional<Tensor>& smooth_scale1, const std::optional<Tensor>& smooth_scale2,
     const std::optional<Tensor>& beta, double epsilon,
-    const std::optional<c10::List<bool>>& output_mask, std::optional<int64_t> y_dtype) {
+    std::optional<std::array<bool, 2>> output_mask, std::optional<int64_t> y_dtype) {
   const std::array<bool, 2> run = check_add_rms_norm_dynamic_quant(
       x1, x2, gamma, smooth_scale1, smooth_scale2, beta, output_mask, y_dtype);
   const Tensor a = x1.contiguous(), b = x2.contiguous(), g = gamma.contiguous();
@@ -199,9 +197,25 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> npu_add_rms_norm_dynamic_quan
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(npu, CPU, m) {
-  m.impl("npu_add_rms_norm_quant", &npu_add_rms_norm_quant);
-  m.impl("npu_add_rms_norm_dynamic_quant", &npu_add_rms_norm_dynamic_quant);
+OPSDK_NATIVE_OP(npu, npu_add_rms_norm_quant, &npu_add_rms_norm_quant, kNotDifferentiable);
+// Registered boxed: the dispatcher would turn an output_mask of the wrong length into an
+// error that names neither the operator nor the argument, before the kernel runs. (A
+// boxed kernel also carries no C++ signature to disagree with torch_npu's
+// std::optional<std::array<bool, 2>>.)
+void npu_add_rms_norm_dynamic_quant_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                                          torch::jit::Stack* stack) {
+  constexpr size_t kArgs = 9, kOutputMask = 7;
+  const c10::IValue& mask = torch::jit::peek(*stack, kOutputMask, kArgs);
+  if (mask.isBoolList())
+    OPK_CHECK(mask.toBoolList().size() == 2, "npu_add_rms_norm_dynamic_quant", "output_mask",
+              "must have 2 values, got ", mask.toBoolList().size());
+  static const c10::KernelFunction kernel =
+      c10::KernelFunction::makeFromUnboxedFunction(TORCH_FN(npu_add_rms_norm_dynamic_quant));
+  kernel.callBoxed(op, ks, stack);
 }
+
+OPSDK_NATIVE_OP(npu, npu_add_rms_norm_dynamic_quant,
+                torch::CppFunction::makeFromBoxedFunction<&npu_add_rms_norm_dynamic_quant_boxed>(),
+                kNotDifferentiable);
 
 }  // namespace opsdk

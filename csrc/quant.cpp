@@ -9,6 +9,7 @@
 
 #include "checks.h"
 #include "launch.h"
+#include "registry.h"
 #include "quant.h"
 
 namespace opsdk {
@@ -335,9 +336,7 @@ Tensor npu_quantize(const Tensor& input, const Tensor& scales,
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(npu, CPU, m) {
-  m.impl("npu_dynamic_quant", &npu_dynamic_quant);
-  m.impl("npu_quantize", &npu_quantize);
-}
+OPSDK_NATIVE_OP(npu, npu_dynamic_quant, &npu_dynamic_quant, kNotDifferentiable);
+OPSDK_NATIVE_OP(npu, npu_quantize, &npu_quantize, kNotDifferentiable);
 
 }  // namespace opsdk

@@ -16,6 +16,7 @@
 
 #include "checks.h"
 #include "launch.h"
+#include "registry.h"
 #include "quant_matmul.h"
 #include "quant_matmul_amx.h"
 #include "quant_matmul_packed.h"
@@ -306,11 +307,8 @@ Tensor quant_matmul_packed(const Tensor& x1, const Tensor& x2, const Tensor& pac
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(npu, CPU, m) { m.impl("npu_quant_matmul", &npu_quant_matmul); }
-
-TORCH_LIBRARY_IMPL(op_sdk, CPU, m) {
-  m.impl("pack_quant_weight", &pack_quant_weight);
-  m.impl("quant_matmul_packed", &quant_matmul_packed);
-}
+OPSDK_NATIVE_OP(npu, npu_quant_matmul, &npu_quant_matmul, kNotDifferentiable);
+OPSDK_NATIVE_OP(op_sdk, pack_quant_weight, &pack_quant_weight, kNotDifferentiable);
+OPSDK_NATIVE_OP(op_sdk, quant_matmul_packed, &quant_matmul_packed, kNotDifferentiable);
 
 }  // namespace opsdk

@@ -8,6 +8,7 @@
 
 #include "checks.h"
 #include "launch.h"
+#include "registry.h"
 #include "rms_norm.h"
 
 namespace opsdk {
@@ -108,10 +109,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> npu_add_rms_norm_cast(const Tensor& x
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(npu, CPU, m) {
-  m.impl("npu_rms_norm", &npu_rms_norm);
-  m.impl("npu_add_rms_norm", &npu_add_rms_norm);
-  m.impl("npu_add_rms_norm_cast", &npu_add_rms_norm_cast);
-}
+OPSDK_NATIVE_OP(npu, npu_rms_norm, &npu_rms_norm, kDifferentiable);
+OPSDK_NATIVE_OP(npu, npu_add_rms_norm, &npu_add_rms_norm, kDifferentiable);
+OPSDK_NATIVE_OP(npu, npu_add_rms_norm_cast, &npu_add_rms_norm_cast, kNotDifferentiable);
 
 }  // namespace opsdk

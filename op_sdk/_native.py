@@ -1,27 +1,53 @@
-"""Loads the compiled extension ``op_sdk._C``; its static initialisers register the
-C++ kernels (TORCH_LIBRARY_IMPL) with the dispatcher. No Python bindings are involved."""
+"""Loads the compiled extension ``op_sdk._C`` and registers its kernels, one operator at a
+time, when ``op_sdk.library.define_op`` asks (``register``). Loading registers nothing:
+a kernel whose C++ signature another library's kernel contradicts (torch_npu's) must cost
+that operator its native kernel, with a warning, not the process."""
 
 from __future__ import annotations
 
 import importlib
+import logging
+
+log = logging.getLogger("op_sdk")
 
 _STATE: dict[str, object] = {}
 
 
 def load() -> bool:
-    """Load the extension once; return whether its kernels are registered."""
+    """Load the extension once; return whether it loaded."""
     if "loaded" not in _STATE:
         import torch  # noqa: F401  (loads libc10 / libtorch, which the extension links to)
 
         try:
-            importlib.import_module("op_sdk._C")
+            _STATE["module"] = importlib.import_module("op_sdk._C")
             _STATE["loaded"] = True
         except ImportError as exc:
             _STATE["loaded"] = False
             _STATE["error"] = str(exc)
+            log.warning("op_sdk: the native CPU kernels (op_sdk._C) did not load (%s); every "
+                        "operator runs its plain-PyTorch reference on CPU", exc)
     return bool(_STATE["loaded"])
 
 
 def load_error() -> str | None:
     """Why the extension did not load, or None."""
     return _STATE.get("error")  # type: ignore[return-value]
+
+
+def native_ops() -> list[tuple[str, str]]:
+    """(namespace, name) of every operator the extension has a kernel for."""
+    return list(_STATE["module"].native_ops()) if load() else []  # type: ignore[union-attr]
+
+
+def register(namespace: str, name: str) -> dict[str, str]:
+    """Register ``namespace::name``'s native CPU and Autograd{CPU,CUDA} kernels.
+
+    Returns {dispatch key: error} for the kernels that could not be registered (empty when
+    all were); {"CPU": reason} when the extension is not loaded or has no such kernel.
+    """
+    if not load():
+        return {"CPU": f"op_sdk._C did not load: {load_error()}"}
+    results = _STATE["module"].register_kernels(namespace, name)  # type: ignore[union-attr]
+    if not results:
+        return {"CPU": f"op_sdk._C has no kernel for {namespace}::{name}"}
+    return {key: error for key, error in results if error}

@@ -27,14 +27,21 @@ def _cmd_ops(args) -> int:
             "schema": str(opdef.op._schema),
             "kernels": opdef.kernel_devices(),
             "defined_by": "op_sdk" if opdef.owned else "torch_npu",
+            "native_errors": dict(opdef.native_errors),
         })
+    from op_sdk import _native
+
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
+    if not _native.load():
+        print(f"native CPU kernels missing: op_sdk._C did not load ({_native.load_error()})")
     width = max(len(r["name"]) for r in rows)
     for r in rows:
         kernels = ", ".join(f"{d}: {k}" for d, k in r["kernels"].items())
         print(f"{r['name']:<{width}}  [{kernels}]  defined by {r['defined_by']}")
+        for key, error in r["native_errors"].items():
+            print(f"    native {key} kernel not registered: {' '.join(error.split())[:300]}")
         if args.schemas:
             print(f"    {r['schema']}")
     return 0

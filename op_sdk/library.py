@@ -102,6 +102,8 @@ class OpDef:
     doc: str = ""
     # devices listed in ``native`` whose C++ kernel is not loaded; the reference stands in
     native_missing: set[str] = dataclasses.field(default_factory=set)
+    # dispatch key -> why op_sdk._C's kernel for it is not registered
+    native_errors: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def qualname(self) -> str:
@@ -193,17 +195,15 @@ def define_op(
     else:
         if opdef.owned:
             torch.library.register_fake(qualname, fake or reference, lib=lib)
+        if native:
+            _register_native(opdef)
         for device, key in _DISPATCH_KEYS.items():
             if device in kernels:
                 lib.impl(name, kernels[device], key)
-            elif device in native:
-                if not _native_loaded() or not torch._C._dispatch_has_kernel_for_dispatch_key(
-                        qualname, key):
-                    # Built without the extension (or it failed to load): stay correct.
-                    opdef.native_missing.add(device)
-                    lib.impl(name, reference, key)
+            elif device in native and device not in opdef.native_missing:
+                continue
             elif not torch._C._dispatch_has_kernel_for_dispatch_key(qualname, key):
-                lib.impl(name, reference, key)
+                lib.impl(name, reference, key)  # also where a native kernel is missing
         _register_autograd(opdef, lib)
 
     _REGISTRY[qualname] = opdef
@@ -218,10 +218,23 @@ def _check_same_schema(opdef: OpDef) -> None:
                       f"op_sdk expects {ours}; keeping the existing definition", stacklevel=3)
 
 
-def _native_loaded() -> bool:
+def _register_native(opdef: OpDef) -> None:
+    """Register the C++ kernels of ``op_sdk._C`` for this operator. A kernel that cannot be
+    registered (the extension is missing, or another library registered a kernel with a
+    different C++ signature) is reported, and the reference or the Python autograd kernel
+    stands in for it: never a crash."""
     from op_sdk import _native
 
-    return _native.load()
+    errors = _native.register(opdef.namespace, opdef.name)
+    if not errors:
+        return
+    if "CPU" in errors:
+        opdef.native_missing.add("cpu")
+    opdef.native_errors.update(errors)
+    if _native.load():  # a missing extension was reported once, at load
+        details = "; ".join(f"{key}: {' '.join(err.split())}" for key, err in errors.items())
+        warnings.warn(f"op_sdk: native kernels of {opdef.qualname} not registered ({details}); "
+                      "the plain-PyTorch reference runs instead", RuntimeWarning, stacklevel=4)
 
 
 def _register_autograd(opdef: OpDef, lib: torch.library.Library) -> None:

@@ -1,0 +1,27 @@
+"""Tests that run inside the real torch_npu environment (tests/npu/torch_npu_env.py):
+tests/npu/test_torch_npu_real.py starts pytest on this folder in a subprocess with the
+wheel on PYTHONPATH and the stub CANN libraries on LD_LIBRARY_PATH. Anywhere else they
+are not collected (they import torch_npu at module level).
+
+Before any test: torch_npu must be the real one, imported (torch's backend autoload
+imports it with torch), and no NPU may be visible, so nothing reaches ACL or GE. Meta
+functions that branch on the CANN version see a pinned one (PINNED_CANN), read from no
+library."""
+
+import os
+
+IN_ENV = os.environ.get("OP_SDK_TORCH_NPU_REAL") == "1"
+PINNED_CANN = "8.5.0"
+
+collect_ignore_glob = [] if IN_ENV else ["test_*.py"]
+
+if IN_ENV:
+    import torch
+
+    import torch_npu  # noqa: F401
+
+    assert torch.npu.is_available() is False, "a device is visible: refusing to run"
+    assert torch_npu.__file__.startswith(os.environ["OP_SDK_TORCH_NPU_SITE"]), torch_npu.__file__
+    from torch_npu.op_plugin.meta import _meta_registrations as _meta
+
+    _meta.get_cann_version = lambda module="CANN": PINNED_CANN

@@ -1,0 +1,115 @@
+"""op_sdk beside the real torch_npu (run by tests/npu/test_torch_npu_real.py in the
+stubbed environment): the import works in every order, op_sdk defines nothing torch_npu
+defines, every C++ kernel registers beside torch_npu's (the signature probe), every npu
+operator has op_sdk's CPU kernel, every schema equals torch_npu's, and over a grid of
+calls op_sdk's CPU outputs, op_sdk's fakes and torch_npu's Meta functions agree on
+shapes and dtypes."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+import torch_npu
+
+import op_sdk
+from op_sdk import _native
+from tests.npu.real.grid import grid
+
+NPU_OPS = [o for o in op_sdk.registered_ops() if o.namespace == "npu"]
+CASES = grid()
+
+
+def _run(code: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-c", textwrap.dedent(code)],
+                          capture_output=True, text=True, timeout=300, env=dict(os.environ, **env))
+
+
+@pytest.mark.parametrize("order", [
+    "import torch, torch_npu, op_sdk",
+    "import torch_npu, op_sdk",
+    "import op_sdk, torch_npu",
+    "import op_sdk",
+])
+@pytest.mark.parametrize("autoload", ["0", "1"])
+def test_import_in_any_order_keeps_the_process_and_the_native_kernels(order, autoload):
+    out = _run(f"""
+        {order}
+        import sys, torch
+        assert "torch_npu" in sys.modules
+        assert torch.npu.is_available() is False
+        import op_sdk
+        bad = {{o.qualname: o.native_errors for o in op_sdk.registered_ops() if o.native_errors}}
+        assert not bad, bad
+        print("ok")
+    """, TORCH_DEVICE_BACKEND_AUTOLOAD=autoload)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-4000:]
+
+
+def test_torch_npu_is_real_and_owns_the_namespace():
+    assert torch_npu.__version__.startswith("2.13.0")
+    assert op_sdk.library.torch_npu_module() is torch_npu
+    for opdef in NPU_OPS:
+        assert not opdef.owned, f"op_sdk defined {opdef.qualname}, which torch_npu defines"
+
+
+@pytest.mark.parametrize("opdef", NPU_OPS, ids=lambda o: o.name)
+def test_meta_kernel_is_torch_npus(opdef):
+    """op_sdk registers no Meta / fake function for an operator torch_npu defines."""
+    dump = torch._C._dispatch_dump(opdef.qualname)
+    meta = [line for line in dump.splitlines() if line.startswith("Meta")]
+    assert meta, dump
+    assert os.path.dirname(op_sdk.__file__) not in "\n".join(meta), dump
+    assert "torch_npu" in "\n".join(meta), dump
+
+
+@pytest.mark.parametrize("opdef", NPU_OPS, ids=lambda o: o.name)
+def test_schema_equals_torch_npus(opdef):
+    ours = torch._C.parse_schema(f"{opdef.qualname}{opdef.schema[len(opdef.name):]}")
+    theirs = getattr(torch.ops.npu, opdef.name).default._schema
+    assert str(ours) == str(theirs)
+
+
+@pytest.mark.parametrize("opdef", NPU_OPS, ids=lambda o: o.name)
+def test_every_npu_op_has_op_sdks_cpu_kernel(opdef):
+    devices = opdef.kernel_devices()
+    assert devices.get("cpu") == ("native" if "cpu" in opdef.native else "reference"), devices
+    assert not opdef.native_errors
+    assert torch._C._dispatch_has_kernel_for_dispatch_key(opdef.qualname, "CPU")
+
+
+def test_signature_probe_every_native_kernel_registers_beside_torch_npu():
+    """Each C++ kernel of op_sdk._C, registered through a runtime library next to
+    torch_npu's kernels, one operator at a time: no operator reports an error."""
+    native = _native.native_ops()
+    assert {(o.namespace, o.name) for o in op_sdk.registered_ops() if "cpu" in o.native} == set(native)
+    for ns, name in native:
+        opdef = op_sdk.get_op(name, ns)
+        assert opdef.native_errors == {}, (name, opdef.native_errors)
+        assert opdef.kernel_devices()["cpu"] == "native"
+
+
+def _meta(x):
+    return x.to("meta") if isinstance(x, torch.Tensor) else x
+
+
+def _signature(out):
+    out = out if isinstance(out, (tuple, list)) else (out,)
+    return [(tuple(t.shape), t.dtype) for t in out]
+
+
+@pytest.mark.parametrize("i", range(len(CASES)), ids=lambda i: f"{CASES[i][0]}-{i}")
+def test_cpu_kernel_fake_and_torch_npu_meta_agree(i):
+    name, args, kwargs = CASES[i]
+    opdef = op_sdk.get_op(name)
+    cpu = _signature(opdef(*(a.clone() if isinstance(a, torch.Tensor) else a for a in args), **kwargs))
+    margs, mkwargs = tuple(_meta(a) for a in args), {k: _meta(v) for k, v in kwargs.items()}
+    theirs = _signature(opdef(*margs, **mkwargs))  # dispatches to torch_npu's Meta kernel
+    fake = opdef.fake or opdef.reference
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours = _signature(fake(*margs, **mkwargs)) if opdef.functional is None else theirs
+    assert cpu == theirs == ours, f"cpu {cpu}\ntorch_npu meta {theirs}\nop_sdk fake {ours}"
