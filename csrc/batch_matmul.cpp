@@ -41,8 +41,6 @@ Plan check_transpose_batchmatmul(const Tensor& input, const Tensor& weight,
                                  at::OptionalIntArrayRef perm_x1, at::OptionalIntArrayRef perm_x2,
                                  at::OptionalIntArrayRef perm_y,
                                  std::optional<int64_t> batch_split_factor) {
-  TORCH_CHECK_NOT_IMPLEMENTED(!scale.has_value(), kOp,
-                              ": argument 'scale' (the int8-output path) is not supported");
   OPK_CHECK(!bias.has_value(), kOp, "bias", "must be None");
   const auto p1 = perm_or(perm_x1, {0, 1, 2}), p2 = perm_or(perm_x2, {0, 1, 2}),
              py = perm_or(perm_y, {1, 0, 2});
@@ -73,7 +71,30 @@ Plan check_transpose_batchmatmul(const Tensor& input, const Tensor& weight,
   OPK_CHECK(p.f >= 1, kOp, "batch_split_factor", "must be >= 1, got ", p.f);
   OPK_CHECK((p.b * p.n) % p.f == 0, kOp, "batch_split_factor", "must divide B * N = ",
             p.b * p.n, ", got ", p.f);
+  if (scale.has_value()) {
+    // the int8-output path (aclnnTransposeBatchMatMul): float16 in, int8 out
+    OPK_CHECK(input.scalar_type() == at::kHalf, kOp, "scale",
+              "(int8 output) requires float16 input, got ", dtype_name(input.scalar_type()));
+    OPK_CHECK(scale->scalar_type() == at::kLong || scale->scalar_type() == at::kFloat, kOp,
+              "scale", "must be int64 (npu_trans_quant_param's packed value) or float32, got ",
+              dtype_name(scale->scalar_type()));
+    OPK_CHECK(scale->dim() == 1 && scale->size(0) == p.b * p.n, kOp, "scale",
+              "must be 1-D of length B * N = ", p.b * p.n, ", got ", shape_str(scale->sizes()));
+    OPK_CHECK(p.f == 1, kOp, "batch_split_factor", "must be 1 with scale, got ", p.f);
+  }
   return p;
+}
+
+// The int8-output path: fp32 accumulator * scale (an int64 packed parameter holds the fp32
+// bits of the scale, low 13 mantissa bits cleared, in its low word), rounded half to even
+// and saturated, as (M, 1, B * N). ATen calls, the arithmetic of op_sdk/ops/matmul.py.
+Tensor transpose_batchmatmul_int8(const Tensor& x, const Tensor& w, const Tensor& scale,
+                                  const Plan& p) {
+  Tensor s = scale;
+  if (s.scalar_type() == at::kLong) s = at::bitwise_and(s, 0xFFFFE000).to(at::kInt).view(at::kFloat);
+  const Tensor acc = at::bmm(x.to(at::kFloat), w.to(at::kFloat)) * s.reshape({p.b, 1, p.n});
+  const Tensor q = at::round(acc).clamp_(-128.0, 127.0).to(at::kChar);
+  return q.permute({1, 0, 2}).reshape({p.m, 1, p.b * p.n}).contiguous();
 }
 
 int64_t small_m_limit() {
@@ -92,6 +113,7 @@ Tensor npu_transpose_batchmatmul(const Tensor& input, const Tensor& weight,
   // (B, M, K) and (B, K, N) views of the operands
   const Tensor x = p.x_swapped ? input.permute({1, 0, 2}) : input;
   const Tensor w = p.w_swapped ? weight.transpose(1, 2) : weight;
+  if (scale.has_value()) return transpose_batchmatmul_int8(x, w, *scale, p);
   Tensor out = at::empty({p.m, p.b, p.n}, input.options());
   if (out.numel() > 0) {
     // above 8 rows only small problems (decode-sized heads): on larger ones oneDNN's

@@ -8,6 +8,7 @@
 #include "checks.h"
 #include "launch.h"
 #include "registry.h"
+#include "hifloat8.h"
 #include "norm_quant.h"
 
 namespace opsdk {
@@ -19,44 +20,89 @@ constexpr int64_t kInt8 = 1, kQInt8 = 12;
 
 // ---- npu_add_rms_norm_quant -------------------------------------------------------------
 
-void check_add_rms_norm_quant(const Tensor& x1, const Tensor& x2, const Tensor& gamma,
-                              const Tensor& scales1, const std::optional<Tensor>& zero_points1,
-                              const std::optional<Tensor>& beta,
-                              const std::optional<Tensor>& scales2,
-                              const std::optional<Tensor>& zero_points2, int64_t axis,
-                              std::optional<int64_t> dst_type) {
+// The dtype table of Ascend 950 (op_sdk/ops/norm_quant.py ARQ_DTYPES): x -> allowed
+// (scales, zero points) pairs.
+struct ArqRow {
+  c10::ScalarType x, s, zp;
+};
+constexpr ArqRow kArqRows[] = {
+    {at::kHalf, at::kFloat, at::kInt},         {at::kHalf, at::kHalf, at::kHalf},
+    {at::kHalf, at::kFloat, at::kFloat},       {at::kBFloat16, at::kFloat, at::kInt},
+    {at::kBFloat16, at::kBFloat16, at::kBFloat16}, {at::kBFloat16, at::kFloat, at::kFloat},
+    {at::kFloat, at::kFloat, at::kFloat},
+};
+constexpr int64_t kFloat8E5m2 = 23, kFloat8E4m3fn = 24, kHiFloat8 = 290, kNpuE5m2 = 291,
+                  kNpuE4m3fn = 292;
+
+std::string arq_table(c10::ScalarType x) {
+  std::string out;
+  for (const ArqRow& r : kArqRows) {
+    if (r.x != x) continue;
+    out += (out.empty() ? "" : "; ") + dtype_name(r.s).substr(6) + " scales with " +
+           dtype_name(r.zp).substr(6) + " zero points";
+  }
+  return out;
+}
+
+bool arq_allowed(c10::ScalarType x, c10::ScalarType s, std::optional<c10::ScalarType> zp) {
+  for (const ArqRow& r : kArqRows)
+    if (r.x == x && r.s == s && (!zp.has_value() || *zp == r.zp)) return true;
+  return false;
+}
+
+std::optional<c10::ScalarType> dtype_of(const std::optional<Tensor>& t) {
+  return t.has_value() ? std::optional<c10::ScalarType>(t->scalar_type()) : std::nullopt;
+}
+
+// Returns the dst_type code.
+int64_t check_add_rms_norm_quant(const Tensor& x1, const Tensor& x2, const Tensor& gamma,
+                                 const Tensor& scales1, const std::optional<Tensor>& zero_points1,
+                                 const std::optional<Tensor>& beta,
+                                 const std::optional<Tensor>& scales2,
+                                 const std::optional<Tensor>& zero_points2, int64_t axis,
+                                 std::optional<int64_t> dst_type) {
   const char* op = "npu_add_rms_norm_quant";
-  check_add_rms_norm(op, x1, x2, gamma, /*half_only=*/true);
+  check_add_rms_norm(op, x1, x2, gamma, /*half_only=*/false);
   OPK_CHECK(axis == -1, op, "axis", "must be -1, got ", axis);
-  dtype_arg(op, "dst_type", dst_type, {kInt8, kQInt8}, kInt8);
-  const bool fp16 = x1.scalar_type() == at::kHalf;
-  const auto s_dtype = fp16 ? at::kFloat : at::kBFloat16;
-  const auto zp_dtype = fp16 ? at::kInt : at::kBFloat16;
-  const char* rule = fp16 ? "float16 x1 takes float32 scales and int32 zero points"
-                          : "bfloat16 x1 takes bfloat16 scales and zero points";
+  const int64_t code = dtype_arg(op, "dst_type", dst_type,
+                                 {kInt8, kQInt8, kFloat8E5m2, kFloat8E4m3fn, kHiFloat8, kNpuE5m2,
+                                  kNpuE4m3fn},
+                                 kInt8);
   const std::array<std::pair<const char*, const Tensor*>, 4> args = {{
       {"scales1", &scales1},
       {"zero_points1", zero_points1.has_value() ? &*zero_points1 : nullptr},
       {"scales2", scales2.has_value() ? &*scales2 : nullptr},
       {"zero_points2", zero_points2.has_value() ? &*zero_points2 : nullptr},
   }};
-  for (size_t i = 0; i < args.size(); ++i) {
-    const Tensor* t = args[i].second;
-    if (t == nullptr) continue;
-    const char* name = args[i].first;
-    OPK_CHECK(t->sizes() == gamma.sizes(), op, name, "must have gamma's shape ",
-              shape_str(gamma.sizes()), ", got ", shape_str(t->sizes()));
-    const auto want = (i % 2 == 0) ? s_dtype : zp_dtype;
-    OPK_CHECK(t->scalar_type() == want, op, name, "must have dtype ", dtype_name(want), " (",
-              rule, "), got ", dtype_name(t->scalar_type()));
+  for (const auto& [name, t] : args)
+    if (t != nullptr)
+      OPK_CHECK(t->sizes() == gamma.sizes(), op, name, "must have gamma's shape ",
+                shape_str(gamma.sizes()), ", got ", shape_str(t->sizes()));
+  const auto x = x1.scalar_type(), s = scales1.scalar_type();
+  OPK_CHECK(arq_allowed(x, s, std::nullopt), op, "scales1", "must have a dtype ", dtype_name(x),
+            " x1 takes (", arq_table(x), "), got ", dtype_name(s));
+  if (zero_points1.has_value())
+    OPK_CHECK(arq_allowed(x, s, zero_points1->scalar_type()), op, "zero_points1",
+              "must have a dtype ", dtype_name(x), " x1 takes (", arq_table(x), "), got ",
+              dtype_name(s), " scales with ", dtype_name(zero_points1->scalar_type()),
+              " zero points");
+  if (scales2.has_value())
+    OPK_CHECK(scales2->scalar_type() == s, op, "scales2", "must have scales1's dtype ",
+              dtype_name(s), ", got ", dtype_name(scales2->scalar_type()));
+  if (zero_points2.has_value()) {
+    OPK_CHECK(scales2.has_value(), op, "zero_points2", "requires scales2");
+    const auto z2 = zero_points2->scalar_type();
+    OPK_CHECK(arq_allowed(x, s, z2) && (!zero_points1.has_value() ||
+                                        zero_points1->scalar_type() == z2),
+              op, "zero_points2", "must have zero_points1's dtype and one ", dtype_name(x),
+              " x1 takes (", arq_table(x), "), got ", dtype_name(z2));
   }
-  OPK_CHECK(!zero_points2.has_value() || scales2.has_value(), op, "zero_points2",
-            "requires scales2");
   if (beta.has_value())
     OPK_CHECK(beta->sizes() == gamma.sizes() && beta->scalar_type() == gamma.scalar_type(), op,
               "beta", "must have gamma's shape and dtype (", shape_str(gamma.sizes()), ", ",
               dtype_name(gamma.scalar_type()), "), got (", shape_str(beta->sizes()), ", ",
               dtype_name(beta->scalar_type()), ")");
+  return code;
 }
 
 std::optional<Tensor> contiguous_or_none(const std::optional<Tensor>& t) {
@@ -66,13 +112,56 @@ std::optional<Tensor> fp32_or_none(const std::optional<Tensor>& t) {
   return t.has_value() ? std::optional<Tensor>(t->to(at::kFloat).contiguous()) : std::nullopt;
 }
 
+// float8 / hifloat8 outputs (Ascend 950): the reference's fp32 arithmetic as ATen calls
+// (op_sdk/ops/norm_quant.py), then the saturating conversion of op_sdk/ops/_formats.py.
+// The fused row kernel covers the int8 output.
+Tensor float8_quant(const Tensor& v, int64_t code) {
+  if (code == kHiFloat8) {
+    const Tensor src = v.contiguous();
+    Tensor out = at::empty(src.sizes(), src.options().dtype(at::kByte));
+    const float* in = ptr<float>(src);
+    uint8_t* o = ptr<uint8_t>(out);
+    at::parallel_for(0, src.numel(), 16384, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) o[i] = opk::float_to_hif8(in[i]);
+    });
+    return out;
+  }
+  const auto dt = (code == kFloat8E5m2 || code == kNpuE5m2) ? at::kFloat8_e5m2 : at::kFloat8_e4m3fn;
+  const double fmax = dt == at::kFloat8_e5m2 ? 57344.0 : 448.0;
+  return v.clamp(-fmax, fmax).to(dt);  // NaN stays NaN; rounds half to even
+}
+
+std::tuple<Tensor, Tensor, Tensor> add_rms_norm_quant_float8(
+    const Tensor& x1, const Tensor& x2, const Tensor& gamma, const Tensor& scales1,
+    const std::optional<Tensor>& zero_points1, const std::optional<Tensor>& beta,
+    const std::optional<Tensor>& scales2, const std::optional<Tensor>& zero_points2,
+    double epsilon, bool div_mode, int64_t code) {
+  const Tensor x = x1.to(at::kFloat) + x2.to(at::kFloat);
+  std::vector<int64_t> dims;
+  for (int64_t d = x.dim() - gamma.dim(); d < x.dim(); ++d) dims.push_back(d);
+  const Tensor rstd = 1.0 / at::sqrt(x.square().mean(dims, /*keepdim=*/true) + epsilon);
+  Tensor y = x * rstd * gamma.to(at::kFloat);
+  if (beta.has_value()) y = y + beta->to(at::kFloat);
+  auto quant = [&](const Tensor& s, const std::optional<Tensor>& zp) {
+    Tensor v = div_mode ? y / s.to(at::kFloat) : y * s.to(at::kFloat);
+    if (zp.has_value()) v = v + zp->to(at::kFloat);
+    return float8_quant(v, code);
+  };
+  Tensor y1 = quant(scales1, zero_points1);
+  Tensor y2 = scales2.has_value() ? quant(*scales2, zero_points2) : at::zeros_like(y1);
+  return {y1, y2, x.to(x1.scalar_type())};
+}
+
 std::tuple<Tensor, Tensor, Tensor> npu_add_rms_norm_quant(
     const Tensor& x1, const Tensor& x2, const Tensor& gamma, const Tensor& scales1,
     const std::optional<Tensor>& zero_points1, const std::optional<Tensor>& beta,
     const std::optional<Tensor>& scales2, const std::optional<Tensor>& zero_points2,
     int64_t axis, double epsilon, bool div_mode, std::optional<int64_t> dst_type) {
-  check_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1, beta, scales2, zero_points2,
-                           axis, dst_type);
+  const int64_t code = check_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1, beta,
+                                                scales2, zero_points2, axis, dst_type);
+  if (code != kInt8 && code != kQInt8)
+    return add_rms_norm_quant_float8(x1, x2, gamma, scales1, zero_points1, beta, scales2,
+                                     zero_points2, epsilon, div_mode, code);
   const Tensor a = x1.contiguous(), b = x2.contiguous(), g = gamma.contiguous();
   const int64_t n = g.numel(), rows = leading_numel(a, g.dim());
   LikeOutput y1 = output_like(x1, at::kChar), xo = output_like(x1, x1.scalar_type());

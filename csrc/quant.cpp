@@ -64,6 +64,11 @@ DynamicQuantPlan check_dynamic_quant(const Tensor& input, const std::optional<Te
     OPK_CHECK(smooth->dim() == 2 && smooth->size(0) == g.size(0) && smooth->size(1) == h, op,
               "smooth_scales", "must have shape (E, H) = (", g.size(0), ", ", h,
               ") with group_index, got ", shape_str(smooth->sizes()));
+  } else if (smooth.has_value() && qm == QuantMode::kPerChannel) {
+    // per channel (aclnnDynamicQuantV3): one smoothing factor per row of dim -2
+    OPK_CHECK(smooth->dim() == 1 && smooth->size(0) == input.size(-2), op, "smooth_scales",
+              "must be 1-D of length input.size(-2) = ", input.size(-2),
+              " with quant_mode 'perchannel', got shape ", shape_str(smooth->sizes()));
   } else if (smooth.has_value()) {
     check_1d(*smooth, op, "smooth_scales", h);
   }
@@ -91,7 +96,12 @@ std::tuple<Tensor, Tensor> npu_dynamic_quant(const Tensor& input,
                                              c10::string_view quant_mode, double dst_type_max) {
   const DynamicQuantPlan plan = check_dynamic_quant(input, smooth_scales, group_index, dst_type,
                                                     quant_mode, dst_type_max);
-  const Tensor x = input.contiguous();
+  // per channel: the smoothing factor of row s multiplies row s, in fp32 as the reference
+  // does; the column kernels then run on the smoothed fp32 rows
+  const bool row_smooth = plan.mode == QuantMode::kPerChannel && smooth_scales.has_value();
+  const Tensor x = row_smooth ? (input.to(at::kFloat) *
+                                 smooth_scales->to(at::kFloat).unsqueeze(-1)).contiguous()
+                              : input.contiguous();
   const int64_t h = x.size(-1), rows = leading_numel(x, 1);
   const float dmax = plan.int4 ? 7.0f : 127.0f;
 
@@ -115,7 +125,7 @@ std::tuple<Tensor, Tensor> npu_dynamic_quant(const Tensor& input,
 
   // smooth scales: the input's dtype or fp32 (other float dtypes are up-cast once here)
   std::optional<Tensor> sm;
-  if (smooth_scales.has_value()) {
+  if (smooth_scales.has_value() && !row_smooth) {
     sm = smooth_scales->scalar_type() == x.scalar_type()
              ? smooth_scales->contiguous()
              : smooth_scales->to(at::kFloat).contiguous();
@@ -204,6 +214,25 @@ struct QuantizePlan {
   int64_t axis;  // the honoured axis, non-negative
 };
 
+// _check_quant_param of op_sdk/ops/quant.py: 1-D of size 1 or input.size(ax); with
+// div_mode=False also input's rank with every dim 1 but ax (per-head scales).
+void check_quant_param(const char* op, const char* name, const Tensor& t, const Tensor& input,
+                       int64_t ax, bool div_mode) {
+  const int64_t n = input.size(ax);
+  if (t.dim() == 1) {
+    OPK_CHECK(t.size(0) == 1 || t.size(0) == n, op, name, "must be 1-D of size 1 or input.size(",
+              ax, ") = ", n, ", got ", shape_str(t.sizes()));
+    return;
+  }
+  bool ok = !div_mode && t.dim() == input.dim() && (t.size(ax) == 1 || t.size(ax) == n);
+  for (int64_t i = 0; ok && i < t.dim(); ++i) ok = i == ax || t.size(i) == 1;
+  std::vector<int64_t> want(static_cast<size_t>(input.dim()), 1);
+  want[static_cast<size_t>(ax)] = n;
+  OPK_CHECK(ok, op, name, "must be 1-D of size 1 or ", n,
+            div_mode ? std::string() : ", or of shape " + shape_str(want) + " (div_mode=False)",
+            ", got ", shape_str(t.sizes()));
+}
+
 QuantizePlan check_quantize(const Tensor& input, const Tensor& scales,
                             const std::optional<Tensor>& zero_points, int64_t dtype,
                             int64_t axis, bool div_mode) {
@@ -215,12 +244,16 @@ QuantizePlan check_quantize(const Tensor& input, const Tensor& scales,
                                  -1);
   const int64_t d = input.dim();
   int64_t ax;
-  if (div_mode || axis <= -2) {
+  if (div_mode) {
     OPK_CHECK(axis >= -d && axis < d, op, "axis", "must be in [", -d, ", ", d - 1, "], got ",
               axis);
     ax = axis < 0 ? axis + d : axis;
   } else {
-    ax = d - 1;  // div_mode=False honours only axis <= -2; any other axis means the last
+    // one of the last two axes: -2 is honoured, any axis >= -1 means the last
+    OPK_CHECK(axis >= -2, op, "axis", "must be -2 or >= -1 (the last axis) when "
+              "div_mode=False, got ", axis);
+    OPK_CHECK(axis != -2 || d >= 2, op, "axis", "-2 needs an input of at least 2 dims, got ", d);
+    ax = axis == -2 ? d - 2 : d - 1;
   }
   if (div_mode) {
     OPK_CHECK(code != kQUInt4x2, op, "dtype",
@@ -238,17 +271,16 @@ QuantizePlan check_quantize(const Tensor& input, const Tensor& scales,
     OPK_CHECK(input.size(-1) % 8 == 0, op, "input",
               "last dim must be a multiple of 8 for quint4x2 output, got ", input.size(-1));
   check_float_dtype(scales, op, "scales");
-  const int64_t n = input.size(ax);
-  OPK_CHECK(scales.dim() == 1 && (scales.size(0) == 1 || scales.size(0) == n), op, "scales",
-            "must be 1-D of size 1 or input.size(", ax, ") = ", n, ", got ",
-            shape_str(scales.sizes()));
+  check_quant_param(op, "scales", scales, input, ax, div_mode);
   if (zero_points.has_value()) {
     const Tensor& zp = *zero_points;
     OPK_CHECK(zp.scalar_type() != at::kBool && !zp.is_complex(), op, "zero_points",
               "must be numeric, got ", dtype_name(zp.scalar_type()));
-    OPK_CHECK(zp.dim() == 1 && (zp.size(0) == 1 || zp.size(0) == n), op, "zero_points",
-              "must be 1-D of size 1 or input.size(", ax, ") = ", n, ", got ",
-              shape_str(zp.sizes()));
+    check_quant_param(op, "zero_points", zp, input, ax, div_mode);
+    if (!div_mode)
+      OPK_CHECK(zp.sizes() == scales.sizes(), op, "zero_points", "must have the shape of "
+                "'scales' ", shape_str(scales.sizes()), " when div_mode=False, got ",
+                shape_str(zp.sizes()));
   }
   return {code, ax};
 }

@@ -24,8 +24,14 @@ DTYPE_CODES: dict[int, torch.dtype] = {
     14: torch.qint32,
     15: torch.bfloat16,
     16: torch.quint4x2,
+    23: torch.float8_e5m2,
+    24: torch.float8_e4m3fn,
 }
 CODE_OF = {dt: code for code, dt in DTYPE_CODES.items()}
+# torch_npu's codes beyond ScalarType (CANN aclDataType + 256): no torch dtype, or a
+# second spelling of one (op_sdk/ops/_formats.py)
+NPU_DTYPE_NAMES = {290: "torch_npu.hifloat8", 291: "torch_npu.float8_e5m2",
+                   292: "torch_npu.float8_e4m3fn"}
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 HALF_DTYPES = (torch.float16, torch.bfloat16)
@@ -57,7 +63,7 @@ def dtype_arg(op: str, arg: str, value, allowed: Sequence[int], default: int) ->
     if isinstance(code, torch.dtype):
         code = CODE_OF.get(code, -1)
     if code not in allowed:
-        names = ", ".join(f"{DTYPE_CODES[c]} ({c})" for c in allowed)
+        names = ", ".join(f"{DTYPE_CODES.get(c) or NPU_DTYPE_NAMES[c]} ({c})" for c in allowed)
         fail(op, arg, f"must be one of {names}, got {value}")
     return int(code)
 

@@ -11,7 +11,8 @@ from op_sdk.ops._common import check
 # value types and raise).
 _CAST_TARGETS = {
     0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64,
-    5: torch.float16, 6: torch.float32, 7: torch.float64, 11: torch.bool, 15: torch.bfloat16,
+    5: torch.float16, 6: torch.float32, 7: torch.float64, 8: torch.complex32,
+    9: torch.complex64, 10: torch.complex128, 11: torch.bool, 15: torch.bfloat16,
 }
 
 
@@ -30,10 +31,22 @@ def _check_input_dtype(input, input_dtype):
               "input_dtype", f"must match the input's dtype {input.dtype}, got {input_dtype}")
 
 
+def _cast(input, dtype):
+    """aclnnCast's value rules: complex -> real keeps the real part, real -> complex has a
+    zero imaginary part, float -> integer truncates toward zero and NaN becomes 0. Always a
+    new tensor (``copy=True`` when the dtype matches)."""
+    x = input
+    if x.is_complex() and not dtype.is_complex:
+        x = torch.real(x)
+    if x.is_floating_point() and not (dtype.is_floating_point or dtype.is_complex
+                                      or dtype == torch.bool):
+        x = torch.nan_to_num(x, nan=0.0, posinf=float("inf"), neginf=float("-inf"))
+    return x.to(dtype, copy=True)
+
+
 def dtype_cast_reference(input, dtype, input_dtype=None):
     _check_input_dtype(input, input_dtype)
-    # .to(copy=True): a new tensor even when the dtype matches; float -> int truncates
-    return input.to(_target("npu_dtype_cast", dtype), copy=True)
+    return _cast(input, _target("npu_dtype_cast", dtype))
 
 
 def dtype_cast_fake(input, dtype, input_dtype=None):
@@ -45,24 +58,31 @@ def _cast_setup(ctx, inputs, output):
     ctx.in_dtype = inputs[0].dtype
 
 
+def _grad_back(ctx, grad):
+    if grad.is_complex() and not ctx.in_dtype.is_complex:
+        grad = torch.real(grad)  # the input was real: its gradient is the real part
+    return grad.to(ctx.in_dtype)
+
+
 def _cast_backward(ctx, grad):
-    return grad.to(ctx.in_dtype), None, None
+    return _grad_back(ctx, grad), None, None
 
 
 def _private_cast_backward(ctx, grad):
-    return grad.to(ctx.in_dtype), None
+    return _grad_back(ctx, grad), None
 
 
 npu_dtype_cast = define_op(
     "npu_dtype_cast(Tensor input, int dtype, int? input_dtype=None) -> Tensor",
     reference=dtype_cast_reference, fake=dtype_cast_fake,
     backward=_cast_backward, setup_context=_cast_setup,
-    doc="Cast to dtype; always a new tensor; float -> int truncates toward zero.",
+    doc="Cast to dtype (complex too); always a new tensor; float -> int truncates toward "
+        "zero, NaN -> 0.",
 )
 
 
 def private_dtype_cast_reference(input, dtype):
-    return input.to(_target("_npu_dtype_cast", dtype), copy=True)
+    return _cast(input, _target("_npu_dtype_cast", dtype))
 
 
 def private_dtype_cast_fake(input, dtype):

@@ -32,8 +32,6 @@ def check_transpose_batchmatmul(input, weight, bias, scale, perm_x1, perm_x2, pe
                                 batch_split_factor):
     """Returns (perm_x1, perm_x2, B, M, K, N, factor)."""
     op = "npu_transpose_batchmatmul"
-    if scale is not None:
-        unsupported(op, "scale", "(the int8-output path) is not supported")
     check(bias is None, op, "bias", "must be None")
     p1 = list(perm_x1) if perm_x1 is not None else [0, 1, 2]
     p2 = list(perm_x2) if perm_x2 is not None else [0, 1, 2]
@@ -58,7 +56,34 @@ def check_transpose_batchmatmul(input, weight, bias, scale, perm_x1, perm_x2, pe
     check(f >= 1, op, "batch_split_factor", f"must be >= 1, got {f}")
     check((b * n) % f == 0, op, "batch_split_factor",
           f"must divide B * N = {b * n}, got {f}")
+    if scale is not None:
+        # the int8-output path (aclnnTransposeBatchMatMul): float16 in, int8 out
+        check(input.dtype == torch.float16, op, "scale",
+              f"(int8 output) requires float16 input, got {input.dtype}")
+        check(scale.dtype in (torch.int64, torch.float32), op, "scale",
+              "must be int64 (npu_trans_quant_param's packed value) or float32, got "
+              f"{scale.dtype}")
+        check(scale.dim() == 1 and scale.shape[0] == b * n, op, "scale",
+              f"must be 1-D of length B * N = {b * n}, got {list(scale.shape)}")
+        check(f == 1, op, "batch_split_factor", f"must be 1 with scale, got {f}")
     return p1, p2, b, m, k, n, f
+
+
+def unpack_quant_scale(scale: torch.Tensor) -> torch.Tensor:
+    """The fp32 scale a packed quantisation parameter holds (npu_trans_quant_param's
+    int64: the fp32 bits of the scale, low 13 mantissa bits cleared, in the low 32 bits).
+    A float32 scale is used as it is."""
+    if scale.dtype == torch.float32:
+        return scale
+    bits = (scale & 0xFFFFE000).to(torch.int32)  # the low word, as the hardware reads it
+    return bits.view(torch.float32)
+
+
+def pack_quant_scale(scale: torch.Tensor) -> torch.Tensor:
+    """fp32 scale -> the int64 packed value (npu_trans_quant_param's round_mode 0 layout:
+    truncated to 19 bits, bit 46 set)."""
+    bits = scale.float().contiguous().view(torch.int32).to(torch.int64) & 0xFFFFE000
+    return bits | (1 << 46)
 
 
 def _batched_operands(input, weight, p1, p2):
@@ -73,6 +98,11 @@ def transpose_batchmatmul_reference(input, weight, *, bias=None, scale=None, per
     p1, p2, b, m, k, n, f = check_transpose_batchmatmul(
         input, weight, bias, scale, perm_x1, perm_x2, perm_y, batch_split_factor)
     x, w = _batched_operands(input, weight, p1, p2)
+    if scale is not None:
+        # fp32 accumulator * scale, rounded half to even and saturated: (M, 1, B * N) int8
+        acc = torch.bmm(x.float(), w.float()) * unpack_quant_scale(scale).reshape(b, 1, n)
+        q = quantize_round(acc, -128.0, 127.0, torch.int8)
+        return q.permute(1, 0, 2).reshape(m, 1, b * n).contiguous()
     out = torch.bmm(x, w).permute(1, 0, 2)  # (M, B, N)
     if f > 1:
         out = out.reshape(m, f, b * n // f).transpose(0, 1)
@@ -83,6 +113,8 @@ def transpose_batchmatmul_fake(input, weight, *, bias=None, scale=None, perm_x1=
                                perm_x2=None, perm_y=None, batch_split_factor=1):
     _, _, b, m, _, n, f = check_transpose_batchmatmul(
         input, weight, bias, scale, perm_x1, perm_x2, perm_y, batch_split_factor)
+    if scale is not None:
+        return input.new_empty((m, 1, b * n), dtype=torch.int8)
     shape = (m, b, n) if f == 1 else (f, m, b * n // f)
     return input.new_empty(shape)
 

@@ -16,6 +16,7 @@ from op_sdk.ops._common import (
     dtype_arg,
     quantize_round,
 )
+from op_sdk.ops._formats import HIFLOAT8, quantize_float8, storage_dtype
 from op_sdk.ops.rms_norm import _normalize, check_add_rms_norm
 
 INT8, QINT8 = 1, 12
@@ -23,62 +24,94 @@ INT8, QINT8 = 1, 12
 
 # ---- npu_add_rms_norm_quant --------------------------------------------------------------
 
+# The dtype table of Ascend 950 (aclnnAddRmsNormQuant / V2): x (x1, x2, gamma, beta) ->
+# allowed (scales, zero points) dtype pairs; scales2 / zero_points2 take scales1's /
+# zero_points1's dtypes. Atlas A2 / A3 accept the (fp16, fp32, int32) and all-bf16 rows.
+ARQ_DTYPES = {
+    torch.float16: ((torch.float32, torch.int32), (torch.float16, torch.float16),
+                    (torch.float32, torch.float32)),
+    torch.bfloat16: ((torch.float32, torch.int32), (torch.bfloat16, torch.bfloat16),
+                     (torch.float32, torch.float32)),
+    torch.float32: ((torch.float32, torch.float32),),
+}
+ARQ_DST = (INT8, QINT8, 23, 24, HIFLOAT8, 291, 292)
+
+
+def _arq_table(x_dtype) -> str:
+    return "; ".join(f"{str(s).replace('torch.', '')} scales with {str(z).replace('torch.', '')} "
+                     "zero points" for s, z in ARQ_DTYPES[x_dtype])
+
+
 def check_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1, beta, scales2,
-                             zero_points2, axis, dst_type):
+                             zero_points2, axis, dst_type) -> int:
+    """The shape / dtype rules; returns the dst_type code."""
     op = "npu_add_rms_norm_quant"
-    check_add_rms_norm(op, x1, x2, gamma, dtypes=HALF_DTYPES)
+    check_add_rms_norm(op, x1, x2, gamma)
     check(axis == -1, op, "axis", f"must be -1, got {axis}")
-    dtype_arg(op, "dst_type", dst_type, (INT8, QINT8), INT8)
-    if x1.dtype == torch.float16:
-        s_dtype, zp_dtype, rule = torch.float32, torch.int32, "float16 x1 takes float32 " \
-            "scales and int32 zero points"
-    else:
-        s_dtype, zp_dtype, rule = torch.bfloat16, torch.bfloat16, "bfloat16 x1 takes " \
-            "bfloat16 scales and zero points"
-    for name, t, dt in (("scales1", scales1, s_dtype), ("zero_points1", zero_points1, zp_dtype),
-                        ("scales2", scales2, s_dtype), ("zero_points2", zero_points2, zp_dtype)):
-        if t is None:
-            continue
-        check(t.shape == gamma.shape, op, name,
-              f"must have gamma's shape {list(gamma.shape)}, got {list(t.shape)}")
-        check(t.dtype == dt, op, name, f"must have dtype {dt} ({rule}), got {t.dtype}")
-    check(zero_points2 is None or scales2 is not None, op, "zero_points2",
-          "requires scales2")
+    code = dtype_arg(op, "dst_type", dst_type, ARQ_DST, INT8)
+    rows = ARQ_DTYPES[x1.dtype]
+    for name, t in (("scales1", scales1), ("zero_points1", zero_points1),
+                    ("scales2", scales2), ("zero_points2", zero_points2)):
+        if t is not None:
+            check(t.shape == gamma.shape, op, name,
+                  f"must have gamma's shape {list(gamma.shape)}, got {list(t.shape)}")
+    check(scales1.dtype in {s for s, _ in rows}, op, "scales1",
+          f"must have a dtype {x1.dtype} x1 takes ({_arq_table(x1.dtype)}), got {scales1.dtype}")
+    if zero_points1 is not None:
+        check((scales1.dtype, zero_points1.dtype) in rows, op, "zero_points1",
+              f"must have a dtype {x1.dtype} x1 takes ({_arq_table(x1.dtype)}), got "
+              f"{scales1.dtype} scales with {zero_points1.dtype} zero points")
+    if scales2 is not None:
+        check(scales2.dtype == scales1.dtype, op, "scales2",
+              f"must have scales1's dtype {scales1.dtype}, got {scales2.dtype}")
+    if zero_points2 is not None:
+        check(scales2 is not None, op, "zero_points2", "requires scales2")
+        check((scales2.dtype, zero_points2.dtype) in rows
+              and (zero_points1 is None or zero_points2.dtype == zero_points1.dtype), op,
+              "zero_points2", f"must have zero_points1's dtype and one {x1.dtype} x1 takes "
+              f"({_arq_table(x1.dtype)}), got {zero_points2.dtype}")
     if beta is not None:
         check(beta.shape == gamma.shape and beta.dtype == gamma.dtype, op, "beta",
               f"must have gamma's shape and dtype ({list(gamma.shape)}, {gamma.dtype}), got "
               f"({list(beta.shape)}, {beta.dtype})")
+    return code
 
 
-def _static_quant(y, scales, zero_points, div_mode):
+def _static_quant(y, scales, zero_points, div_mode, code):
     v = y / scales.float() if div_mode else y * scales.float()
     if zero_points is not None:
         v = v + zero_points.float()
-    return quantize_round(v, -128.0, 127.0, torch.int8)
+    if code in (INT8, QINT8):
+        return quantize_round(v, -128.0, 127.0, torch.int8)
+    return quantize_float8(v, code)
 
 
 def add_rms_norm_quant_reference(x1, x2, gamma, scales1, zero_points1, beta=None, scales2=None,
                                  zero_points2=None, *, axis=-1, epsilon=1e-6, div_mode=True,
                                  dst_type=None):
-    check_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1, beta, scales2,
-                             zero_points2, axis, dst_type)
+    code = check_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1, beta, scales2,
+                                    zero_points2, axis, dst_type)
     x = x1.float() + x2.float()
     y, _ = _normalize(x, gamma, epsilon)
     if beta is not None:
         y = y + beta.float()
-    y1 = _static_quant(y, scales1, zero_points1, div_mode)
+    y1 = _static_quant(y, scales1, zero_points1, div_mode, code)
     # y2 is always allocated; all zeros without scales2 (the contract's choice)
-    y2 = (_static_quant(y, scales2, zero_points2, div_mode) if scales2 is not None
+    y2 = (_static_quant(y, scales2, zero_points2, div_mode, code) if scales2 is not None
           else torch.zeros_like(y1))
     return y1, y2, x.to(x1.dtype)
+
+
+def _arq_out_dtype(code: int) -> torch.dtype:
+    return torch.int8 if code in (INT8, QINT8) else storage_dtype(code)
 
 
 def add_rms_norm_quant_fake(x1, x2, gamma, scales1, zero_points1, beta=None, scales2=None,
                             zero_points2=None, *, axis=-1, epsilon=1e-6, div_mode=True,
                             dst_type=None):
-    check_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1, beta, scales2,
-                             zero_points2, axis, dst_type)
-    y = torch.empty_like(x1, dtype=torch.int8)
+    code = check_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1, beta, scales2,
+                                    zero_points2, axis, dst_type)
+    y = torch.empty_like(x1, dtype=_arq_out_dtype(code))
     return y, torch.empty_like(y), torch.empty_like(x1)
 
 
@@ -88,7 +121,8 @@ npu_add_rms_norm_quant = define_op(
     "*, int axis=-1, float epsilon=1e-06, bool div_mode=True, int? dst_type=None) "
     "-> (Tensor, Tensor, Tensor)",
     reference=add_rms_norm_quant_reference, fake=add_rms_norm_quant_fake, native=("cpu",),
-    doc="add + rms_norm (+ beta) + static int8 quantisation, one or two scale sets.",
+    doc="add + rms_norm (+ beta) + static quantisation (int8, float8, hifloat8), one or two "
+        "scale sets.",
 )
 
 

@@ -56,6 +56,11 @@ def check_dynamic_quant(input, smooth_scales, group_index, dst_type, quant_mode,
               and smooth_scales.shape[1] == h, op, "smooth_scales",
               f"must have shape (E, H) = ({group_index.shape[0]}, {h}) with group_index, "
               f"got {list(smooth_scales.shape)}")
+    elif smooth_scales is not None and quant_mode == "perchannel":
+        # per channel (aclnnDynamicQuantV3): one smoothing factor per row of dim -2
+        check(smooth_scales.dim() == 1 and smooth_scales.shape[0] == input.shape[-2], op,
+              "smooth_scales", f"must be 1-D of length input.size(-2) = {input.shape[-2]} "
+              f"with quant_mode 'perchannel', got shape {list(smooth_scales.shape)}")
     elif smooth_scales is not None:
         check_1d(smooth_scales, op, "smooth_scales", h)
     return code
@@ -97,6 +102,8 @@ def dynamic_quant_reference(input, *, smooth_scales=None, group_index=None, dst_
         group_of_row = torch.repeat_interleave(
             torch.arange(group_index.shape[0], device=input.device), counts)
         s = (rows * smooth_scales.float()[group_of_row]).reshape(input.shape)
+    elif smooth_scales is not None and quant_mode == "perchannel":
+        s = s * smooth_scales.float().unsqueeze(-1)
     elif smooth_scales is not None:
         s = s * smooth_scales.float()
     dmax = INT4_MAX if code == QUINT4X2 else INT8_MAX
@@ -150,18 +157,20 @@ def check_quantize(input, scales, zero_points, dtype, axis, div_mode):
     check_dtype(input, op, "input", FLOAT_DTYPES)
     check(input.dim() >= 1, op, "input", "must have at least 1 dim")
     code = dtype_arg(op, "dtype", dtype, tuple(_QUANTIZE_OUT), None)
-    # div_mode=False coerces any axis >= -1 to the last axis, so only an honoured axis
-    # (div_mode=True, or axis <= -2) has to be a dim of the input
-    if div_mode or axis <= -2:
+    if div_mode:
         check(-input.dim() <= axis < input.dim(), op, "axis",
               f"must be in [{-input.dim()}, {input.dim() - 1}], got {axis}")
-    if div_mode:
         ax = axis % input.dim()
         check(code != QUINT4X2, op, "dtype", "quint4x2 (int4 packed in int32) requires "
               "div_mode=False")
     else:
-        # div_mode=False honours only axis <= -2; any other axis means the last axis.
-        ax = axis % input.dim() if axis <= -2 else input.dim() - 1
+        # div_mode=False (AscendQuantV3) quantises along one of the last two axes: axis -2
+        # is honoured, any axis >= -1 (the default 1 too) means the last axis
+        check(axis >= -2, op, "axis", f"must be -2 or >= -1 (the last axis) when "
+              f"div_mode=False, got {axis}")
+        check(axis != -2 or input.dim() >= 2, op, "axis",
+              f"-2 needs an input of at least 2 dims, got {input.dim()}")
+        ax = input.dim() - 2 if axis == -2 else input.dim() - 1
         check(scales.dtype == input.dtype, op, "scales",
               f"must have the dtype of 'input' ({input.dtype}) when div_mode=False, got "
               f"{scales.dtype}")
@@ -173,16 +182,32 @@ def check_quantize(input, scales, zero_points, dtype, axis, div_mode):
         check(input.shape[-1] % 8 == 0, op, "input",
               f"last dim must be a multiple of 8 for quint4x2 output, got {input.shape[-1]}")
     check_dtype(scales, op, "scales", FLOAT_DTYPES)
-    n = input.shape[ax]
-    check(scales.dim() == 1 and scales.shape[0] in (1, n), op, "scales",
-          f"must be 1-D of size 1 or input.size({ax}) = {n}, got {list(scales.shape)}")
+    _check_quant_param(op, "scales", scales, input, ax, div_mode)
     if zero_points is not None:
         check(zero_points.dtype != torch.bool and not zero_points.is_complex(), op,
               "zero_points", f"must be numeric, got {zero_points.dtype}")
-        check(zero_points.dim() == 1 and zero_points.shape[0] in (1, n), op, "zero_points",
-              f"must be 1-D of size 1 or input.size({ax}) = {n}, got "
-              f"{list(zero_points.shape)}")
+        _check_quant_param(op, "zero_points", zero_points, input, ax, div_mode)
+        if not div_mode:
+            check(zero_points.shape == scales.shape, op, "zero_points",
+                  f"must have the shape of 'scales' {list(scales.shape)} when div_mode=False, "
+                  f"got {list(zero_points.shape)}")
     return code, ax
+
+
+def _check_quant_param(op, name, t, input, ax, div_mode):
+    """1-D of size 1 or input.size(ax); with div_mode=False also input's rank with every dim
+    1 but ``ax`` (per-head scales of (B, S, H, D) along axis -2: (1, 1, H, 1))."""
+    n = input.shape[ax]
+    if t.dim() == 1:
+        check(t.shape[0] in (1, n), op, name,
+              f"must be 1-D of size 1 or input.size({ax}) = {n}, got {list(t.shape)}")
+        return
+    want = [1] * input.dim()
+    want[ax] = n
+    check(not div_mode and t.dim() == input.dim()
+          and all(d == 1 for i, d in enumerate(t.shape) if i != ax) and t.shape[ax] in (1, n),
+          op, name, f"must be 1-D of size 1 or {n}" + ("" if div_mode else
+                    f", or of shape {want} (div_mode=False)") + f", got {list(t.shape)}")
 
 
 def quantize_reference(input, scales, zero_points, dtype, axis=1, div_mode=True):
@@ -193,7 +218,7 @@ def quantize_reference(input, scales, zero_points, dtype, axis=1, div_mode=True)
     s = scales.float().reshape(bshape)
     v = x / s if div_mode else x * s
     if zero_points is not None:
-        v = v + zero_points.float().reshape(bshape)
+        v = v + zero_points.float().reshape(bshape)  # the same values, per-axis broadcast
     if code == QUINT4X2:
         return pack_int4(quantize_round(v, -8.0, 7.0, torch.int8))
     out = _QUANTIZE_OUT[code]

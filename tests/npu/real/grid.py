@@ -86,6 +86,25 @@ def grid():
         add("npu_quant_matmul", (x1, x2, _pos(1) / 100), kw)
         if out == torch.int32:
             add("npu_quant_matmul", (x1, x2, _pos(16)), dict(kw, bias=torch.randint(-9, 9, (16,), dtype=i32)))
+    # the documented contract beyond A2 / A3: the 950 dtype table and 8-bit float outputs,
+    # per-channel smoothing, per-head scales, the int8-output scale, complex casts
+    for lead in LEADS:
+        for (dt, sdt, zdt), dst in itertools.product(
+                [(fp16, fp32, i32), (bf16, fp32, i32), (fp32, fp32, fp32), (fp16, fp16, fp16),
+                 (bf16, bf16, bf16), (fp16, fp32, fp32), (bf16, fp32, fp32)],
+                [None, torch.float8_e5m2, torch.float8_e4m3fn, 290, 291, 292]):
+            x1, x2, g = _r(*lead, H, dtype=dt), _r(*lead, H, dtype=dt), _r(H, dtype=dt)
+            s, z = _pos(H, dtype=sdt), torch.randint(-3, 3, (H,)).to(zdt)
+            add("npu_add_rms_norm_quant", (x1, x2, g, s, z, None, s, z), {"dst_type": dst})
+        add("npu_dynamic_quant", (_r(*lead, 6, H),), {"quant_mode": "perchannel",
+                                                      "smooth_scales": _pos(6)})
+        add("npu_quantize", (_r(*lead, 4, H), _pos(*([1] * len(lead)), 4, 1),
+                             _r(*([1] * len(lead)), 4, 1), torch.qint8, -2, False))
+    for f in (1,):
+        add("npu_transpose_batchmatmul", (_r(4, 5, 16, dtype=fp16), _r(4, 16, 6, dtype=fp16)),
+            {"scale": torch.randint(1, 2**30, (24,)), "batch_split_factor": f})
+    for src, dst in itertools.product((fp32, torch.complex64), (torch.complex64, torch.complex128, fp32)):
+        add("npu_dtype_cast", (_r(3, 5).to(src), dst))
     for src, dst in itertools.product((fp32, fp16, bf16), (i8, i32, fp16, bf16, fp32)):
         add("npu_dtype_cast", (_r(5, 7, dtype=src), dst))
         add("_npu_dtype_cast", (_r(2, 3, 7, dtype=src), dst))

@@ -1,0 +1,107 @@
+"""The 8-bit float output formats of Ascend 950 quantisation: float8_e5m2 and
+float8_e4m3fn (torch dtypes) and HiFloat8 (no torch dtype: its bits are stored in a
+uint8 tensor, as torch_npu stores them).
+
+torch_npu names these by integer codes beside the ScalarType codes: 23 / 291
+float8_e5m2, 24 / 292 float8_e4m3fn, 290 hifloat8 (``torch_npu.hifloat8``; codes of 256
+and above are CANN's aclDataType + 256).
+
+Rounding, as the 950 quantisation kernels convert fp32 (CANN ops-nn, arch35 kernels):
+float8 rounds half to even and saturates to the largest finite value (448, 57344; NaN
+stays NaN); HiFloat8 rounds half away from zero and saturates to 32768, and NaN becomes
+0 in that saturating mode.
+
+HiFloat8 (one byte: sign, a prefix-coded "dot" field, exponent, mantissa), decoded:
+  dot 0000 (bits 6..3): DML, 2^(e) with e = bits 2..0 - 23 (e in -22..-16; 0 is zero)
+  dot 0001:             D0, exponent 0, 3 mantissa bits
+  dot 001s:             D1, exponent +-1 (s = sign), 3 mantissa bits
+  dot 01s e:            D2, |exponent| 2..3, 3 mantissa bits
+  dot 10s ee:           D3, |exponent| 4..7, 2 mantissa bits
+  dot 11s eee:          D4, |exponent| 8..15, 1 mantissa bit
+  0x80 NaN, 0x6F / 0xEF +-Inf, 0x6E / 0xEE +-32768 (the largest finite value).
+"""
+
+from __future__ import annotations
+
+import torch
+
+HIFLOAT8 = 290
+FLOAT8_CODES = {23: torch.float8_e5m2, 291: torch.float8_e5m2,
+                24: torch.float8_e4m3fn, 292: torch.float8_e4m3fn}
+HIF8_MAX = 32768.0
+HIF8_SATURATE_AT = 40960.0  # 1.25 * 2^15: everything from here up rounds past the largest value
+
+
+def storage_dtype(code: int) -> torch.dtype:
+    """The torch dtype of an 8-bit float output code (HiFloat8: uint8 bits)."""
+    return torch.uint8 if code == HIFLOAT8 else FLOAT8_CODES[code]
+
+
+def _encode_hif8(x: torch.Tensor) -> torch.Tensor:
+    a = x.abs()
+    neg = x < 0
+    mant, exp = torch.frexp(a)  # a = mant * 2^exp, mant in [0.5, 1)
+    e = (exp - 1).to(torch.int32)
+    frac = mant * 2.0 - 1.0  # in [0, 1), exact
+    ae = e.abs()
+    fbits = torch.where(e < -15, 0, torch.where(ae <= 3, 3, torch.where(ae <= 7, 2, 1)))
+    step = torch.pow(2.0, fbits.to(torch.float32))
+    q = torch.floor(frac * step + 0.5).to(torch.int32)  # half away from zero (a >= 0)
+    carry = q >= step.to(torch.int32)
+    e = torch.where(carry, e + 1, e)
+    q = torch.where(carry, 0, q)
+    ae, en = e.abs(), (e < 0).to(torch.int32)
+    code = torch.where(
+        e < -15, e + 23,
+        torch.where(e == 0, 8 + q,
+                    torch.where(ae == 1, 16 + 8 * en + q,
+                                torch.where(ae <= 3, 32 + 16 * en + 8 * (ae - 2) + q,
+                                            torch.where(ae <= 7, 64 + 16 * en + 4 * (ae - 4) + q,
+                                                        96 + 16 * en + 2 * (ae - 8) + q)))))
+    # [2^-23, 2^-22) rounds up to 2^-22 (code 1); below is zero
+    code = torch.where(a < 2.0 ** -23, 0, torch.where(a < 2.0 ** -22, 1, code))
+    code = torch.where(a >= HIF8_SATURATE_AT, 110, code)  # +-inf too
+    code = torch.where((code != 0) & neg, code + 128, code)
+    return torch.where(torch.isnan(x), 0, code).to(torch.uint8)
+
+
+def float_to_hif8(x: torch.Tensor) -> torch.Tensor:
+    """fp32 -> HiFloat8 bits (uint8): round half away from zero, saturate, NaN -> 0."""
+    return _encode_hif8(x.float())
+
+
+def hif8_to_float(bits: torch.Tensor) -> torch.Tensor:
+    """HiFloat8 bits (uint8) -> fp32 (0x80 -> NaN, 0x6F / 0xEF -> +-inf)."""
+    b = bits.to(torch.int32)
+    sign = torch.where(b >= 128, -1.0, 1.0)
+    v = b & 127
+    dot = v >> 3
+    e = torch.zeros_like(v)
+    m = torch.ones_like(v, dtype=torch.float32)
+    d4, d3, d2, d1 = dot >= 12, (dot >= 8) & (dot < 12), (dot >= 4) & (dot < 8), (dot >= 2) & (dot < 4)
+    d0, dml = dot == 1, dot == 0
+
+    def signed(mag, neg_bit):
+        return torch.where(neg_bit, -mag, mag)
+
+    e = torch.where(d4, signed(((v >> 1) & 7) + 8, (v & 16) > 0), e)
+    m = torch.where(d4, 1.0 + (v & 1) * 0.5, m)
+    e = torch.where(d3, signed(((v >> 2) & 3) + 4, (v & 16) > 0), e)
+    m = torch.where(d3, 1.0 + (v & 3) * 0.25, m)
+    e = torch.where(d2, signed(((v >> 3) & 1) + 2, (v & 16) > 0), e)
+    m = torch.where(d2 | d1 | d0, 1.0 + (v & 7) * 0.125, m)
+    e = torch.where(d1, signed(torch.ones_like(v), (v & 8) > 0), e)
+    e = torch.where(dml, (v & 7) - 23, e)
+    out = sign * m * torch.pow(2.0, e.to(torch.float32))
+    out = torch.where(v == 0, 0.0, out)
+    out = torch.where(b == 128, float("nan"), out)
+    return torch.where(v == 111, sign * float("inf"), out)
+
+
+def quantize_float8(v: torch.Tensor, code: int) -> torch.Tensor:
+    """fp32 values -> the 8-bit float format of ``code``, saturating (950 kernels)."""
+    if code == HIFLOAT8:
+        return float_to_hif8(v)
+    dtype = FLOAT8_CODES[code]
+    fmax = torch.finfo(dtype).max
+    return v.float().clamp(-fmax, fmax).to(dtype)  # NaN stays NaN; rounds half to even
