@@ -252,6 +252,107 @@ Tensor quant_matmul_impl(int64_t code, const Tensor& x1, const Tensor& x2, const
   return out;
 }
 
+// ---- int4 weights (op_sdk/ops/matmul.py: A4W4 and per-group A8W4) -------------------------
+
+constexpr int64_t kA8W4Group = 256;
+
+// int32-packed int4 (8 per int32, element 0 in the lowest nibble) -> int8 (..., 8 * last).
+Tensor unpack_int4(const Tensor& packed) {
+  const Tensor src = packed.contiguous();
+  std::vector<int64_t> shape(src.sizes().begin(), src.sizes().end());
+  shape.back() *= 8;
+  Tensor out = at::empty(shape, src.options().dtype(at::kChar));
+  const uint32_t* in = reinterpret_cast<const uint32_t*>(src.data_ptr<int32_t>());
+  int8_t* o = ptr<int8_t>(out);
+  at::parallel_for(0, src.numel(), 4096, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
+      for (int j = 0; j < 8; ++j) {
+        const int v = int((in[i] >> (4 * j)) & 0xF);
+        o[i * 8 + j] = int8_t(v >= 8 ? v - 16 : v);
+      }
+  });
+  return out;
+}
+
+// A4W4: (k, n, x2 is the transposed "continuous" layout), the rules of _a4w4_shapes.
+std::tuple<int64_t, int64_t, bool> a4w4_shapes(const Tensor& x1, const Tensor& x2) {
+  OPK_CHECK(x1.dim() >= 2, kOp, "x1", "must have at least 2 dims (m, k/8), got ", x1.dim());
+  OPK_CHECK(x2.dim() == 2, kOp, "x2", "must be 2-D for int4 (int32-packed) weights, got ",
+            x2.dim(), " dims");
+  const int64_t k = x1.size(-1) * 8;
+  if (x2.size(0) == x1.size(-1)) return {k, x2.size(1), true};
+  OPK_CHECK(x2.size(0) == k, kOp, "x2", "must be (k, n/8) = (", k, ", n/8) packed along n, or "
+            "the transpose of an (n, k/8) = (n, ", k / 8, ") tensor packed along k, got ",
+            shape_str(x2.sizes()));
+  return {k, x2.size(1) * 8, false};
+}
+
+Tensor a8w4_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
+                   const std::optional<Tensor>& offset, const std::optional<Tensor>& pertoken,
+                   const std::optional<Tensor>& bias, std::optional<int64_t> output_dtype,
+                   at::OptionalIntArrayRef group_sizes) {
+  const char* op = kOp;
+  OPK_CHECK(x1.dim() == 2, op, "x1", "must be 2-D (m, k) with int4 weights, got ", x1.dim(),
+            " dims");
+  OPK_CHECK(x2.dim() == 2, op, "x2", "must be 2-D (k, n/8) int32 (int4 packed), got ", x2.dim(),
+            " dims");
+  const int64_t m = x1.size(0), k = x1.size(1), n = x2.size(1) * 8;
+  OPK_CHECK(x2.size(0) == k, op, "x2", "must have k = ", k, " rows, got ", shape_str(x2.sizes()));
+  OPK_CHECK(k % kA8W4Group == 0, op, "x1", "k must be a multiple of ", kA8W4Group,
+            " with int4 weights (one scale per ", kA8W4Group, " rows of k), got ", k);
+  const int64_t groups = k / kA8W4Group;
+  if (group_sizes.has_value())
+    OPK_CHECK(group_sizes->size() == 3 && (*group_sizes)[2] == kA8W4Group, op, "group_sizes",
+              "must be [0, 0, ", kA8W4Group, "] (or None) with int4 weights, got ",
+              c10::IntArrayRef(*group_sizes));
+  OPK_CHECK((scale.scalar_type() == at::kLong || scale.scalar_type() == at::kFloat) &&
+                scale.dim() == 2 && scale.size(0) == groups && scale.size(1) == n,
+            op, "scale", "must be int64 (npu_trans_quant_param's packed value) or float32 of "
+            "shape (k/", kA8W4Group, ", n) = (", groups, ", ", n, "), got ",
+            dtype_name(scale.scalar_type()), " ", shape_str(scale.sizes()));
+  OPK_CHECK(pertoken.has_value(), op, "pertoken_scale", "is required with int4 weights");
+  OPK_CHECK(pertoken->scalar_type() == at::kFloat && pertoken->dim() == 2 &&
+                pertoken->size(0) == m && pertoken->size(1) == 1,
+            op, "pertoken_scale", "must be float32 of shape (m, 1) = (", m,
+            ", 1) with int4 weights, got ", dtype_name(pertoken->scalar_type()), " ",
+            shape_str(pertoken->sizes()));
+  if (offset.has_value())
+    OPK_CHECK(offset->scalar_type() == at::kFloat && offset->dim() == 1 && offset->size(0) == n,
+              op, "offset", "must be float32 of shape (n,) = (", n, ",), got ",
+              dtype_name(offset->scalar_type()), " ", shape_str(offset->sizes()));
+  QMM_UNSUPPORTED(!bias.has_value(), "bias",
+                  "is not supported with int8 x1 and int4 weights (use offset)");
+  const int64_t code = dtype_arg(op, "output_dtype", output_dtype, {kFloat16, kBFloat16}, -1);
+  // exact int32 product per group of 256 rows of k; fp32 sum over the groups in order
+  const Tensor w = unpack_int4(x2);
+  Tensor s = scale;
+  if (s.scalar_type() == at::kLong)
+    s = at::bitwise_and(s, 0xFFFFE000).to(at::kInt).view(at::kFloat);
+  s = s.contiguous();
+  Tensor out = at::zeros({m, n}, x1.options().dtype(at::kFloat));
+  Tensor acc = at::empty({m, n}, x1.options().dtype(at::kInt));
+  float* op_ = out.data_ptr<float>();
+  const int32_t* ap = acc.data_ptr<int32_t>();
+  for (int64_t g = 0; g < groups; ++g) {
+    int8_product(x1.narrow(1, g * kA8W4Group, kA8W4Group).contiguous(),
+                 w.narrow(0, g * kA8W4Group, kA8W4Group), acc, nullptr);
+    // (x1 - 8) @ w, the NPU's convention (op_sdk/ops/matmul.py): minus 8 column sums
+    const Tensor cs = w.narrow(0, g * kA8W4Group, kA8W4Group).to(at::kInt).sum(0, false, at::kInt);
+    const int32_t* csp = cs.data_ptr<int32_t>();
+    const float* sg = s.data_ptr<float>() + g * n;
+    parallel_rows(m, n, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t j = 0; j < n; ++j) {
+          const float t = float(ap[r * n + j] - 8 * csp[j]) * sg[j];
+          op_[r * n + j] = op_[r * n + j] + t;
+        }
+    });
+  }
+  if (offset.has_value()) out = out + *offset;
+  out = out * *pertoken;
+  return out.to(code == kFloat16 ? at::kHalf : at::kBFloat16);
+}
+
 Tensor npu_quant_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
                         const std::optional<Tensor>& offset,
                         const std::optional<Tensor>& pertoken_scale,
@@ -260,11 +361,27 @@ Tensor npu_quant_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
                         std::optional<int64_t> pertoken_scale_dtype,
                         std::optional<int64_t> scale_dtype, at::OptionalIntArrayRef group_sizes,
                         const std::optional<Tensor>& y_scale) {
+  const bool a4w4 = x1.scalar_type() == at::kInt && x2.scalar_type() == at::kInt;
+  if (x1.scalar_type() == at::kChar && x2.scalar_type() == at::kInt && !x1_dtype.has_value() &&
+      !x2_dtype.has_value())
+    return a8w4_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, group_sizes);
+  Tensor a = x1, b = x2;
+  if (a4w4) {
+    const auto [k, n, transposed] = a4w4_shapes(x1, x2);
+    const int64_t code = dtype_arg(kOp, "output_dtype", output_dtype,
+                                   {kInt8, kInt32, kFloat16, kBFloat16}, kInt8);
+    OPK_CHECK(pertoken_scale.has_value() || code == kFloat16, kOp, "output_dtype",
+              "must be float16 for int4 x1 and x2 without pertoken_scale, got ",
+              output_dtype.has_value() ? std::to_string(*output_dtype) : std::string("None"));
+    a = unpack_int4(x1);
+    b = transposed ? unpack_int4(x2.t()).t() : unpack_int4(x2);  // (k, n), in place if transposed
+    (void)k, (void)n;
+  }
   const int64_t code = check_quant_matmul(
-      kOp, x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype.has_value(),
+      kOp, a, b, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype.has_value(),
       x2_dtype.has_value(), pertoken_scale_dtype.has_value(), scale_dtype.has_value(),
       group_sizes.has_value(), y_scale.has_value());
-  return quant_matmul_impl(code, x1, x2, nullptr, scale, offset, pertoken_scale, bias);
+  return quant_matmul_impl(code, a, b, nullptr, scale, offset, pertoken_scale, bias);
 }
 
 // pack_quant_weight / quant_matmul_packed: see op_sdk/ops/matmul.py.

@@ -306,3 +306,95 @@ def test_dtype_cast_backward_from_complex_is_the_real_part():
     x = torch.randn(3, requires_grad=True)
     npu.npu_dtype_cast(x, torch.complex64).abs().sum().backward()
     torch.testing.assert_close(x.grad, torch.sign(x.detach()))
+
+
+# ---- npu_quant_matmul: int4 weights ----------------------------------------------------
+
+from op_sdk.ops._common import pack_int4  # noqa: E402
+from op_sdk.ops.matmul import quant_matmul_reference  # noqa: E402
+
+
+def _int4(*shape):
+    return torch.randint(-8, 8, shape, dtype=torch.int8)
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 64, 24), (5, 128, 40), (33, 64, 16)])
+@pytest.mark.parametrize("continuous", [False, True])
+@pytest.mark.parametrize("epilogue", ["fp16", "pertoken-bf16", "pertoken-fp16-bias"])
+def test_quant_matmul_a4w4(m, k, n, continuous, epilogue):
+    torch.manual_seed(0)
+    q1, q2 = _int4(m, k), _int4(k, n)
+    x1 = pack_int4(q1)
+    # (k, n/8) packed along n, or the transpose view of an (n, k/8) tensor packed along k
+    x2 = pack_int4(q2.t().contiguous()).t() if continuous else pack_int4(q2)
+    scale = torch.rand(n) / 50
+    kw = {"output_dtype": torch.float16}
+    if epilogue != "fp16":
+        kw = {"pertoken_scale": torch.rand(m), "output_dtype": bf16 if "bf16" in epilogue else fp16}
+    if "bias" in epilogue:
+        kw["bias"] = torch.randn(n, dtype=fp16)
+    out = npu.npu_quant_matmul(x1, x2, scale, **kw)
+    ref = quant_matmul_reference(x1, x2, scale, **kw)
+    assert out.shape == (m, n) and out.dtype == kw["output_dtype"]
+    assert torch.equal(out, ref)
+    int8 = quant_matmul_reference(q1, q2, scale, **kw)  # the same product on the int8 values
+    assert torch.equal(out, int8)
+
+
+def test_quant_matmul_a4w4_rules():
+    x1, x2 = pack_int4(_int4(4, 64)), pack_int4(_int4(64, 16))
+    with pytest.raises(RuntimeError, match="npu_quant_matmul: argument 'output_dtype' must be float16"):
+        npu.npu_quant_matmul(x1, x2, torch.rand(16))
+    with pytest.raises(RuntimeError, match="npu_quant_matmul: argument 'x2'"):
+        npu.npu_quant_matmul(x1, pack_int4(_int4(32, 16)), torch.rand(16), output_dtype=fp16)
+    with pytest.raises(RuntimeError, match="npu_quant_matmul: argument 'x2'"):
+        npu.npu_quant_matmul(x1, x2.unsqueeze(0), torch.rand(16), output_dtype=fp16)
+
+
+@pytest.mark.parametrize("m", [1, 7, 40])
+@pytest.mark.parametrize("packed_scale", [True, False])
+@pytest.mark.parametrize("out", [fp16, bf16])
+def test_quant_matmul_a8w4_per_group(m, packed_scale, out):
+    torch.manual_seed(0)
+    k, n = 512, 24
+    x1, q2 = torch.randint(-128, 128, (m, k), dtype=torch.int8), _int4(k, n)
+    s32 = torch.rand(k // 256, n) / 100
+    scale = pack_quant_scale(s32) if packed_scale else s32
+    pt, off = torch.rand(m, 1), torch.randn(n)
+    got = npu.npu_quant_matmul(x1, pack_int4(q2), scale, pertoken_scale=pt, offset=off,
+                               output_dtype=out)
+    ref = quant_matmul_reference(x1, pack_int4(q2), scale, pertoken_scale=pt, offset=off,
+                                 output_dtype=out)
+    assert got.shape == (m, n) and got.dtype == out
+    assert torch.equal(got, ref)
+    s = unpack_quant_scale(scale)
+    # the NPU's convention: x1 - 8 (the documented y offset 8 * sum_k x2 * scale cancels it)
+    expect = sum(((x1[:, g * 256:(g + 1) * 256].double() - 8) @ q2[g * 256:(g + 1) * 256].double())
+                 * s[g] for g in range(k // 256))
+    torch.testing.assert_close(got.double(), ((expect + off) * pt).to(out).double())
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_quant_matmul_a8w4_rules(device):
+    x1 = torch.zeros(4, 512, dtype=torch.int8, device=device)
+    x2 = torch.zeros(512, 3, dtype=torch.int32, device=device)
+    s, pt = torch.ones(2, 24, device=device), torch.ones(4, 1, device=device)
+    cases = [
+        ({"scale": torch.ones(24, device=device)}, "scale"),
+        ({"pertoken_scale": None}, "pertoken_scale"),
+        ({"pertoken_scale": torch.ones(4, device=device)}, "pertoken_scale"),
+        ({"output_dtype": None}, "output_dtype"),
+        ({"offset": torch.ones(3, device=device)}, "offset"),
+        ({"group_sizes": [0, 0, 128]}, "group_sizes"),
+    ]
+    for change, arg in cases:
+        kw = {"scale": s, "pertoken_scale": pt, "output_dtype": fp16}
+        kw.update(change)
+        scale = kw.pop("scale")
+        with pytest.raises(RuntimeError, match=f"npu_quant_matmul: argument '{arg}'"):
+            npu.npu_quant_matmul(x1, x2, scale, **kw)
+    with pytest.raises(RuntimeError, match="argument 'x1'"):
+        npu.npu_quant_matmul(x1[:, :384], x2[:384], s[:1], pertoken_scale=pt, output_dtype=fp16)
+    with pytest.raises(NotImplementedError, match="argument 'bias'"):
+        npu.npu_quant_matmul(x1, x2, s, pertoken_scale=pt, output_dtype=fp16,
+                             bias=torch.zeros(24, dtype=torch.int32, device=device))

@@ -18,6 +18,7 @@ from op_sdk.ops._common import (
     check_dtype,
     dtype_arg,
     quantize_round,
+    unpack_int4,
     unsupported,
 )
 
@@ -194,10 +195,117 @@ def check_quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype
     return code
 
 
+# ---- int4 weights (int32-packed: 8 values per int32, element 0 in the lowest nibble)
+#
+# A4W4: x1 int32 (m, k/8) and x2 int32, either (k, n/8) packed along n, or the "continuous
+# x2" layout: the transpose view (k/8, n) of an (n, k/8) tensor packed along k (which of
+# the two is told by shape, as torch_npu's Meta does: x2.size(-2) == x1.size(-1) is the
+# transposed one). The product is the int8 one on the unpacked values; the epilogue is
+# the int8 path's (without pertoken_scale the output must be float16, as on the NPU).
+# A8W4 (per-group, K-G): x1 int8 (m, k), x2 int32 (k, n/8), scale (k/256, n) per group of
+# 256 rows of k (int64 as npu_trans_quant_param packs it, or float32), pertoken_scale
+# (m, 1), offset (n,) float32 (the y offset), float16 / bfloat16 output. The NPU multiplies
+# x1 - 8 (it splits x1 into a signed high nibble and its low nibble minus 8), which the
+# documented y offset, 8 * sum_k x2 * scale, cancels:
+#   out = (sum_g scale[g] * ((x1[:, g] - 8) @ x2[g, :]) + offset) * pertoken_scale
+# summed in fp32 over the groups in order, each group's product exact in int32 (computed
+# as x1 @ x2 - 8 * the column sums of x2).
+
+A8W4_GROUP = 256
+
+
+def _is_a4w4(x1, x2):
+    return x1.dtype == torch.int32 and x2.dtype == torch.int32
+
+
+def _is_a8w4(x1, x2):
+    return x1.dtype == torch.int8 and x2.dtype == torch.int32
+
+
+def _a4w4_shapes(x1, x2, op="npu_quant_matmul"):
+    """(k, n, transposed x2) of an A4W4 call."""
+    check(x1.dim() >= 2, op, "x1", f"must have at least 2 dims (m, k/8), got {x1.dim()}")
+    check(x2.dim() == 2, op, "x2", f"must be 2-D for int4 (int32-packed) weights, got {x2.dim()} dims")
+    k = x1.shape[-1] * 8
+    if x2.shape[0] == x1.shape[-1]:
+        return k, x2.shape[1], True
+    check(x2.shape[0] == k, op, "x2", f"must be (k, n/8) = ({k}, n/8) packed along n, or the "
+          f"transpose of an (n, k/8) = (n, {k // 8}) tensor packed along k, got {list(x2.shape)}")
+    return k, x2.shape[1] * 8, False
+
+
+def _a4w4_unpack(x1, x2):
+    _, _, transposed = _a4w4_shapes(x1, x2)
+    w = unpack_int4(x2.t()).t() if transposed else unpack_int4(x2)
+    return unpack_int4(x1), w
+
+
+def _check_a4w4(x1, x2, pertoken_scale, output_dtype):
+    op = "npu_quant_matmul"
+    _a4w4_shapes(x1, x2)
+    code = dtype_arg(op, "output_dtype", output_dtype, tuple(_OUT_DTYPES), INT8)
+    if pertoken_scale is None:
+        check(code == FLOAT16, op, "output_dtype",
+              f"must be float16 for int4 x1 and x2 without pertoken_scale, got {output_dtype}")
+
+
+def check_a8w4(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, group_sizes):
+    """Returns (output code, k, n, groups)."""
+    op = "npu_quant_matmul"
+    check(x1.dim() == 2, op, "x1", f"must be 2-D (m, k) with int4 weights, got {x1.dim()} dims")
+    check(x2.dim() == 2, op, "x2", f"must be 2-D (k, n/8) int32 (int4 packed), got {x2.dim()} dims")
+    m, k = x1.shape
+    check(x2.shape[0] == k, op, "x2", f"must have k = {k} rows, got {list(x2.shape)}")
+    n = x2.shape[1] * 8
+    check(k % A8W4_GROUP == 0, op, "x1", f"k must be a multiple of {A8W4_GROUP} with int4 "
+          f"weights (one scale per {A8W4_GROUP} rows of k), got {k}")
+    groups = k // A8W4_GROUP
+    if group_sizes is not None:
+        check(len(group_sizes) == 3 and group_sizes[2] == A8W4_GROUP, op, "group_sizes",
+              f"must be [0, 0, {A8W4_GROUP}] (or None) with int4 weights, got {list(group_sizes)}")
+    check(scale.dtype in (torch.int64, torch.float32) and list(scale.shape) == [groups, n], op,
+          "scale", f"must be int64 (npu_trans_quant_param's packed value) or float32 of shape "
+          f"(k/{A8W4_GROUP}, n) = ({groups}, {n}), got {scale.dtype} {list(scale.shape)}")
+    check(pertoken_scale is not None, op, "pertoken_scale", "is required with int4 weights")
+    check(pertoken_scale.dtype == torch.float32 and pertoken_scale.dim() == 2
+          and list(pertoken_scale.shape) == [m, 1], op, "pertoken_scale",
+          f"must be float32 of shape (m, 1) = ({m}, 1) with int4 weights, got "
+          f"{pertoken_scale.dtype} {list(pertoken_scale.shape)}")
+    if offset is not None:
+        check(offset.dtype == torch.float32 and list(offset.shape) == [n], op, "offset",
+              f"must be float32 of shape (n,) = ({n},), got {offset.dtype} {list(offset.shape)}")
+    if bias is not None:
+        unsupported(op, "bias", "is not supported with int8 x1 and int4 weights (use offset)")
+    code = dtype_arg(op, "output_dtype", output_dtype, (FLOAT16, BFLOAT16), None)
+    return code, k, n, groups
+
+
+def _a8w4_reference(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, group_sizes):
+    code, k, n, groups = check_a8w4(x1, x2, scale, offset, pertoken_scale, bias, output_dtype,
+                                    group_sizes)
+    w = unpack_int4(x2)
+    s = unpack_quant_scale(scale)
+    out = torch.zeros(x1.shape[0], n)
+    for g in range(groups):
+        rows = slice(g * A8W4_GROUP, (g + 1) * A8W4_GROUP)
+        acc = (torch.matmul(x1[:, rows].double(), w[rows].double())
+               - 8 * w[rows].double().sum(0)).to(torch.int32)
+        out = out + acc.float() * s[g]
+    if offset is not None:
+        out = out + offset
+    return (out * pertoken_scale).to(_OUT_DTYPES[code])
+
+
 def quant_matmul_reference(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=None,
                            output_dtype=None, x1_dtype=None, x2_dtype=None,
                            pertoken_scale_dtype=None, scale_dtype=None, group_sizes=None,
                            y_scale=None):
+    if _is_a8w4(x1, x2) and x1_dtype is None and x2_dtype is None:
+        return _a8w4_reference(x1, x2, scale, offset, pertoken_scale, bias, output_dtype,
+                               group_sizes)
+    if _is_a4w4(x1, x2):
+        _check_a4w4(x1, x2, pertoken_scale, output_dtype)
+        x1, x2 = _a4w4_unpack(x1, x2)
     code = check_quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype,
                               x1_dtype, x2_dtype, pertoken_scale_dtype, scale_dtype,
                               group_sizes, y_scale)
@@ -223,6 +331,16 @@ def quant_matmul_fake(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=N
                       output_dtype=None, x1_dtype=None, x2_dtype=None,
                       pertoken_scale_dtype=None, scale_dtype=None, group_sizes=None,
                       y_scale=None):
+    if _is_a8w4(x1, x2) and x1_dtype is None and x2_dtype is None:
+        code, _, n, _ = check_a8w4(x1, x2, scale, offset, pertoken_scale, bias, output_dtype,
+                                   group_sizes)
+        return x1.new_empty((x1.shape[0], n), dtype=_OUT_DTYPES[code])
+    if _is_a4w4(x1, x2):
+        _check_a4w4(x1, x2, pertoken_scale, output_dtype)
+        k, n, _ = _a4w4_shapes(x1, x2)
+        # the int8 rules on operands of the unpacked shapes
+        x1 = x1.new_empty((*x1.shape[:-1], k), dtype=torch.int8)
+        x2 = x2.new_empty((k, n), dtype=torch.int8)
     code = check_quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype,
                               x1_dtype, x2_dtype, pertoken_scale_dtype, scale_dtype,
                               group_sizes, y_scale)
@@ -236,7 +354,8 @@ npu_quant_matmul = define_op(
     "int? x1_dtype=None, int? x2_dtype=None, int? pertoken_scale_dtype=None, "
     "int? scale_dtype=None, int[]? group_sizes=None, Tensor? y_scale=None) -> Tensor",
     reference=quant_matmul_reference, fake=quant_matmul_fake, native=("cpu",),
-    doc="int8 x int8 matmul with per-channel / per-token dequantisation (subset).",
+    doc="int8 x int8, int4 x int4 and int8 x int4 (per-group) matmul with per-channel / "
+        "per-token dequantisation.",
 )
 
 

@@ -161,7 +161,8 @@ def quantize_per_channel_int_repr(x, scales, zero_points, axis, dtype) -> torch.
 def uniform(rng: np.random.Generator, lo: float, hi: float, shape, dtype) -> np.ndarray:
     """np.random.uniform(lo, hi, shape).astype(dtype), drawn in float32 (much faster for the
     12 M-element upstream shapes; the distribution is what matters)."""
-    return (rng.random(shape, dtype=np.float32) * np.float32(hi - lo) + np.float32(lo)).astype(dtype)
+    u = rng.random(shape, dtype=np.float32) * np.float32(hi - lo) + np.float32(lo)
+    return u.astype(dtype)
 
 
 def ulp_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -185,3 +186,74 @@ def assert_within_ulps(actual: torch.Tensor, expected: torch.Tensor, ulps: int,
     assert int(d.max()) <= ulps, (
         f"{what}: {int((d > ulps).sum())} elements more than {ulps} ulp apart "
         f"(max {int(d.max())})")
+
+
+def trans_quant_param(scale: torch.Tensor, round_mode: int = 0) -> torch.Tensor:
+    """torch_npu.npu_trans_quant_param without offset, as its documentation
+    (docs/zh/custom_APIs/torch_npu/torch_npu-npu_trans_quant_param.md) describes it: the
+    float32 scale cut to FP19 (its top 19 bits; round_mode 1 rounds to nearest even
+    first) in the low 32 bits of an int64, with bit 46 set."""
+    bits = scale.to(torch.float32).contiguous().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    if round_mode == 1:
+        bits = bits + 0xFFF + ((bits >> 13) & 1)
+    return (bits & 0xFFFFE000) | (1 << 46)
+
+
+# ---- HiFloat8 ------------------------------------------------------------------------------
+#
+# HiFloat8 has no torch or numpy dtype (upstream's golden uses en_dtypes.hifloat8). The
+# format, as the HiFloat8 paper (Huawei, "Ascend HiFloat8 Format for Deep Learning", 2024)
+# defines it: sign bit, then a prefix-coded "dot" field giving the exponent width, a
+# sign-magnitude exponent and the mantissa:
+#   0000 eee   denormal-like: 2^(eee - 23) (eee = 0: zero; 0x80: NaN)
+#   0001 mmm   exponent 0
+#   001s mmm   exponent +-1
+#   01se mmm   exponent +-(2 + e)
+#   10se emm   exponent +-(4 + ee)
+#   11se eem   exponent +-(8 + eee); 0x6F / 0xEF (exponent 15, mantissa 1) are +-Inf
+# so the largest finite value is 2^15 = 32768. Conversion rounds half away from zero.
+
+def _hif8_magnitude(v: int) -> float:
+    """The value of the low 7 bits of a HiFloat8 byte (finite codes)."""
+    dot = v >> 3
+    if dot == 0:
+        return 0.0 if v == 0 else 2.0 ** ((v & 7) - 23)
+    if dot == 1:
+        e, m = 0, 1 + (v & 7) / 8
+    elif dot < 4:
+        e, m = (-1 if v & 8 else 1), 1 + (v & 7) / 8
+    elif dot < 8:
+        e, m = (2 + ((v >> 3) & 1)) * (-1 if v & 16 else 1), 1 + (v & 7) / 8
+    elif dot < 12:
+        e, m = (4 + ((v >> 2) & 3)) * (-1 if v & 16 else 1), 1 + (v & 3) / 4
+    else:
+        e, m = (8 + ((v >> 1) & 7)) * (-1 if v & 16 else 1), 1 + (v & 1) / 2
+    return m * 2.0 ** e
+
+
+def hifloat8_to_float(bits: torch.Tensor) -> torch.Tensor:
+    """HiFloat8 bytes (uint8) -> float64 values (NaN for 0x80, +-Inf for 0x6F / 0xEF)."""
+    table = []
+    for code in range(256):
+        v = code & 127
+        if code == 0x80:
+            table.append(float("nan"))
+        elif v == 0x6F:
+            table.append(float("-inf") if code & 128 else float("inf"))
+        else:
+            table.append(-_hif8_magnitude(v) if code & 128 else _hif8_magnitude(v))
+    return torch.tensor(table, dtype=torch.float64)[bits.to(torch.int64)]
+
+
+def round_to_hifloat8(x: torch.Tensor) -> torch.Tensor:
+    """float values -> the nearest finite HiFloat8 value (ties away from zero; magnitudes
+    past the largest finite value are not expected: the golden clips first), as float64."""
+    mags = sorted({_hif8_magnitude(v) for v in range(128) if v != 0x6F})
+    table = torch.tensor(mags, dtype=torch.float64)
+    a = x.to(torch.float64).abs()
+    hi_idx = torch.searchsorted(table, a).clamp(max=len(mags) - 1)
+    lo_idx = (hi_idx - 1).clamp(min=0)
+    lo, hi = table[lo_idx], table[hi_idx]
+    pick = torch.where(a - lo >= hi - a, hi, lo)  # the tie goes to the larger magnitude
+    pick = torch.where(a >= table[-1], table[-1], pick)
+    return torch.where(x < 0, -pick, pick)

@@ -103,6 +103,17 @@ def grid():
     for f in (1,):
         add("npu_transpose_batchmatmul", (_r(4, 5, 16, dtype=fp16), _r(4, 16, 6, dtype=fp16)),
             {"scale": torch.randint(1, 2**30, (24,)), "batch_split_factor": f})
+    from op_sdk.ops._common import pack_int4
+    for m, cont in itertools.product((1, 5), (False, True)):  # A4W4, both x2 layouts
+        q2 = torch.randint(-8, 8, (64, 24), dtype=i8)
+        x2 = pack_int4(q2.t().contiguous()).t() if cont else pack_int4(q2)
+        x1 = pack_int4(torch.randint(-8, 8, (m, 64), dtype=i8))
+        add("npu_quant_matmul", (x1, x2, _pos(24)), {"output_dtype": fp16})
+        add("npu_quant_matmul", (x1, x2, _pos(24)), {"output_dtype": bf16, "pertoken_scale": _pos(m)})
+    for out in (fp16, bf16):  # A8W4 per group
+        add("npu_quant_matmul", (_i8(3, 512), pack_int4(torch.randint(-8, 8, (512, 16), dtype=i8)),
+                                 torch.randint(1, 2**30, (2, 16))),
+            {"pertoken_scale": _pos(3, 1), "offset": _r(16), "output_dtype": out})
     for src, dst in itertools.product((fp32, torch.complex64), (torch.complex64, torch.complex128, fp32)):
         add("npu_dtype_cast", (_r(3, 5).to(src), dst))
     for src, dst in itertools.product((fp32, fp16, bf16), (i8, i32, fp16, bf16, fp32)):

@@ -113,3 +113,19 @@ def test_cpu_kernel_fake_and_torch_npu_meta_agree(i):
         warnings.simplefilter("ignore")
         ours = _signature(fake(*margs, **mkwargs)) if opdef.functional is None else theirs
     assert cpu == theirs == ours, f"cpu {cpu}\ntorch_npu meta {theirs}\nop_sdk fake {ours}"
+
+
+def test_documented_differences_from_torch_npus_meta():
+    """Where op_sdk answers differently on purpose (README, "Answered differently")."""
+    x = torch.randn(2, 6, 16)
+    # int4 + perchannel: torch_npu 2.13.0's Meta gives x.shape[:-2] + [H, H/8]; its eager
+    # kernel and op_sdk give x.shape[:-1] + [H/8]
+    y, _ = torch.ops.npu.npu_dynamic_quant(x, quant_mode="perchannel", dst_type=torch.quint4x2)
+    ym, _ = torch.ops.npu.npu_dynamic_quant(x.to("meta"), quant_mode="perchannel",
+                                            dst_type=torch.quint4x2)
+    assert tuple(y.shape) == (2, 6, 2) and tuple(ym.shape) == (2, 16, 2)
+    # int32 output with div_mode=False: plain int32 of the input's shape, as the Meta says
+    q = torch.ops.npu.npu_quantize(x, torch.ones(16), None, torch.int32, -1, False)
+    qm = torch.ops.npu.npu_quantize(x.to("meta"), torch.ones(16, device="meta"), None,
+                                    torch.int32, -1, False)
+    assert q.shape == qm.shape == x.shape and q.dtype == qm.dtype == torch.int32
