@@ -90,8 +90,7 @@ Plan check_transpose_batchmatmul(const Tensor& input, const Tensor& weight,
 // and saturated, as (M, 1, B * N). ATen calls, the arithmetic of op_sdk/ops/matmul.py.
 Tensor transpose_batchmatmul_int8(const Tensor& x, const Tensor& w, const Tensor& scale,
                                   const Plan& p) {
-  Tensor s = scale;
-  if (s.scalar_type() == at::kLong) s = at::bitwise_and(s, 0xFFFFE000).to(at::kInt).view(at::kFloat);
+  const Tensor s = unpack_quant_scale(scale);
   const Tensor acc = at::bmm(x.to(at::kFloat), w.to(at::kFloat)) * s.reshape({p.b, 1, p.n});
   const Tensor q = at::round(acc).clamp_(-128.0, 127.0).to(at::kChar);
   return q.permute({1, 0, 2}).reshape({p.m, 1, p.b * p.n}).contiguous();

@@ -75,6 +75,14 @@ inline void advise_huge_pages(const at::Tensor& t) {
   if (e > b) (void)madvise(reinterpret_cast<void*>(b), e - b, MADV_HUGEPAGE);
 }
 
+// The fp32 scale an npu_trans_quant_param value holds (int64: the fp32 bits with the low
+// 13 mantissa bits cleared, in its low word); a float32 scale as it is
+// (unpack_quant_scale of op_sdk/ops/matmul.py).
+inline at::Tensor unpack_quant_scale(const at::Tensor& scale) {
+  if (scale.scalar_type() != at::kLong) return scale;
+  return at::bitwise_and(scale, 0xFFFFE000).to(at::kInt).view(at::kFloat);
+}
+
 // at::empty for an output the kernels fill.
 inline at::Tensor new_output(at::IntArrayRef shape, const at::TensorOptions& options) {
   at::Tensor t = at::empty(shape, options);

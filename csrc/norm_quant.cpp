@@ -50,10 +50,6 @@ bool arq_allowed(c10::ScalarType x, c10::ScalarType s, std::optional<c10::Scalar
   return false;
 }
 
-std::optional<c10::ScalarType> dtype_of(const std::optional<Tensor>& t) {
-  return t.has_value() ? std::optional<c10::ScalarType>(t->scalar_type()) : std::nullopt;
-}
-
 // Returns the dst_type code.
 int64_t check_add_rms_norm_quant(const Tensor& x1, const Tensor& x2, const Tensor& gamma,
                                  const Tensor& scales1, const std::optional<Tensor>& zero_points1,

@@ -325,10 +325,7 @@ Tensor a8w4_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
   const int64_t code = dtype_arg(op, "output_dtype", output_dtype, {kFloat16, kBFloat16}, -1);
   // exact int32 product per group of 256 rows of k; fp32 sum over the groups in order
   const Tensor w = unpack_int4(x2);
-  Tensor s = scale;
-  if (s.scalar_type() == at::kLong)
-    s = at::bitwise_and(s, 0xFFFFE000).to(at::kInt).view(at::kFloat);
-  s = s.contiguous();
+  const Tensor s = unpack_quant_scale(scale).contiguous();
   Tensor out = at::zeros({m, n}, x1.options().dtype(at::kFloat));
   Tensor acc = at::empty({m, n}, x1.options().dtype(at::kInt));
   float* op_ = out.data_ptr<float>();
@@ -367,7 +364,7 @@ Tensor npu_quant_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
     return a8w4_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, group_sizes);
   Tensor a = x1, b = x2;
   if (a4w4) {
-    const auto [k, n, transposed] = a4w4_shapes(x1, x2);
+    const bool transposed = std::get<2>(a4w4_shapes(x1, x2));
     const int64_t code = dtype_arg(kOp, "output_dtype", output_dtype,
                                    {kInt8, kInt32, kFloat16, kBFloat16}, kInt8);
     OPK_CHECK(pertoken_scale.has_value() || code == kFloat16, kOp, "output_dtype",
@@ -375,7 +372,6 @@ Tensor npu_quant_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
               output_dtype.has_value() ? std::to_string(*output_dtype) : std::string("None"));
     a = unpack_int4(x1);
     b = transposed ? unpack_int4(x2.t()).t() : unpack_int4(x2);  // (k, n), in place if transposed
-    (void)k, (void)n;
   }
   const int64_t code = check_quant_matmul(
       kOp, a, b, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype.has_value(),

@@ -71,21 +71,28 @@ def _needed(path: str) -> list[str]:
     return re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", _readelf(["-d"], path))
 
 
-def _dynsyms(path: str) -> tuple[set[str], set[str]]:
-    """(defined, undefined) global dynamic symbols of one ELF file, versions stripped."""
-    defined, undefined = set(), set()
+def _dynsyms(path: str) -> tuple[set[str], set[str], set[str]]:
+    """(defined, undefined, undefined data) global dynamic symbols of one ELF file,
+    versions stripped."""
+    defined, undefined, objects = set(), set(), set()
     for line in _readelf(["--dyn-syms"], path).splitlines():
         cols = line.split()
         if len(cols) < 8 or not cols[0].endswith(":") or cols[4] == "LOCAL":
             continue
         name = cols[7].split("@")[0]
         (undefined if cols[6] == "UND" else defined).add(name)
-    return defined, undefined
+        if cols[6] == "UND" and cols[3] == "OBJECT":
+            objects.add(name)
+    return defined, undefined, objects
+
+
+_LDCONFIG: list[str] = []
 
 
 def _system_lib(soname: str) -> str | None:
-    out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
-    m = re.search(rf"^\s*{re.escape(soname)} \(.*x86-64.*\) => (\S+)$", out, re.M)
+    if not _LDCONFIG:
+        _LDCONFIG.append(subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout)
+    m = re.search(rf"^\s*{re.escape(soname)} \(.*x86-64.*\) => (\S+)$", _LDCONFIG[0], re.M)
     return m.group(1) if m else None
 
 
@@ -134,13 +141,10 @@ def _build_stubs(site: str, stubs: str) -> tuple[list[str], int]:
         for soname in _needed(path):
             if soname not in local and _system_lib(soname) is None:
                 missing.add(soname)
-        d, u = _dynsyms(path)
+        d, u, o = _dynsyms(path)
         defined |= d
         undefined |= u
-        for line in _readelf(["--dyn-syms"], path).splitlines():
-            cols = line.split()
-            if len(cols) >= 8 and cols[6] == "UND" and cols[3] == "OBJECT":
-                objects.add(cols[7].split("@")[0])
+        objects |= o
     providers = [p for p in local.values() if p not in ours]
     providers += [p for p in (_system_lib(s) for s in _SYSTEM_LIBS) if p]
     if os.path.exists(libpython):
