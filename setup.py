@@ -1,17 +1,24 @@
-"""Builds op_sdk and its C++ CPU kernels (op_sdk._C) with ninja through
-torch.utils.cpp_extension. Install with ``pip install --no-build-isolation -e .`` so the
-build uses the torch already installed instead of downloading another."""
+"""Builds op_sdk's C++ CPU kernels (op_sdk._C) with ninja through torch.utils.cpp_extension;
+the package metadata is in pyproject.toml. Build against the torch already installed:
+
+    pip install --no-build-isolation -e .      # or without -e, or: pip wheel --no-build-isolation .
+
+With build isolation pip would download another torch (the newest, with its CUDA packages)
+only to compile against it, and the extension would not load into the torch you have.
+"""
 
 import glob
 import os
+import platform
+import shutil
 
-from setuptools import find_packages, setup
+from setuptools import setup
+from setuptools.command.build_py import build_py
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 here = os.path.dirname(os.path.abspath(__file__))
+X86 = platform.machine().lower() in ("x86_64", "amd64", "x64")
 
-# Baseline x86-64-v3 (AVX2 + FMA + F16C); hot loops add AVX-512 clones chosen at load
-# time (see kernels/simd.h), so one binary runs everywhere and uses what the CPU has.
 # -fopenmp: at::parallel_for is an inline `#pragma omp parallel` (torch's OpenMP backend);
 # without the flag it silently runs on one thread. The .so then needs libgomp.so.1, which
 # resolves to the copy torch has already loaded (one OpenMP runtime, torch's thread count).
@@ -21,26 +28,41 @@ here = os.path.dirname(os.path.abspath(__file__))
 # FMA it says so with fma()).
 # -Wno-maybe-uninitialized: GCC 12 false positives inside its own AVX-512 intrinsics
 # (_mm512_undefined_*), reported at every inlined use.
-cxx_flags = ["-O3", "-std=c++20", "-fopenmp", "-mavx2", "-mfma", "-mf16c",
-             "-fno-math-errno", "-ffp-contract=off", "-Wall", "-Wno-unused-function", "-Wno-maybe-uninitialized"]
+CXX_FLAGS = ["-O3", "-std=c++20", "-fopenmp", "-fno-math-errno", "-ffp-contract=off", "-Wall",
+             "-Wno-unused-function", "-Wno-maybe-uninitialized"]
+# x86-64: baseline x86-64-v3 (AVX2 + FMA + F16C); hot loops add AVX-512 clones chosen at
+# load time (kernels/simd.h), so one binary runs everywhere and uses what the CPU has.
+# Elsewhere (aarch64 hosts of Ascend servers) the portable kernels of the same headers.
+X86_FLAGS = ["-mavx2", "-mfma", "-mf16c"]
+
+# Headers shipped inside the package (op_sdk/include/), for code that builds against the
+# torch-free kernels: kernels/*.h, *.inl and csrc/*.h.
+HEADER_DIRS = {"kernels": ("*.h", "*.inl"), "csrc": ("*.h",)}
+
+
+class BuildPyWithHeaders(build_py):
+    def run(self):
+        super().run()
+        for folder, patterns in HEADER_DIRS.items():
+            target = os.path.join(self.build_lib, "op_sdk", "include", folder)
+            os.makedirs(target, exist_ok=True)
+            for pattern in patterns:
+                for path in sorted(glob.glob(os.path.join(here, folder, pattern))):
+                    shutil.copy2(path, target)
+
 
 ext = CppExtension(
     name="op_sdk._C",
-    sources=sorted(glob.glob(os.path.join("csrc", "*.cpp"))),
+    sources=sorted(os.path.join("csrc", f) for f in os.listdir(os.path.join(here, "csrc"))
+                   if f.endswith(".cpp")),
     include_dirs=[os.path.join(here, "kernels"), os.path.join(here, "csrc")],
-    extra_compile_args={"cxx": cxx_flags},
+    extra_compile_args={"cxx": CXX_FLAGS + (X86_FLAGS if X86 else [])},
     extra_link_args=["-fopenmp"],
     py_limited_api=False,
 )
 
 setup(
-    name="op_sdk",
-    version="0.1.0",
-    description="Fused operators and FX fusion passes for PyTorch graph mode",
-    packages=find_packages(include=["op_sdk", "op_sdk.*"]),
     ext_modules=[ext],
-    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
-    python_requires=">=3.10",
-    install_requires=[],  # torch is expected to be installed already
-    entry_points={"console_scripts": ["op-sdk=op_sdk.cli:main"]},
+    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True),
+              "build_py": BuildPyWithHeaders},
 )

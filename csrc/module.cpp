@@ -6,8 +6,11 @@
 //   native_ops() -> list[tuple[str, str]]            (namespace, name) of each native operator
 //   register_kernels(ns, name) -> list[tuple[str, str]]
 //       (dispatch key, "" or the error) for each kernel of that operator
+//   cpu_isa() -> dict   the instruction set the kernels run ("generic", "avx2", "avx512")
+//       and whether the int8 GEMM paths exist on this CPU ("vnni", "amx")
 #include <Python.h>
 
+#include "quant_matmul_amx.h"
 #include "registry.h"
 
 namespace {
@@ -34,10 +37,18 @@ PyObject* register_kernels(PyObject*, PyObject* args) {
   return list;
 }
 
+PyObject* cpu_isa(PyObject*, PyObject*) {
+  return Py_BuildValue("{s:s,s:O,s:O,s:s}", "isa", opk::isa_name(), "vnni",
+                       opk::has_avx512_vnni() ? Py_True : Py_False, "amx",
+                       opk::amx_available() ? Py_True : Py_False, "arch",
+                       OPK_X86 ? "x86_64" : "portable");
+}
+
 PyMethodDef methods[] = {
     {"native_ops", native_ops, METH_NOARGS, "(namespace, name) of each native operator"},
     {"register_kernels", register_kernels, METH_VARARGS,
      "register one operator's CPU and Autograd{CPU,CUDA} kernels; (key, error or '') each"},
+    {"cpu_isa", cpu_isa, METH_NOARGS, "the instruction set the kernels use on this CPU"},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -149,6 +149,7 @@ void int8_product(const Tensor& a, const Tensor& b, Tensor& acc, const int8_t* p
     at::_int_mm_out(acc, a_rows, b);
     return;
   }
+#if OPK_X86
   const int8_t* bp = ptr<int8_t>(b);
   const int64_t ldb = n <= 1 ? k : b.stride(1), kpad = opk::gemm_nt_padded_k(k);
   int32_t* cp = acc.data_ptr<int32_t>();
@@ -177,6 +178,7 @@ void int8_product(const Tensor& a, const Tensor& b, Tensor& acc, const int8_t* p
     else
       opk::vnni::int8_gemm_nt(au.data(), m, bp, ldb, k, g0 * 4, std::min(n, g1 * 4), cp, n);
   });
+#endif  // OPK_X86 (elsewhere vnni and amx are false: ATen's GEMM above)
 }
 
 // The checked operator: product (packed weight when given) and epilogue, per batch.

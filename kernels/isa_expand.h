@@ -1,10 +1,18 @@
 // Compiles the kernel body named by OPK_KERNEL_BODY once per instruction set (see simd.h):
-// in opk::avx2 with the baseline flags and in opk::avx512 under a target pragma.
+// in opk::generic (portable C++) everywhere, and on x86-64 also in opk::avx2 with the
+// baseline flags and in opk::avx512 under a target pragma.
 // No include guard on purpose: each kernel header includes this file once, for its body.
 #ifndef OPK_KERNEL_BODY
 #error "define OPK_KERNEL_BODY before including isa_expand.h"
 #endif
 
+namespace opk {
+namespace generic {
+#include OPK_KERNEL_BODY
+}  // namespace generic
+}  // namespace opk
+
+#if OPK_X86
 namespace opk {
 namespace avx2 {
 #include OPK_KERNEL_BODY
@@ -19,5 +27,6 @@ namespace avx512 {
 }  // namespace avx512
 }  // namespace opk
 #pragma GCC pop_options
+#endif
 
 #undef OPK_KERNEL_BODY

@@ -43,7 +43,7 @@ void add_rms_norm_quant_rows(const AddRmsNormQuantParams<T>& p, int64_t r0, int6
         if (!p.y2_zero_filled) std::memset(y2, 0, size_t(n));
       }
     }
-    if constexpr (kStream) _mm_sfence();  // order the streamed stores before the join
+    if constexpr (kStream) store_fence();  // order the streamed stores before the join
   }, p.div_mode, p.beta != nullptr, p.zp1 != nullptr, p.scales2 != nullptr, p.zp2 != nullptr,
      p.stream);
 }
@@ -108,6 +108,6 @@ void add_rms_norm_dynamic_quant_rows(const AddRmsNormDynamicQuantParams<T>& p, i
           put_q<kStream>(p.y2 + r * n + j, y * load(sm2 + j, tail) * mul2, lo, hi, tail);
       });
     }
-    if constexpr (kStream) _mm_sfence();  // order the streamed stores before the join
+    if constexpr (kStream) store_fence();  // order the streamed stores before the join
   }, p.beta != nullptr, p.y1 != nullptr, p.y2 != nullptr, p.stream);
 }

@@ -25,8 +25,12 @@ namespace opk {
 // A run-time property of the CPU: the VNNI kernel exists only where this is true.
 // OP_SDK_CPU_ISA=avx2 turns it off like the other AVX-512 paths.
 inline bool has_avx512_vnni() {
+#if OPK_X86
   static const bool yes = use_avx512() && __builtin_cpu_supports("avx512vnni");
   return yes;
+#else
+  return false;
+#endif
 }
 
 // The rows of A re-encoded for VPDPBUSD: u8 (a + 128), each row zero-padded to kpad
@@ -54,6 +58,7 @@ void quant_matmul_epilogue_row(const int32_t* acc, const float* scale, bool scal
 }  // namespace opk
 
 // ---------------------------------------------------------------------------------------
+#if OPK_X86
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
 namespace opk {
@@ -148,3 +153,4 @@ inline void int8_gemm_nt(const uint8_t* au, int64_t m, const int8_t* b, int64_t 
 }  // namespace vnni
 }  // namespace opk
 #pragma GCC pop_options
+#endif  // OPK_X86

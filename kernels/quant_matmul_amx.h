@@ -11,11 +11,6 @@
 // (arch_prctl ARCH_REQ_XCOMP_PERM), which amx_available() asks for once.
 #pragma once
 
-#include <cpuid.h>
-#include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -23,9 +18,19 @@
 #include "quant_matmul.h"  // gemm_nt_padded_k
 #include "simd.h"
 
+#if OPK_X86
+#include <cpuid.h>
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 namespace opk {
 
 inline bool detect_amx() {
+#if !OPK_X86
+  return false;
+#else
   if (!use_avx512()) return false;  // also off under OP_SDK_CPU_ISA=avx2
   unsigned a, b, c, d;
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
@@ -33,6 +38,7 @@ inline bool detect_amx() {
   if (!tile || !int8) return false;
   constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
   return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+#endif
 }
 inline bool amx_available() {
   static const bool yes = detect_amx();
@@ -41,6 +47,7 @@ inline bool amx_available() {
 
 }  // namespace opk
 
+#if OPK_X86
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,amx-tile,amx-int8")
 namespace opk {
@@ -186,3 +193,4 @@ inline void int8_gemm_nt(const int8_t* a, int64_t kpad, int64_t m, const int8_t*
 }  // namespace amx
 }  // namespace opk
 #pragma GCC pop_options
+#endif  // OPK_X86

@@ -12,8 +12,6 @@
 // the same reason: the weight is the bulk of the traffic at decode sizes.)
 #pragma once
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -68,6 +66,7 @@ inline void pack(const int8_t* w, int64_t ldw, int64_t ldk, int64_t n, int64_t k
 }  // namespace packed
 }  // namespace opk
 
+#if OPK_X86
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
 namespace opk {
@@ -158,3 +157,4 @@ inline void gemm(const int8_t* a, int64_t m, const int8_t* pw, int64_t n, int64_
 }  // namespace packed
 }  // namespace opk
 #pragma GCC pop_options
+#endif  // OPK_X86

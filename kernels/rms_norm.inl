@@ -98,7 +98,7 @@ void rms_norm_rows(const T* x, const G* gamma, T* y, float* rstd, int64_t rows, 
         put<kStream>(yr + j, load(s + j, tail) * vr * load(gamma + j, tail), tail);
       });
     }
-    if constexpr (kStream) _mm_sfence();  // order the streamed stores before the join
+    if constexpr (kStream) store_fence();  // order the streamed stores before the join
   }, stream);
 }
 
@@ -127,6 +127,6 @@ void add_rms_norm_rows(const T* x1, const T* x2, const T* gamma, T* y, float* y3
         if constexpr (decltype(has_y)::value) put<kStream>(y + r * n + j, v, tail);
       });
     }
-    if constexpr (kStream) _mm_sfence();
+    if constexpr (kStream) store_fence();
   }, y != nullptr, y32 != nullptr, stream);
 }

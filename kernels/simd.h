@@ -1,21 +1,30 @@
 // Torch-free SIMD layer of the CPU kernels: storage types, exact fp16/bf16 <-> fp32
 // conversions, and one small float-vector API per instruction set.
 //
-// The binary is built for x86-64-v3 (AVX2 + FMA + F16C, see setup.py). Each kernel header
-// compiles its body twice through kernels/isa_expand.h: once in namespace opk::avx2 with
-// the baseline flags, once in opk::avx512 under `#pragma GCC target` (AVX-512 F/BW/VL/DQ).
-// The public wrappers pick one at run time (use_avx512()), so the same .so uses 512-bit
-// vectors where the CPU has them. GCC's auto-vectoriser does not do this job: it keeps
-// 256-bit vectors even in AVX-512 clones and does not vectorise _Float16 conversions.
+// Each kernel header compiles its body once per instruction set through
+// kernels/isa_expand.h: in namespace opk::generic (portable C++, 8 float lanes held in an
+// array, the only one on non-x86 hosts such as Kunpeng aarch64), and on x86-64 also in
+// opk::avx2 with the baseline flags (x86-64-v3: AVX2 + FMA + F16C, see setup.py) and in
+// opk::avx512 under `#pragma GCC target` (AVX-512 F/BW/VL/DQ). The public wrappers pick
+// one at run time (OPK_ISA_CALL), so the same .so uses 512-bit vectors where the CPU has
+// them. GCC's auto-vectoriser does not do this job: it keeps 256-bit vectors even in
+// AVX-512 clones and does not vectorise _Float16 conversions.
 //
-// Every kernel is written against the same names in both namespaces:
+// Every kernel is written against the same names in every namespace:
 //   Vec (float lanes, Vec::N of them), Full (tag: a whole vector), load / store for
 //   float, bf16, fp16 with a Full or partial (int count, zero-filled) tail, arithmetic
 //   operators, fma / abs / max / min, reduce_add / reduce_max, store_q (round half to
-//   even + saturate to an integer type), for_each_vec (the loop with its tail).
+//   even + saturate to an integer type), store_fence, for_each_vec (the loop with its
+//   tail). generic and avx2 have the same lane count and the same reduction trees, so
+//   their results are bit-identical.
 #pragma once
 
+#if defined(__x86_64__) || defined(_M_X64)
+#define OPK_X86 1
 #include <immintrin.h>
+#else
+#define OPK_X86 0
+#endif
 
 #include <cmath>
 #include <cstdint>
@@ -41,7 +50,51 @@ inline float to_float(bf16 v) {
   std::memcpy(&f, &u, 4);
   return f;
 }
+
+// IEEE binary16 <-> binary32 in plain C++ (the same results as F16C's VCVTPH2PS /
+// VCVTPS2PH with round-to-nearest-even: NaNs are quieted and keep their upper payload).
+inline float fp16_bits_to_float(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  uint32_t u;
+  if (exp == 0x1f) {
+    u = sign | 0x7f800000u | (man != 0 ? 0x400000u : 0u) | (man << 13);
+  } else if (exp != 0) {
+    u = sign | ((exp + 112) << 23) | (man << 13);
+  } else {
+    const float f = float(man) * 5.9604644775390625e-8f;  // man * 2^-24, exact
+    std::memcpy(&u, &f, 4);
+    u |= sign;
+  }
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline uint16_t fp16_bits_rne(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint16_t sign = uint16_t((u >> 16) & 0x8000u);
+  uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u | ((a >> 13) & 0x3ffu));  // NaN
+  if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // >= 65520 rounds to infinity
+  if (a < 0x38800000u) {
+    // below 2^-14: a subnormal half. Adding 0.5 (whose ulp is 2^-24) rounds the value to
+    // a multiple of 2^-24, half to even, in the FPU; the low mantissa bits are the result.
+    float af;
+    std::memcpy(&af, &a, 4);
+    const float r = af + 0.5f;
+    uint32_t ru;
+    std::memcpy(&ru, &r, 4);
+    return uint16_t(sign | (ru - 0x3f000000u));
+  }
+  a += 0xc8000fffu + ((a >> 13) & 1u);  // re-bias the exponent (-112 << 23) and round
+  return uint16_t(sign | (a >> 13));
+}
+
+#if OPK_X86
 inline float to_float(fp16 v) { return _cvtsh_ss(v.bits); }
+#else
+inline float to_float(fp16 v) { return fp16_bits_to_float(v.bits); }
+#endif
 
 // Round to nearest even, NaN -> canonical quiet NaN (the same bits as c10::BFloat16).
 inline uint16_t bf16_bits_rne(float f) {
@@ -60,26 +113,55 @@ template <>
 inline bf16 from_float<bf16>(float f) { return bf16{bf16_bits_rne(f)}; }
 template <>
 inline fp16 from_float<fp16>(float f) {
+#if OPK_X86
   return fp16{uint16_t(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT))};
+#else
+  return fp16{fp16_bits_rne(f)};
+#endif
 }
 
-// Run-time choice of the instruction set. OP_SDK_CPU_ISA=avx2 forces the baseline path
-// (the tests use it to check both paths on an AVX-512 machine).
-inline bool detect_avx512() {
-  const char* env = std::getenv("OP_SDK_CPU_ISA");
-  if (env != nullptr && std::strcmp(env, "avx2") == 0) return false;
+// Run-time choice of the instruction set: the best the CPU has, or the one named by
+// OP_SDK_CPU_ISA (generic, avx2, avx512; a name the CPU or the build cannot run falls back
+// to the best that can). The tests use it to check every path on one machine.
+enum class Isa { generic = 0, avx2 = 1, avx512 = 2 };
+inline Isa detect_isa() {
+#if OPK_X86
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  const Isa best = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")
+                       ? Isa::avx512
+                       : Isa::avx2;
+#else
+  const Isa best = Isa::generic;
+#endif
+  const char* env = std::getenv("OP_SDK_CPU_ISA");
+  if (env == nullptr) return best;
+  if (std::strcmp(env, "generic") == 0) return Isa::generic;
+  if (std::strcmp(env, "avx2") == 0 && best >= Isa::avx2) return Isa::avx2;
+  return best;
 }
-inline bool use_avx512() {
-  static const bool yes = detect_avx512();
-  return yes;
+inline Isa isa() {
+  static const Isa v = detect_isa();
+  return v;
+}
+inline bool use_avx512() { return isa() == Isa::avx512; }
+inline const char* isa_name() {
+  switch (isa()) {
+    case Isa::avx512: return "avx512";
+    case Isa::avx2: return "avx2";
+    default: return "generic";
+  }
 }
 
 // Calls fn from the namespace of the instruction set in use.
-#define OPK_ISA_CALL(fn, ...) \
-  (::opk::use_avx512() ? ::opk::avx512::fn(__VA_ARGS__) : ::opk::avx2::fn(__VA_ARGS__))
+#if OPK_X86
+#define OPK_ISA_CALL(fn, ...)                                                \
+  (::opk::isa() == ::opk::Isa::avx512 ? ::opk::avx512::fn(__VA_ARGS__)      \
+   : ::opk::isa() == ::opk::Isa::avx2 ? ::opk::avx2::fn(__VA_ARGS__)        \
+                                      : ::opk::generic::fn(__VA_ARGS__))
+#else
+#define OPK_ISA_CALL(fn, ...) (::opk::generic::fn(__VA_ARGS__))
+#endif
 
 // A per-thread fp32 row (and int8 row) scratch buffer, 64-byte aligned, so a row is read
 // and converted once and the later passes run from L1 / L2.
@@ -116,7 +198,7 @@ inline decltype(auto) with_flags(F&& f, bool b, Rest... rest) {
 // passes, so the memory system is not idle between the reading passes of two rows.
 template <typename T>
 inline void prefetch_row_part(const T* next_row, int64_t j) {
-  _mm_prefetch(reinterpret_cast<const char*>(next_row + j), _MM_HINT_T0);
+  __builtin_prefetch(next_row + j, 0, 3);
 }
 
 // Pack int4 values (int8 holding [-8, 7]) 8 per int32, element 0 in the lowest nibble.
@@ -136,6 +218,139 @@ inline void pack_int4_row(const int8_t* q, int32_t* out, int64_t n) {
 
 }  // namespace opk
 
+// ---------------------------------------------------------------------------------------
+// Portable C++: 8 float lanes in an array (GCC vectorises the lane loops for the target:
+// NEON on aarch64). The same lane count and reduction trees as avx2, and the same rules
+// at the edges (max / min return the second operand when either is NaN, as MAXPS does;
+// quantised stores clamp, round half to even and saturate), so the two agree bit for bit.
+namespace opk {
+namespace generic {
+
+struct Full {};
+
+struct Vec {
+  static constexpr int N = 8;
+  float v[8];
+};
+
+template <typename F>
+inline Vec map(F&& f) {
+  Vec r;
+  for (int i = 0; i < Vec::N; ++i) r.v[i] = f(i);
+  return r;
+}
+inline Vec zero() { return map([](int) { return 0.0f; }); }
+inline Vec set1(float f) { return map([f](int) { return f; }); }
+inline Vec operator+(Vec a, Vec b) { return map([&](int i) { return a.v[i] + b.v[i]; }); }
+inline Vec operator-(Vec a, Vec b) { return map([&](int i) { return a.v[i] - b.v[i]; }); }
+inline Vec operator*(Vec a, Vec b) { return map([&](int i) { return a.v[i] * b.v[i]; }); }
+inline Vec operator/(Vec a, Vec b) { return map([&](int i) { return a.v[i] / b.v[i]; }); }
+inline Vec fma(Vec a, Vec b, Vec c) {
+  return map([&](int i) { return std::fma(a.v[i], b.v[i], c.v[i]); });
+}
+inline float abs1(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u &= 0x7fffffffu;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+inline float max1(float a, float b) { return a > b ? a : b; }
+inline float min1(float a, float b) { return a < b ? a : b; }
+inline Vec abs(Vec a) { return map([&](int i) { return abs1(a.v[i]); }); }
+inline Vec max(Vec a, Vec b) { return map([&](int i) { return max1(a.v[i], b.v[i]); }); }
+inline Vec min(Vec a, Vec b) { return map([&](int i) { return min1(a.v[i], b.v[i]); }); }
+
+// avx2's tree: lanes i and i + 4, then i and i + 2, then 0 and 1
+inline float reduce_add(Vec a) {
+  float s[4];
+  for (int i = 0; i < 4; ++i) s[i] = a.v[i] + a.v[i + 4];
+  const float s0 = s[0] + s[2], s1 = s[1] + s[3];
+  return s0 + s1;
+}
+inline float reduce_max(Vec a) {
+  float s[4];
+  for (int i = 0; i < 4; ++i) s[i] = max1(a.v[i], a.v[i + 4]);
+  const float s0 = max1(s[0], s[2]), s1 = max1(s[1], s[3]);
+  return max1(s0, s1);
+}
+
+template <typename T>
+inline Vec load(const T* p, Full) {
+  return map([&](int i) { return to_float(p[i]); });
+}
+inline Vec load(const int32_t* p, Full) {
+  return map([&](int i) { return static_cast<float>(p[i]); });
+}
+template <typename T>
+inline Vec load(const T* p, int n) {
+  alignas(32) T tmp[Vec::N];
+  std::memset(tmp, 0, sizeof(tmp));
+  std::memcpy(tmp, p, sizeof(T) * size_t(n));
+  return load(tmp, Full{});
+}
+
+template <typename T>
+inline void store(T* p, Vec a, Full) {
+  for (int i = 0; i < Vec::N; ++i) p[i] = from_float<T>(a.v[i]);
+}
+template <typename T>
+inline void store(T* p, Vec a, int n) {
+  for (int i = 0; i < n; ++i) p[i] = from_float<T>(a.v[i]);
+}
+// No non-temporal stores in portable C++: plain stores, and nothing to fence.
+template <typename T>
+inline void store_stream(T* p, Vec a) {
+  store(p, a, Full{});
+}
+inline void store_fence() {}
+
+// clamp to [lo, hi] (a NaN lane takes lo), round half to even
+inline float round_clamp(float a, float lo, float hi) {
+  return __builtin_roundevenf(min1(max1(a, lo), hi));
+}
+template <typename O>
+inline O saturate(float r) {
+  if constexpr (std::is_same_v<O, int32_t>) {
+    return int32_t(r);
+  } else {
+    constexpr float lo = std::is_same_v<O, int8_t> ? -128.0f : 0.0f;
+    constexpr float hi = std::is_same_v<O, int8_t> ? 127.0f : 255.0f;
+    return O(r < lo ? lo : (r > hi ? hi : r));
+  }
+}
+template <typename O>
+inline O quantise1(float a, float lo, float hi) {
+  if constexpr (std::is_same_v<O, int32_t>) {
+    // 2^31 - 1 is not an fp32 value; values >= 2^31 saturate
+    if (a >= 2147483648.0f) return 0x7fffffff;
+    return int32_t(round_clamp(a, lo, 2147483520.0f));
+  } else {
+    return saturate<O>(round_clamp(a, lo, hi));
+  }
+}
+template <typename O>
+inline void store_q(O* p, Vec a, Vec lo, Vec hi, Full) {
+  for (int i = 0; i < Vec::N; ++i) p[i] = quantise1<O>(a.v[i], lo.v[i], hi.v[i]);
+}
+template <typename O>
+inline void store_q(O* p, Vec a, Vec lo, Vec hi, int n) {
+  for (int i = 0; i < n; ++i) p[i] = quantise1<O>(a.v[i], lo.v[i], hi.v[i]);
+}
+inline void store_q_stream(int8_t* p, Vec a, Vec lo, Vec hi) { store_q(p, a, lo, hi, Full{}); }
+
+// The row loop with its tail: f(j, Full{}) on whole vectors, then f(j, count) once.
+template <typename F>
+inline void for_each_vec(int64_t n, F&& f) {
+  int64_t j = 0;
+  for (; j + Vec::N <= n; j += Vec::N) f(j, Full{});
+  if (j < n) f(j, int(n - j));
+}
+
+}  // namespace generic
+}  // namespace opk
+
+#if OPK_X86
 // ---------------------------------------------------------------------------------------
 // AVX2 + FMA + F16C: 8 float lanes (the baseline of the build).
 namespace opk {
@@ -228,6 +443,8 @@ inline void store_stream(bf16* p, Vec a) {
 inline void store_stream(fp16* p, Vec a) {
   _mm_stream_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(a.v, _MM_FROUND_TO_NEAREST_INT));
 }
+
+inline void store_fence() { _mm_sfence(); }
 
 // ---- quantised stores: round half to even, saturate to [lo, hi] (integers in fp32)
 inline __m256i round_clamp_epi32(Vec a, Vec lo, Vec hi) {
@@ -362,6 +579,8 @@ inline void store_stream(fp16* p, Vec a) {
                       _mm512_cvtps_ph(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
+inline void store_fence() { _mm_sfence(); }
+
 inline __m512i round_clamp_epi32(Vec a, Vec lo, Vec hi) {
   __m512 c = _mm512_min_ps(_mm512_max_ps(a.v, lo.v), hi.v);
   return _mm512_cvt_roundps_epi32(c, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -408,3 +627,4 @@ inline void for_each_vec(int64_t n, F&& f) {
 }  // namespace avx512
 }  // namespace opk
 #pragma GCC pop_options
+#endif  // OPK_X86

@@ -3,8 +3,8 @@
 from op_sdk import ops  # noqa: F401  (defines torch.ops.npu.*, registers the native kernels)
 from op_sdk.library import OpDef, define_op, functionalize_inplace, get_op, registered_ops  # noqa: E402
 
-__version__ = "0.1.0"
-__all__ = ["OpDef", "define_op", "functionalize_inplace", "get_op", "registered_ops",
+from op_sdk._version import __version__  # noqa: E402,F401
+__all__ = ["include_dirs", "OpDef", "define_op", "functionalize_inplace", "get_op", "registered_ops",
            "CompilerConfig", "get_npu_backend", "register_replacement", "verify_replacement",
            "PatternRegistry", "explain"]
 
@@ -18,6 +18,20 @@ _LAZY = {
     "verify_replacement": "op_sdk.patterns.verify",
     "explain": "op_sdk.compiler.explain",
 }
+
+
+def include_dirs() -> list[str]:
+    """The directories of op_sdk's torch-free kernel headers (kernels/) and of its C++
+    helpers (csrc/), for code that compiles against them: inside the installed package
+    (op_sdk/include/), or the source tree's in an editable install."""
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    for base in (os.path.join(here, "include"), os.path.dirname(here)):
+        dirs = [os.path.join(base, "kernels"), os.path.join(base, "csrc")]
+        if os.path.isfile(os.path.join(dirs[0], "simd.h")):
+            return dirs
+    raise FileNotFoundError(f"op_sdk's kernel headers are not installed next to {here}")
 
 
 def __getattr__(name):

@@ -135,8 +135,20 @@ def _model_options(p: argparse.ArgumentParser, layers: int) -> None:
                    help="also output this layer's normalised hidden state (-1: none)")
 
 
+def _version_line() -> str:
+    """op_sdk's version, where it is installed, and the torch it runs with (no import of
+    the operators: --version stays instant)."""
+    import torch
+
+    from op_sdk._version import __version__
+
+    where = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return f"op-sdk {__version__} ({where}; torch {torch.__version__})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="op-sdk", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=_version_line())
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("demo", help="compile the embedded model; show fusions, accuracy, speed")

@@ -550,10 +550,11 @@ print("ok")
 
 @pytest.mark.parametrize("env", [
     {"OP_SDK_CPU_ISA": "avx2"},
+    {"OP_SDK_CPU_ISA": "generic"},
     {"OP_SDK_QMM_VNNI_MAX_M": "0", "OP_SDK_QMM_AMX_MAX_M": "0", "OP_SDK_TBMM_MAX_M": "0"},
     {"OP_SDK_QMM_VNNI_MAX_M": "1000", "OP_SDK_TBMM_MAX_M": "1000"},
     {"OP_SDK_QMM_VNNI_MAX_M": "0", "OP_SDK_QMM_AMX_MAX_M": "64"}],
-    ids=["avx2", "aten-only", "vnni-every-m", "amx-every-m"])
+    ids=["avx2", "generic", "aten-only", "vnni-every-m", "amx-every-m"])
 def test_matmul_other_paths_match_reference(env):
     """npu_quant_matmul / npu_transpose_batchmatmul with the product from ATen only, or from
     op_sdk's few-row kernels for every m (the choice is made once per process)."""
@@ -703,12 +704,15 @@ print("ok")
 
 
 @pytest.mark.parametrize("env", [{"OP_SDK_CPU_ISA": "avx2"},
+                                 {"OP_SDK_CPU_ISA": "generic"},
                                  {"OP_SDK_CPU_STREAM": "always"},
-                                 {"OP_SDK_CPU_ISA": "avx2", "OP_SDK_CPU_STREAM": "always"}],
-                         ids=["avx2", "stream", "avx2-stream"])
+                                 {"OP_SDK_CPU_ISA": "avx2", "OP_SDK_CPU_STREAM": "always"},
+                                 {"OP_SDK_CPU_ISA": "generic", "OP_SDK_CPU_STREAM": "always"}],
+                         ids=["avx2", "generic", "stream", "avx2-stream", "generic-stream"])
 def test_other_code_paths_match_reference(env):
-    """The baseline (AVX2) kernels and the non-temporal-store variants, forced by environment
-    variables in a fresh process (the choice is made once per process)."""
+    """The baseline (AVX2) kernels, the portable kernels (the only ones on aarch64), and the
+    non-temporal-store variants, forced by environment variables in a fresh process (the
+    choice is made once per process)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     full_env = dict(os.environ, PYTHONPATH=root, **env)
     result = subprocess.run([sys.executable, "-c", _PATHS_SCRIPT], cwd=root, env=full_env,
