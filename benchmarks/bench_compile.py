@@ -3,7 +3,7 @@
 * registering all default patterns costs at most 1 s, once per process, and importing
   op_sdk registers nothing;
 * on a 61-layer decoder graph built from the fused-op library's operators
-  (``op_sdk.models.DeepSeekW8A8``), the passes take at most 10% of the backend's total
+  (``op_sdk.app.models.DeepSeekW8A8``), the passes take at most 10% of the backend's total
   compile time.
 
 Each measurement runs in a fresh Python process (nothing imported, registered or cached
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -67,7 +66,7 @@ REGISTRATION = textwrap.dedent("""
 COMPILE = textwrap.dedent("""
     import json, sys, time
     import torch, op_sdk
-    from op_sdk.models import DecoderConfig, DeepSeekW8A8
+    from op_sdk.app.models import DecoderConfig, DeepSeekW8A8
     mode, layers, dynamic, preregister = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", \\
         sys.argv[4] == "1"
     cfg_model = DecoderConfig(layers=layers, hidden=128, heads=2, head_dim=128, kv_lora=128,
@@ -123,18 +122,10 @@ def _median(runs: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
 
-def _machine() -> dict:
-    import torch
+def _machine_facts() -> dict:
+    from op_sdk.app.machine import machine_facts
 
-    cpu = platform.processor()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if "model name" in line)
-    except (OSError, StopIteration):
-        pass
-    return {"platform": platform.platform(), "cpu": cpu, "cpus": os.cpu_count(),
-            "python": platform.python_version(), "torch": torch.__version__,
-            "cuda": torch.cuda.is_available()}
+    return machine_facts()
 
 
 def main(argv=None) -> int:
@@ -146,7 +137,7 @@ def main(argv=None) -> int:
                                                       "bench_compile.json"))
     args = parser.parse_args(argv)
 
-    results: dict = {"command": " ".join([sys.executable] + sys.argv), "machine": _machine(),
+    results: dict = {"command": " ".join([sys.executable] + sys.argv), "machine": _machine_facts(),
                      "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
     import op_sdk
 

@@ -21,8 +21,8 @@ CONTENDERS = ("inductor", "inductor_cpp", "op_sdk")
 
 _CHILD = """
 import json, statistics, sys, time, torch
-from op_sdk.demo import compile_model
-from op_sdk.models import DecoderConfig, DeepSeekW8A8
+from op_sdk.app.demo import compile_model
+from op_sdk.app.models import DecoderConfig, DeepSeekW8A8
 name, tokens, calls = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 model = DeepSeekW8A8(DecoderConfig()).eval()
 ids = model.example_tokens(1, tokens)
@@ -66,7 +66,7 @@ def main(argv=None) -> int:
               + f"  op_sdk vs inductor {row['speedup_vs_inductor']:.2f}x, "
               f"vs inductor_cpp {row['speedup_vs_inductor_cpp']:.2f}x", flush=True)
     if args.out:
-        from op_sdk.demo import machine_facts
+        from op_sdk.app.machine import machine_facts
 
         with open(args.out, "w") as f:
             json.dump({"rows": rows, "machine": machine_facts(),

@@ -1,5 +1,5 @@
 import sys
 
-from op_sdk.cli import main
+from op_sdk.app.cli import main
 
 sys.exit(main())

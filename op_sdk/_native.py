@@ -51,3 +51,10 @@ def register(namespace: str, name: str) -> dict[str, str]:
     if not results:
         return {"CPU": f"op_sdk._C has no kernel for {namespace}::{name}"}
     return {key: error for key, error in results if error}
+
+
+def cpu_isa() -> dict:
+    """The instruction set the native kernels run on this CPU ("generic", "avx2" or
+    "avx512", OP_SDK_CPU_ISA applied) and whether the int8 GEMM paths exist ("vnni",
+    "amx"); {} when the extension is not loaded."""
+    return dict(_STATE["module"].cpu_isa()) if load() else {}  # type: ignore[union-attr]

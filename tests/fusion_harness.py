@@ -17,7 +17,7 @@ import torch
 
 import op_sdk
 from op_sdk.compiler import CompilerConfig, get_npu_backend
-from op_sdk.patterns.registry import trace_canonical
+from op_sdk.patterns.tracing import trace_canonical
 from op_sdk.patterns.verify import INT_STEP, TOLERANCES
 
 

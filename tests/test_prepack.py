@@ -249,7 +249,7 @@ def test_prepacked_model_follows_a_replaced_weight():
 
 
 def test_demo_model_prepacks_every_projection():
-    from op_sdk.models import DecoderConfig, DeepSeekW8A8
+    from op_sdk.app.models import DecoderConfig, DeepSeekW8A8
 
     model = DeepSeekW8A8(DecoderConfig(layers=2, hidden=256, heads=2, intermediate=256,
                                        vocab=128)).eval()

@@ -220,7 +220,7 @@ class PassPipeline:
 
     def _pattern_fusion(self, gm, example_inputs, report) -> None:
         from op_sdk.patterns.canonical import canonicalize
-        from op_sdk.patterns.registry import recording
+        from op_sdk.patterns.diagnostics import recording
 
         canonicalize(gm.graph)
         registries = [f.registry() for f, why in self.plan if not why]

@@ -18,31 +18,10 @@ import dataclasses
 import threading
 from typing import Any
 
+from op_sdk.patterns.diagnostics import NEAR_MISS_KINDS, NearMiss
+
 __all__ = ["NearMiss", "StageRecord", "GraphReport", "CompileReport", "recent_reports",
            "NEAR_MISS_KINDS"]
-
-# Near-miss categories. "other_user": an intermediate that would disappear has another
-# user; "alignment" / "dtype" / "shape" / "args": a failed extra check of that kind;
-# "fused_op": the fused operator's own checks reject the inputs; "check": a user
-# extra_check returned False; "stream": the nodes span streams (TorchAir's stream labels).
-# (A fusion switched off for the mode is not a near miss: GraphReport.fusions_skipped.)
-NEAR_MISS_KINDS = ("other_user", "alignment", "dtype", "shape", "args", "fused_op", "check",
-                   "stream")
-
-
-@dataclasses.dataclass
-class NearMiss:
-    fusion: str          # the fusion (default fusion name or "user:<search_fn>")
-    variant: str         # which of its variants
-    node: str            # the graph node where the match was attempted (the anchor)
-    kind: str            # one of NEAR_MISS_KINDS
-    check: str           # the failing check's name ("" when none applies)
-    reason: str          # one sentence for a human
-
-    def __str__(self) -> str:
-        where = f"{self.fusion}[{self.variant}] at {self.node}"
-        return f"{where}: {self.kind}{'/' + self.check if self.check else ''}: {self.reason}"
-
 
 @dataclasses.dataclass
 class StageRecord:

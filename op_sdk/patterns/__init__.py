@@ -10,13 +10,9 @@ first time a compile needs them (``Fusion.registry()``), once per process, and
 
 from __future__ import annotations
 
-from op_sdk.patterns import (
-    add_rms_norm_cast,
-    add_rms_norm_dynamic_quant,
-    add_rms_norm_dynamic_quant_flatten,
-    add_rms_norm_quant,
-    transpose_batchmatmul,
-)
+import importlib
+import pkgutil
+
 from op_sdk.patterns.fusion import Fusion, Variant, built_fusions
 from op_sdk.patterns.registry import (
     DuplicatePatternError,
@@ -33,13 +29,24 @@ __all__ = ["DEFAULT_FUSIONS", "Fusion", "Variant", "PatternRegistry", "register_
            "get_fusion"]
 
 # In the manual's order; a compile applies them in this order.
-DEFAULT_FUSIONS: tuple[Fusion, ...] = (
-    add_rms_norm_dynamic_quant.FUSION,
-    add_rms_norm_dynamic_quant_flatten.FUSION,
-    add_rms_norm_cast.FUSION,
-    transpose_batchmatmul.FUSION,
-    add_rms_norm_quant.FUSION,
-)
+# Every module of this package that declares ``FUSION = Fusion(...)`` is a default fusion
+# (a new fusion is a new module: nothing else lists it), ordered by ``Fusion.number``.
+
+
+def _discover() -> tuple[Fusion, ...]:
+    found = []
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        fusion = getattr(module, "FUSION", None)
+        if isinstance(fusion, Fusion):
+            found.append(fusion)
+    numbers = [f.number for f in found]
+    if len(set(numbers)) != len(numbers):
+        raise RuntimeError(f"op_sdk.patterns: two fusions share a number: {sorted(numbers)}")
+    return tuple(sorted(found, key=lambda f: f.number))
+
+
+DEFAULT_FUSIONS: tuple[Fusion, ...] = _discover()
 
 
 def get_fusion(name: str) -> Fusion:

@@ -16,7 +16,7 @@ import torch
 
 from op_sdk.patterns.checks import HALF, fmt, half_inputs, node_of, same, val
 from op_sdk.patterns.fusion import Fusion, Variant
-from op_sdk.patterns.registry import Check
+from op_sdk.patterns.diagnostics import Check
 
 npu, aten, prims = torch.ops.npu, torch.ops.aten, torch.ops.prims
 

@@ -14,7 +14,7 @@ import torch
 
 from op_sdk.patterns.checks import HALF, fmt, half_inputs, node_of, val
 from op_sdk.patterns.fusion import Fusion, Variant
-from op_sdk.patterns.registry import Check
+from op_sdk.patterns.diagnostics import Check
 
 npu = torch.ops.npu
 

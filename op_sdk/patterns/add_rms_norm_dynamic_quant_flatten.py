@@ -15,7 +15,7 @@ import torch
 from op_sdk.patterns import add_rms_norm_dynamic_quant as f1
 from op_sdk.patterns.checks import HALF, fmt, known, node_of, nodes_of, prod, same, val
 from op_sdk.patterns.fusion import Fusion, Variant
-from op_sdk.patterns.registry import Check
+from op_sdk.patterns.diagnostics import Check
 
 npu, aten = torch.ops.npu, torch.ops.aten
 

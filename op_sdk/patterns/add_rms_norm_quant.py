@@ -15,7 +15,7 @@ import torch
 
 from op_sdk.patterns.checks import HALF, dtype_code, fmt, half_inputs, known_multiple, node_of, val
 from op_sdk.patterns.fusion import Fusion, Variant
-from op_sdk.patterns.registry import Check
+from op_sdk.patterns.diagnostics import Check
 
 npu = torch.ops.npu
 

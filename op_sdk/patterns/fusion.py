@@ -26,7 +26,9 @@ from typing import Any
 
 import torch
 
-from op_sdk.patterns.registry import Check, PatternRegistry, trace_canonical
+from op_sdk.patterns.diagnostics import Check
+from op_sdk.patterns.registry import PatternRegistry
+from op_sdk.patterns.tracing import trace_canonical
 
 __all__ = ["Variant", "Fusion", "IGNORED_LITERALS"]
 

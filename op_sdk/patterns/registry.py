@@ -23,10 +23,7 @@ pipeline makes current while the fusion stage runs.
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
-import copy
-import dataclasses
 import hashlib
 import threading
 from collections.abc import Callable, Sequence
@@ -34,9 +31,13 @@ from typing import Any
 
 import torch
 
-from op_sdk.compiler.config import callable_digest
-from op_sdk.compiler.report import GraphReport, NearMiss
-from op_sdk.patterns.canonical import canonicalize, canonicalize_pattern, map_pattern
+from op_sdk._digest import callable_digest
+from op_sdk.patterns.canonical import canonicalize_pattern
+from op_sdk.patterns.diagnostics import (REPORT, Check, NearMiss, PatternRecord, anchor_name,
+                                         counting, extra_users, pattern_targets, presence,
+                                         recording)
+from op_sdk.patterns.tracing import (as_fake, canonical_trace, memoized, replacement_rejects,
+                                     spec, trace_canonical, trace_replacement)
 
 __all__ = ["PatternRegistry", "register_replacement", "user_registry", "current_registry",
            "trace_canonical", "Check", "recording", "DuplicatePatternError"]
@@ -44,212 +45,6 @@ __all__ = ["PatternRegistry", "register_replacement", "user_registry", "current_
 
 class DuplicatePatternError(RuntimeError):
     """A registry already holds an identical pattern with a different replacement."""
-
-
-# ---------------------------------------------------------------------------------------
-# Tracing
-
-
-def trace_canonical(fn: Callable, args: Sequence[Any], *, get_decomp_fn=None,
-                    **_: Any) -> torch.fx.GraphModule:
-    """Trace ``fn`` without decompositions, in the canonical spelling (see canonical.py).
-
-    The default fusions' search and replacement functions are written in terms of the
-    operators the graph holds, so no decomposition table is applied; dead code goes.
-    Signature-compatible with ``fwd_only`` (``get_decomp_fn`` is accepted and ignored).
-    """
-    from torch.fx.experimental.proxy_tensor import make_fx
-
-    with torch.no_grad():
-        gm = make_fx(fn, {}, tracing_mode="real")(*args)
-    canonicalize(gm.graph)
-    gm.graph.eliminate_dead_code()
-    gm.recompile()
-    return gm
-
-
-def _spec(value, grad: bool | None = None) -> Any:
-    """Hashable metadata of a trace argument (``grad`` overrides requires_grad)."""
-    if isinstance(value, torch.Tensor):
-        return ("T", tuple(str(s) for s in value.shape), tuple(str(s) for s in value.stride()),
-                value.dtype, value.device.type, value.requires_grad if grad is None else grad)
-    if isinstance(value, (list, tuple)):
-        return (type(value).__name__, tuple(_spec(v, grad) for v in value))
-    if isinstance(value, torch.SymInt):
-        return ("S", str(value))
-    return ("V", type(value).__name__, repr(value))
-
-
-_TRACE_MEMO: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
-    "op_sdk_trace_memo", default=None)
-
-
-def _memoized(trace_fn: Callable) -> Callable:
-    """Wrap a trace function so that, within one graph, identical argument metadata is
-    traced once. A 61-layer model matches the same pattern 61 times with the same shapes;
-    ``register_replacement`` re-traces the replacement (and the search function) for each.
-    The memo lives only while one graph is processed (symbolic sizes are per graph)."""
-
-    def traced(fn, args, **kwargs):
-        memo = _TRACE_MEMO.get()
-        if memo is None:
-            return trace_fn(fn, args, **kwargs)
-        key = (id(trace_fn), id(fn), _spec(list(args)))
-        hit = memo.get(key)
-        if hit is None:
-            try:
-                hit = (True, trace_fn(fn, args, **kwargs), fn)
-            except Exception as exc:  # remembered too: the same inputs fail the same way
-                hit = (False, exc, fn)
-            memo[key] = hit  # holds fn, so its id cannot be reused while the memo lives
-        ok, value, _ = hit
-        if not ok:
-            raise value
-        return value
-
-    traced.__wrapped__ = trace_fn
-    return traced
-
-
-# ---------------------------------------------------------------------------------------
-# Recording matches and near misses
-
-
-_REPORT: contextvars.ContextVar[GraphReport | None] = contextvars.ContextVar(
-    "op_sdk_pattern_report", default=None)
-
-
-@contextlib.contextmanager
-def recording(report: GraphReport | None):
-    """Make ``report`` receive matches / near misses, with a fresh trace memo."""
-    t1 = _REPORT.set(report)
-    t2 = _TRACE_MEMO.set({})
-    try:
-        yield
-    finally:
-        _TRACE_MEMO.reset(t2)
-        _REPORT.reset(t1)
-
-
-@dataclasses.dataclass(frozen=True)
-class Check:
-    """A named extra check: ``fn(match)`` returns None when satisfied, else the reason
-    (reported as a near miss), or False when the match is not a candidate at all (say a
-    5-D permute where the fusion wants a 3-D transpose: refused without a report).
-    ``kind`` is the near-miss category ("alignment", "dtype", "shape", "args")."""
-
-    name: str
-    kind: str
-    fn: Callable[[Any], str | None]
-
-
-def _anchor_name(match) -> str:
-    try:
-        node = match.output_nodes()[0]
-        return node.name if node is not None else "?"
-    except Exception:
-        return "?"
-
-
-def _graph_fake_mode(match):
-    from torch._guards import detect_fake_mode
-
-    vals = [n.meta.get("val") for n in match.nodes]
-    return detect_fake_mode([v for v in vals if isinstance(v, torch.Tensor)])
-
-
-@dataclasses.dataclass
-class PatternRecord:
-    """One registered replacement and what the reports call it."""
-
-    fusion: str
-    variant: str
-    key: str                       # identity within a registry (dedupe)
-    fns_key: str                   # the same, without the example inputs
-    digest: str | None             # content digest for cache keys (None: not hashable)
-    pattern: Any = None            # the PatternExpr registered
-    entries: list = dataclasses.field(default_factory=list)
-    targets: frozenset = frozenset()  # the operators every match contains
-    _relaxed: Any = None
-
-    def could_match(self, present: Callable[[Any], bool]) -> bool:
-        return all(present(t) for t in self.targets)
-
-    @property
-    def name(self) -> str:
-        return f"{self.fusion}[{self.variant}]"
-
-    def relaxed(self):
-        """The pattern with every user count relaxed, to find where only an extra user of
-        an intermediate blocked a match (and which one)."""
-        if self._relaxed is None and self.pattern is not None:
-            self._relaxed = _relax(self.pattern)
-        return self._relaxed
-
-
-def _pattern_targets(pattern) -> frozenset:
-    """The call_function targets a match of ``pattern`` must contain (getitem aside)."""
-    import operator
-
-    from torch._inductor import pattern_matcher as pm
-
-    found, seen = set(), set()
-
-    def go(p):
-        if isinstance(p, (list, tuple)):
-            for x in p:
-                go(x)
-            return
-        if not isinstance(p, pm.PatternExpr) or id(p) in seen:
-            return
-        seen.add(id(p))
-        if isinstance(p, pm._TargetArgsExpr):
-            if p.op == "call_function" and len(p.fns) == 1 and p.fns[0] is not operator.getitem:
-                found.add(p.fns[0])
-            go(p.args)
-            go(list(p.kwargs.values()))
-        elif isinstance(p, pm.MultiOutputPattern):
-            go(p.outputs)
-        elif isinstance(p, pm.ListOf):
-            go(p.pattern)
-
-    go(pattern)
-    return frozenset(found)
-
-
-def _presence(graph: torch.fx.Graph) -> Callable[[Any], bool]:
-    cache: dict = {}
-
-    def present(target) -> bool:
-        if target not in cache:
-            cache[target] = bool(graph.find_nodes(op="call_function", target=target))
-        return cache[target]
-
-    return present
-
-
-def _relax(pattern):
-    from torch._inductor import pattern_matcher as pm
-
-    def rebuild(p, go):
-        q = copy.copy(p)
-        if isinstance(p, pm._TargetArgsExpr):
-            q.original_users = p.users
-            q.users = pm.MULTIPLE
-            q.args = tuple(go(a) for a in p.args)
-            q.kwargs = {k: go(v) for k, v in p.kwargs.items()}
-            q.flat_args_kwargs = q.flatten(q.args, q.kwargs)
-        elif isinstance(p, pm.MultiOutputPattern):
-            q.outputs = [go(o) for o in p.outputs]
-        elif isinstance(p, pm.ListOf):
-            q.pattern = go(p.pattern)
-        return q
-
-    return map_pattern(pattern, rebuild)
-
-
-# ---------------------------------------------------------------------------------------
-# The registry
 
 
 _SCOPES: contextvars.ContextVar[tuple] = contextvars.ContextVar("op_sdk_pattern_scopes",
@@ -325,7 +120,7 @@ class PatternRegistry:
 
         if trace_fn is None:
             trace_fn = pm.fwd_only
-        base_trace = _canonical_trace(trace_fn)
+        base_trace = canonical_trace(trace_fn)
         if search_fn_pattern is not None:
             search_fn_pattern = canonicalize_pattern(search_fn_pattern)
         fusion = fusion or f"user:{getattr(search_fn, '__name__', 'pattern')}"
@@ -339,17 +134,17 @@ class PatternRegistry:
             record = PatternRecord(fusion, variant, key, fns_key, digest)
             check = self._make_check(record, search_fn, replace_fn, extra_check, checks,
                                      fused_op_check, base_trace)
-            fake_inputs, fake_mode = _as_fake(example_inputs)
+            fake_inputs, fake_mode = as_fake(example_inputs)
             before = {id(e) for entries in self._pass.patterns.values() for e in entries}
             try:
                 if search_fn_pattern is not None:
                     registered = self._register_pretraced(record, search_fn, replace_fn,
                                                           search_fn_pattern, check,
-                                                          _memoized(base_trace), skip_duplicates)
+                                                          memoized(base_trace), skip_duplicates)
                 else:
                     with fake_mode:
                         registered = pm.register_replacement(
-                            search_fn, replace_fn, fake_inputs, _memoized(base_trace),
+                            search_fn, replace_fn, fake_inputs, memoized(base_trace),
                             self._pass, extra_check=check, scalar_workaround=scalar_workaround,
                             skip_duplicates=skip_duplicates)
             except RuntimeError as exc:
@@ -366,11 +161,11 @@ class PatternRegistry:
             if not registered:
                 return False
             record.pattern = registered if not isinstance(registered, bool) else search_fn_pattern
-            record.targets = _pattern_targets(record.pattern)
+            record.targets = pattern_targets(record.pattern)
             record.entries = [e for entries in self._pass.patterns.values() for e in entries
                               if id(e) not in before]
             for entry in record.entries:
-                entry.apply = _counting(entry.apply, record)
+                entry.apply = counting(entry.apply, record)
             self._keys[key] = record
             self.records.append(record)
             return True
@@ -396,7 +191,7 @@ class PatternRegistry:
         def extra_check(match) -> bool:
             if not check(match):
                 return False
-            graph, error = _trace_replacement(match, replace_fn, argnames, trace)
+            graph, error = trace_replacement(match, replace_fn, argnames, trace)
             if graph is None:
                 raise error  # the check traced it already: only without fused_op_check
             match.replacement_graph = graph
@@ -419,13 +214,13 @@ class PatternRegistry:
         import inspect
 
         argnames = list(inspect.signature(search_fn).parameters)
-        memo_trace = _memoized(base_trace)
+        memo_trace = memoized(base_trace)
 
         def near_miss(match, kind, check, reason):
-            report = _REPORT.get()
+            report = REPORT.get()
             if report is not None:
                 report.record_near_miss(NearMiss(record.fusion, record.variant,
-                                                 _anchor_name(match), kind, check, reason))
+                                                 anchor_name(match), kind, check, reason))
 
         def check(match) -> bool:
             streams = {n.meta.get("stream_label") for n in match.nodes}
@@ -445,7 +240,7 @@ class PatternRegistry:
                           "the pattern's extra_check returned False")
                 return False
             if fused_op_check:
-                reason = _replacement_rejects(match, replace_fn, argnames, memo_trace)
+                reason = replacement_rejects(match, replace_fn, argnames, memo_trace)
                 if reason:
                     near_miss(match, "fused_op", "", reason)
                     return False
@@ -459,17 +254,17 @@ class PatternRegistry:
     def apply(self, gm: torch.fx.GraphModule) -> int:
         """Apply every pattern once over the graph; returns the number of replacements.
         Skipped outright when no pattern's operators are all in the graph."""
-        present = _presence(gm.graph)
+        present = presence(gm.graph)
         if not any(r.could_match(present) for r in self.records):
             return 0
         return self._pass.apply(gm)
 
-    def diagnose(self, gm: torch.fx.GraphModule, report: GraphReport) -> None:
+    def diagnose(self, gm: torch.fx.GraphModule, report) -> None:
         """Report where a pattern matched except for an intermediate with other users."""
         from torch._inductor import pattern_matcher as pm
 
         found: dict[str, tuple[int, NearMiss]] = {}  # anchor -> (violations, miss) per fusion
-        present = _presence(gm.graph)
+        present = presence(gm.graph)
         for record in self.records:
             if not record.could_match(present):
                 continue
@@ -482,7 +277,7 @@ class PatternRegistry:
                     m = relaxed.match(node)
                     if not pm.is_match(m):
                         continue
-                    extra = _extra_users(m)
+                    extra = extra_users(m)
                     if not extra:
                         continue
                     slot = f"{record.fusion}@{node.name}"
@@ -509,150 +304,6 @@ class PatternRegistry:
         return h.hexdigest()
 
 
-def _extra_users(match) -> list[str]:
-    """Intermediates of a relaxed match whose user count differs from the pattern's."""
-    from torch._inductor import pattern_matcher as pm
-
-    out = []
-    ctx = match.ctx
-    for p, node in ctx.pattern_to_node.items():
-        if node is None or not isinstance(p, pm._TargetExpr) or p in ctx.outputs:
-            continue
-        want = getattr(p, "original_users", None)
-        if not isinstance(want, int) or len(node.users) == want:
-            continue
-        others = [u.name for u in node.users if u not in match.nodes]
-        what = _describe(node)
-        out.append(f"intermediate {what} has {len(node.users)} users where the fusion needs "
-                   f"{want}" + (f" (also used by {', '.join(others)})" if others else "")
-                   + "; it would disappear after fusion")
-    return out
-
-
-def _describe(node: torch.fx.Node) -> str:
-    import operator
-
-    if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node):
-        src = node.args[0]
-        return f"'{node.name}' (output {node.args[1]} of {_short(src.target)})"
-    return f"'{node.name}' ({_short(node.target)})"
-
-
-def _short(target) -> str:
-    name = getattr(target, "__name__", str(target))
-    return str(target).replace("torch.ops.", "") if "." in str(target) else name
-
-
-def _trace_replacement(match, replace_fn, argnames, trace):
-    """(the replacement traced on the match's inputs, None) or (None, the exception).
-    Memoized per input metadata: a model's layers repeat the same shapes."""
-    vals = []
-    for name in argnames:
-        v = match.kwargs.get(name)
-        vals.append(v.meta.get("val") if isinstance(v, torch.fx.Node) else v)
-    memo = _TRACE_MEMO.get()
-    key = (id(getattr(trace, "__wrapped__", trace)), id(replace_fn), _spec(vals, grad=False))
-    hit = memo.get(key) if memo is not None else None
-    if hit is None:
-        fake_mode = _graph_fake_mode(match)
-        with fake_mode if fake_mode is not None else contextlib.nullcontext():
-            args = [torch.empty_strided(a.size(), a.stride(), dtype=a.dtype, device=a.device)
-                    if isinstance(a, torch.Tensor) else a for a in vals]
-            try:
-                return trace(replace_fn, args), None
-            except Exception as exc:
-                return None, exc
-    ok, value, _ = hit
-    return (value, None) if ok else (None, value)
-
-
-def _replacement_rejects(match, replace_fn, argnames, trace) -> str | None:
-    """Whether the fused operator's own shape / dtype checks (run by tracing the
-    replacement) reject the match's inputs: the error, or None."""
-    _, error = _trace_replacement(match, replace_fn, argnames, trace)
-    if error is None:
-        return None
-    return f"the fused operator rejects these inputs: {error}".split("\n")[0]
-
-
-# regions drawn per (fusion, variant) and graph: enough to show each variant, cheap enough
-# that a 61-layer graph pays nothing for them
-REGIONS_PER_VARIANT = 2
-
-
-def _counting(apply, record: PatternRecord):
-    def counted(match, graph, node):
-        report = _REPORT.get()
-        if report is None:
-            apply(match, graph, node)
-            return
-        from op_sdk.compiler.effects import match_effect, region_picture
-
-        matched = [n for n in match.nodes if n.op == "call_function"]
-        saved = match_effect(match)
-        size = len(graph.nodes)
-        draw = sum(1 for r in report.regions if r["fusion"] == record.fusion
-                   and r["variant"] == record.variant) < REGIONS_PER_VARIANT
-        before = set(graph.nodes) if draw else None
-        picture = region_picture(match) if draw else None
-        apply(match, graph, node)
-        after = len(matched) - (size - len(graph.nodes))
-        report.record_match(record.fusion, record.variant, len(matched), after, saved)
-        if draw:
-            new_nodes = [n for n in graph.nodes if n not in before]
-            report.regions.append({"fusion": record.fusion, "variant": record.variant,
-                                   "anchor": _anchor_name_of(node), "before": picture,
-                                   "after": region_picture(None, new_nodes)})
-
-    return counted
-
-
-def _anchor_name_of(node) -> str:
-    return getattr(node, "name", "?")
-
-
-def _canonical_trace(trace_fn: Callable) -> Callable:
-    if trace_fn is trace_canonical:
-        return trace_canonical
-
-    def traced(fn, args, **kwargs):
-        gm = trace_fn(fn, args, **kwargs)
-        if canonicalize(gm.graph):
-            gm.recompile()
-        return gm
-
-    traced.__name__ = f"canonical_{getattr(trace_fn, '__name__', 'trace')}"
-    return traced
-
-
-def _as_fake(example_inputs):
-    """Example inputs as fake tensors (in their own fake mode when they already are fake).
-    The same tensor object passed twice (``[t] * 2``) would trace as one input and lose a
-    pattern argument, so repeats become distinct tensors of the same metadata."""
-    from torch._guards import detect_fake_mode
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    if not isinstance(example_inputs, (list, tuple)):
-        raise TypeError(f"op_sdk.register_replacement: example_inputs must be a list or tuple, "
-                        f"got {type(example_inputs).__name__}")
-    mode = detect_fake_mode(list(example_inputs))
-    fresh = mode is None
-    if fresh:
-        mode = FakeTensorMode()
-    out, seen = [], set()
-    with mode:
-        for x in example_inputs:
-            if isinstance(x, torch.Tensor):
-                key = id(x)
-                if key in seen:
-                    x = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
-                elif fresh:
-                    x = mode.from_tensor(x)
-                seen.add(key)
-            out.append(x)
-    return out, mode
-
-
 def _pattern_key(search_fn, replace_fn, example_inputs, trace_fn, extra_check,
                  search_fn_pattern, scalar_workaround, checks) -> tuple[str, str, str | None]:
     """(identity in this process, the same without the example inputs, content digest
@@ -665,7 +316,7 @@ def _pattern_key(search_fn, replace_fn, example_inputs, trace_fn, extra_check,
     if not stable:  # identify by object instead (kept alive by the registry's entries)
         parts += [id(search_fn), id(replace_fn)]
     fns_key = hashlib.sha256(repr(parts).encode()).hexdigest()
-    key = hashlib.sha256(repr([fns_key, _spec(list(example_inputs))]).encode()).hexdigest()
+    key = hashlib.sha256(repr([fns_key, spec(list(example_inputs))]).encode()).hexdigest()
     return key, fns_key, (key if stable else None)
 
 

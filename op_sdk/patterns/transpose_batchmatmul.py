@@ -23,7 +23,7 @@ import torch
 
 from op_sdk.patterns.checks import fmt, known, known_multiple, node_of, nodes_of, val
 from op_sdk.patterns.fusion import Fusion, Variant
-from op_sdk.patterns.registry import Check
+from op_sdk.patterns.diagnostics import Check
 
 npu, aten = torch.ops.npu, torch.ops.aten
 

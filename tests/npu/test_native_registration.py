@@ -88,7 +88,7 @@ def test_missing_extension_is_logged_and_the_references_run():
         assert set(devices.values()) == {"reference"}, devices
         y, s = torch.ops.npu.npu_dynamic_quant(torch.randn(3, 8))
         assert y.dtype == torch.int8
-        from op_sdk import cli
+        from op_sdk.app import cli
         cli.main(["ops"])
     """)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))

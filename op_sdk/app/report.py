@@ -9,9 +9,9 @@ import os
 
 import torch
 
-from op_sdk.demo import logits_of
-from op_sdk.models import DecoderConfig, DeepSeekW8A8
-from op_sdk.report_page import render_html, render_markdown
+from op_sdk.app.demo import logits_of
+from op_sdk.app.models import DecoderConfig, DeepSeekW8A8
+from op_sdk.app.report_page import render_html, render_markdown
 
 
 def compiler_config(mode: str = "max-autotune", fusions: str = "all"):

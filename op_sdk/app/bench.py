@@ -13,14 +13,16 @@ import os
 
 import torch
 
-from op_sdk.demo import Progress, compile_model, logits_of, machine_facts, time_interleaved
-from op_sdk.models import DecoderConfig, DeepSeekW8A8
+from op_sdk.app.demo import compile_model, logits_of
+from op_sdk.app.machine import machine_facts
+from op_sdk.app.timing import Progress, time_interleaved
+from op_sdk.app.models import DecoderConfig, DeepSeekW8A8
 
 DECODE_TOKENS = (1, 4, 16)
 PREFILL_TOKENS = (512,)
 
 
-# compiled contenders of the end-to-end rows (see op_sdk.demo.compile_model)
+# compiled contenders of the end-to-end rows (see op_sdk.app.demo.compile_model)
 CONTENDERS = ("inductor", "inductor_cpp", "op_sdk")
 
 
@@ -76,7 +78,7 @@ def run_bench(out_dir: str, cfg: DecoderConfig, tokens: tuple[int, ...], repeats
         "e2e": run_e2e(cfg, tokens, repeats, progress),
     }
     if kernels:
-        from op_sdk.kernel_bench import run_kernel_bench
+        from op_sdk.app.kernel_bench import run_kernel_bench
 
         results["kernels"] = run_kernel_bench(quick=quick)
     path = os.path.join(out_dir, "results.json")

@@ -30,8 +30,6 @@ import csv
 import datetime
 import json
 import os
-import platform
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -40,6 +38,8 @@ from dataclasses import dataclass
 import torch
 
 import op_sdk  # noqa: F401
+from op_sdk.app.machine import machine_facts
+from op_sdk.app.timing import copy_of, machine_copy_bandwidth, measure
 
 npu = torch.ops.npu
 QINT8 = torch.qint8
@@ -215,141 +215,11 @@ def analytic_bytes(args, kwargs, outputs) -> int:
     return sum(t.nbytes for t in _tensors(args) + _tensors(kwargs) + _tensors(outputs))
 
 
-def calibrate(fn, min_time=2e-3, max_number=2000) -> int:
-    """How many calls make one timed sample of at least min_time seconds."""
-    t0 = time.perf_counter()
-    fn()
-    one = max(time.perf_counter() - t0, 1e-7)
-    return int(max(1, min(max_number, min_time / one)))
-
-
-def _busy_ticks() -> int:
-    """Non-idle clock ticks of the whole machine, all CPUs (/proc/stat)."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    return sum(v) - v[3] - v[4]
-
-
-def _own_ticks() -> int:
-    """Clock ticks this process has run (user + system, all its threads)."""
-    with open("/proc/self/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
-
-
-class OthersMeter:
-    """CPU time other processes used while we measured: the machine is shared, and another
-    process on a CPU stalls every parallel region of ours (and of Inductor's code) until the
-    scheduler gives the CPU back. Tick resolution (10 ms), which is what rounds need."""
-
-    def __enter__(self):
-        self.busy, self.own = _busy_ticks(), _own_ticks()
-        return self
-
-    def __exit__(self, *exc):
-        self.ticks = (_busy_ticks() - self.busy) - (_own_ticks() - self.own)
-
-
-def cpu_busy(interval=0.3) -> float:
-    """Fraction of the machine's CPU time not idle over `interval` seconds (all processes)."""
-    with open("/proc/stat") as f:
-        v0 = [int(x) for x in f.readline().split()[1:]]
-    time.sleep(interval)
-    with open("/proc/stat") as f:
-        v1 = [int(x) for x in f.readline().split()[1:]]
-    total = sum(v1) - sum(v0)
-    return 1.0 - ((v1[3] + v1[4]) - (v0[3] + v0[4])) / max(1, total)
-
-
-def wait_quiet(timeout: float, threshold=0.1) -> bool:
-    """Wait until nothing else runs on the machine; False on timeout."""
-    end = time.time() + timeout
-    while True:
-        if cpu_busy() < threshold:
-            return True
-        if time.time() > end:
-            return False
-
-
-def measure(fns: dict[str, Callable], repeats: int, quiet_timeout: float,
-            max_tries: int = 4) -> dict:
-    """Median seconds per call of each fn, sampled round-robin (one sample of each per
-    round). A round during which other processes used CPU is measured again (up to
-    max_tries times per round); `contended` counts the rounds kept anyway."""
-    numbers = {k: calibrate(f) for k, f in fns.items()}
-    samples: dict[str, list[float]] = {k: [] for k in fns}
-    contended = 0
-    if quiet_timeout > 0:
-        wait_quiet(quiet_timeout)
-    for _ in range(repeats):
-        for attempt in range(max_tries):
-            if attempt > 0 and quiet_timeout > 0:
-                wait_quiet(quiet_timeout)
-            got = {}
-            with OthersMeter() as others:
-                for k, f in fns.items():
-                    n = numbers[k]
-                    t0 = time.perf_counter()
-                    for _ in range(n):
-                        f()
-                    got[k] = (time.perf_counter() - t0) / n
-            if others.ticks <= 1 or attempt == max_tries - 1:
-                contended += others.ticks > 1
-                break
-        for k, v in got.items():
-            samples[k].append(v)
-    return {"median_s": {k: statistics.median(v) for k, v in samples.items()},
-            "min_s": {k: min(v) for k, v in samples.items()}, "contended_rounds": contended}
-
-
-def machine_copy_bandwidth(nbytes=256 << 20, repeats=20) -> float:
-    """GB/s of a large .copy_: bytes read + written per second."""
-    src = torch.empty(nbytes // 4, dtype=torch.float32).normal_()
-    dst = torch.empty_like(src)
-    dst.copy_(src)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        dst.copy_(src)
-        times.append(time.perf_counter() - t0)
-    return 2 * nbytes / statistics.median(times) / 1e9
-
-
 def bind(fn, args, kwargs) -> Callable:
     return lambda: fn(*args, **kwargs)
 
 
-def copy_of(nbytes: int) -> Callable:
-    """A .copy_ moving nbytes in all (half read, half written)."""
-    n = max(1, nbytes // 2 // 4)
-    src = torch.empty(n, dtype=torch.float32).normal_()
-    dst = torch.empty_like(src)
-    return lambda: dst.copy_(src)
-
-
 # ---- the run ----------------------------------------------------------------------------
-
-SIMD_FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq",
-              "avx512_bf16", "avx512_fp16", "amx_bf16")
-
-
-def machine_info(threads: int) -> dict:
-    model, flags = platform.processor(), set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            info = dict(line.split(":", 1) for line in f.read().split("\n\n")[0].splitlines()
-                        if ":" in line)
-        info = {k.strip(): v.strip() for k, v in info.items()}
-        model, flags = info.get("model name", model), set(info.get("flags", "").split())
-    except OSError:
-        pass
-    avx512 = {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags
-    isa = "avx2" if os.environ.get("OP_SDK_CPU_ISA") == "avx2" or not avx512 else "avx512"
-    return {"cpu": model, "logical_cpus": os.cpu_count(), "threads_used": threads,
-            "simd_flags": [f for f in SIMD_FLAGS if f in flags], "op_sdk_kernel_isa": isa,
-            "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "platform": platform.platform(), "python": platform.python_version()}
-
 
 def run(args) -> dict:
     torch.set_num_threads(args.threads)
@@ -410,7 +280,7 @@ def run(args) -> dict:
         "benchmark": "bench_kernels",
         "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "machine": machine_info(args.threads),
+        "machine": machine_facts(args.threads),
         "versions": {"torch": torch.__version__, "op_sdk": op_sdk.__version__},
         "env": {k: os.environ[k] for k in ("OP_SDK_CPU_ISA", "OP_SDK_CPU_HUGEPAGES",
                                            "OP_SDK_CPU_STREAM", "GLIBC_TUNABLES",

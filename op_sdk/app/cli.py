@@ -2,7 +2,7 @@
 
 Subcommands: ``demo`` (compile the embedded model and show what the fusions did),
 ``report`` (HTML / Markdown report of a compile), ``bench`` (benchmark suite and plots),
-``ops`` (the registered operators). A user's mistake prints one line and exits 2.
+``ops`` (the registered operators), ``docs`` (regenerate the generated documentation). A user's mistake prints one line and exits 2.
 """
 
 from __future__ import annotations
@@ -47,8 +47,24 @@ def _cmd_ops(args) -> int:
     return 0
 
 
+def _cmd_docs(args) -> int:
+    from op_sdk.app import docs
+
+    try:
+        root = docs.find_root()
+    except FileNotFoundError as exc:
+        raise UsageError(str(exc)) from exc
+    stale = docs.update(root, check=args.check)
+    for path in stale:
+        print(f"{'out of date' if args.check else 'rewrote'}: {os.path.relpath(path, root)}")
+    if args.check and stale:
+        print("run `op-sdk docs` to regenerate them")
+        return 1
+    return 0
+
+
 def _model_config(args):
-    from op_sdk.models import DecoderConfig
+    from op_sdk.app.models import DecoderConfig
 
     return DecoderConfig(layers=args.layers, hidden=args.hidden, heads=args.heads,
                          intermediate=args.intermediate, vocab=args.vocab, dtype=args.dtype,
@@ -62,7 +78,7 @@ def _writable_file(path: str) -> None:
 
 
 def _cmd_demo(args) -> int:
-    from op_sdk.demo import format_result, run_demo, write_json
+    from op_sdk.app.demo import format_result, run_demo, write_json
 
     cfg = _model_config(args)
     cfg.validate()
@@ -78,7 +94,7 @@ def _cmd_demo(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    from op_sdk.fusion_report import compiler_config, run_report
+    from op_sdk.app.report import compiler_config, run_report
 
     cfg = _model_config(args)
     cfg.validate()
@@ -93,7 +109,7 @@ def _cmd_report(args) -> int:
 
 
 def _cmd_bench(args) -> int:
-    from op_sdk.bench import plot_results, run_bench
+    from op_sdk.app.bench import plot_results, run_bench
 
     if args.plot_only:
         for path in plot_results(args.plot_only, os.path.dirname(args.plot_only) or "."):
@@ -105,7 +121,7 @@ def _cmd_bench(args) -> int:
     path = run_bench(args.out, cfg, tokens, args.repeats, kernels=not args.no_kernels,
                      quick=args.quick, command=" ".join(["op-sdk"] + sys.argv[1:]),
                      progress=not args.quiet)
-    from op_sdk.bench import format_results
+    from op_sdk.app.bench import format_results
 
     print(format_results(path))
     print(f"\nwrote {path} and plots in {args.out}")
@@ -189,6 +205,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--schemas", action="store_true", help="print each schema too")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(run=_cmd_ops)
+
+    p = sub.add_parser("docs", help="regenerate docs/options.md and the operator table")
+    p.add_argument("--check", action="store_true", help="only report what is out of date (exit 1)")
+    p.set_defaults(run=_cmd_docs)
     return parser
 
 

@@ -10,83 +10,19 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import os
-import platform
-import statistics
-import sys
 import time
 from collections.abc import Callable
 
 import torch
 
-from op_sdk.models import DecoderConfig, DeepSeekW8A8
-
-
-class Progress:
-    """A one-line progress bar on stderr (plain lines when stderr is not a terminal)."""
-
-    def __init__(self, total: int, enabled: bool = True, stream=None):
-        self.total, self.done, self.enabled = total, 0, enabled
-        self.stream = stream or sys.stderr
-        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.start = time.perf_counter()
-
-    def step(self, label: str) -> None:
-        self.done += 1
-        if not self.enabled:
-            return
-        width = 24
-        filled = int(width * self.done / self.total)
-        bar = "#" * filled + "-" * (width - filled)
-        line = f"[{bar}] {self.done}/{self.total} {label} ({time.perf_counter() - self.start:.0f} s)"
-        if self.tty:
-            self.stream.write("\r" + line.ljust(90) + ("\n" if self.done == self.total else ""))
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
-
-
-def time_interleaved(fns: dict[str, Callable[[], object]], repeats: int,
-                     warmup: int = 3, block: int = 5, settle: int = 2) -> dict[str, float]:
-    """Median seconds per call of each function, timed in ``repeats`` rounds. In a round
-    each function runs ``settle`` untimed calls and then ``block`` timed ones, in turn:
-    the rounds spread a shared machine's slow spells over every contender alike, and the
-    consecutive calls measure what a process serving one model sees, the caches holding
-    that model's weights. (Alternating single calls measure something else: on the 2-vCPU
-    VM of the README, each call then finds its weights evicted by the other contenders',
-    which cost every contender 35-50%, and most the one whose weights the others do not
-    share, such as op_sdk's prepacked copies.)"""
-    for _ in range(warmup):
-        for fn in fns.values():
-            fn()
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            for _ in range(settle):
-                fn()
-            for _ in range(block):
-                t = time.perf_counter()
-                fn()
-                times[name].append(time.perf_counter() - t)
-    return {name: statistics.median(ts) for name, ts in times.items()}
+from op_sdk.app.machine import machine_facts
+from op_sdk.app.models import DecoderConfig, DeepSeekW8A8
+from op_sdk.app.timing import Progress, time_interleaved
 
 
 def logits_of(out):
     """The logits of a model output ((logits, aux) when the model taps a layer)."""
     return out[0] if isinstance(out, tuple) else out
-
-
-def machine_facts() -> dict:
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    return {"cpu": cpu, "cores": os.cpu_count(), "threads": torch.get_num_threads(),
-            "torch": torch.__version__, "python": platform.python_version(),
-            "platform": platform.platform()}
 
 
 @dataclasses.dataclass
