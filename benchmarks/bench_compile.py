@@ -122,13 +122,9 @@ def _median(runs: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
 
-def _machine_facts() -> dict:
+def main(argv=None) -> int:
     from op_sdk.app.machine import machine_facts
 
-    return machine_facts()
-
-
-def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--layers", type=int, default=61)
     parser.add_argument("--repeats", type=int, default=3)
@@ -137,7 +133,7 @@ def main(argv=None) -> int:
                                                       "bench_compile.json"))
     args = parser.parse_args(argv)
 
-    results: dict = {"command": " ".join([sys.executable] + sys.argv), "machine": _machine_facts(),
+    results: dict = {"command": " ".join([sys.executable] + sys.argv), "machine": machine_facts(),
                      "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
     import op_sdk
 

@@ -201,6 +201,15 @@ inline void prefetch_row_part(const T* next_row, int64_t j) {
   __builtin_prefetch(next_row + j, 0, 3);
 }
 
+// The row loop with its tail, for a vector of N lanes: f(j, FullTag{}) on whole vectors,
+// then f(j, count) once on the rest. Each instruction set's for_each_vec forwards here.
+template <int N, typename FullTag, typename F>
+inline void for_each_lane_block(int64_t n, F&& f) {
+  int64_t j = 0;
+  for (; j + N <= n; j += N) f(j, FullTag{});
+  if (j < n) f(j, int(n - j));
+}
+
 // Pack int4 values (int8 holding [-8, 7]) 8 per int32, element 0 in the lowest nibble.
 // n must be a multiple of 8. Bytes are loaded little-endian, so byte k's low nibble is
 // moved to bits 4k..4k+3 by three shift / or / mask steps.
@@ -339,12 +348,10 @@ inline void store_q(O* p, Vec a, Vec lo, Vec hi, int n) {
 }
 inline void store_q_stream(int8_t* p, Vec a, Vec lo, Vec hi) { store_q(p, a, lo, hi, Full{}); }
 
-// The row loop with its tail: f(j, Full{}) on whole vectors, then f(j, count) once.
+// The row loop with its tail (opk::for_each_lane_block).
 template <typename F>
 inline void for_each_vec(int64_t n, F&& f) {
-  int64_t j = 0;
-  for (; j + Vec::N <= n; j += Vec::N) f(j, Full{});
-  if (j < n) f(j, int(n - j));
+  for_each_lane_block<Vec::N, Full>(n, f);
 }
 
 }  // namespace generic
@@ -482,12 +489,10 @@ inline void store_q(O* p, Vec a, Vec lo, Vec hi, int n) {
   std::memcpy(p, tmp, sizeof(O) * size_t(n));
 }
 
-// The row loop with its tail: f(j, Full{}) on whole vectors, then f(j, count) once.
+// The row loop with its tail (opk::for_each_lane_block).
 template <typename F>
 inline void for_each_vec(int64_t n, F&& f) {
-  int64_t j = 0;
-  for (; j + Vec::N <= n; j += Vec::N) f(j, Full{});
-  if (j < n) f(j, int(n - j));
+  for_each_lane_block<Vec::N, Full>(n, f);
 }
 
 }  // namespace avx2
@@ -616,12 +621,10 @@ inline void store_q(int32_t* p, Vec a, Vec lo, Vec, int n) {
   _mm512_mask_storeu_epi32(p, tail_mask(n), round_sat_i32(a, lo));
 }
 
-// The row loop with its tail: f(j, Full{}) on whole vectors, then f(j, count) once.
+// The row loop with its tail (opk::for_each_lane_block).
 template <typename F>
 inline void for_each_vec(int64_t n, F&& f) {
-  int64_t j = 0;
-  for (; j + Vec::N <= n; j += Vec::N) f(j, Full{});
-  if (j < n) f(j, int(n - j));
+  for_each_lane_block<Vec::N, Full>(n, f);
 }
 
 }  // namespace avx512

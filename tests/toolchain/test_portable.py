@@ -13,7 +13,6 @@ installed by .ci/run, which sets OP_SDK_REQUIRE_TOOLCHAINS=1 so that they are no
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sysconfig
 
@@ -26,24 +25,14 @@ FLAGS = ["-O2", "-std=c++20", "-ffp-contract=off", "-fno-math-errno", "-Wall", "
 CROSS = "aarch64-linux-gnu-g++"
 
 
-def _tool(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        reason = f"{name} is not installed (Debian: apt-get install g++-aarch64-linux-gnu qemu-user)"
-        if os.environ.get("OP_SDK_REQUIRE_TOOLCHAINS") == "1":
-            pytest.fail(reason + "; OP_SDK_REQUIRE_TOOLCHAINS=1 requires it")
-        pytest.skip(reason)
-    return path
-
-
 def _run(cmd: list[str], timeout: int = 600) -> subprocess.CompletedProcess:
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     assert result.returncode == 0, f"{' '.join(cmd[:3])} ...: {result.stdout[-2000:]}{result.stderr[-4000:]}"
     return result
 
 
-def test_portable_kernels_on_this_host(tmp_path):
-    cxx = _tool(os.environ.get("CXX", "g++"))
+def test_portable_kernels_on_this_host(tmp_path, require_tool):
+    cxx = require_tool(os.environ.get("CXX", "g++"))
     exe = str(tmp_path / "kernels_test")
     x86 = os.uname().machine in ("x86_64", "AMD64")
     _run([cxx, *FLAGS, *(["-mavx2", "-mfma", "-mf16c"] if x86 else []), SOURCE, "-o", exe])
@@ -53,9 +42,9 @@ def test_portable_kernels_on_this_host(tmp_path):
         assert "generic == avx2" in out
 
 
-def test_portable_kernels_on_aarch64_under_qemu(tmp_path):
-    cross = _tool(CROSS)
-    qemu = _tool("qemu-aarch64")
+def test_portable_kernels_on_aarch64_under_qemu(tmp_path, require_tool):
+    cross = require_tool(CROSS)
+    qemu = require_tool("qemu-aarch64")
     exe = str(tmp_path / "kernels_test_aarch64")
     _run([cross, *FLAGS, "-static", SOURCE, "-o", exe])
     out = _run([qemu, exe]).stdout
@@ -64,10 +53,10 @@ def test_portable_kernels_on_aarch64_under_qemu(tmp_path):
 
 @pytest.mark.parametrize("source", sorted(f for f in os.listdir(os.path.join(ROOT, "csrc"))
                                           if f.endswith(".cpp")))
-def test_csrc_compiles_for_aarch64(source):
+def test_csrc_compiles_for_aarch64(source, require_tool):
     """Syntax and template instantiation of the extension's sources for aarch64, against the
     installed torch's headers (the same headers an aarch64 torch ships)."""
-    cross = _tool(CROSS)
+    cross = require_tool(CROSS)
     from torch.utils import cpp_extension
 
     includes = [*cpp_extension.include_paths(), sysconfig.get_paths()["include"]]
