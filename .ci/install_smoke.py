@@ -1,11 +1,13 @@
 """Checks one installed copy of op_sdk, from a directory outside the source tree:
-python .ci/install_smoke.py MODE SOURCE_TREE, MODE being editable, installed or wheel.
+python .ci/install_smoke.py MODE SOURCE_TREE, MODE being editable, installed, wheel or
+sdist.
 
 The package imports from where MODE puts it (the source tree only when editable), its
 native kernels load and are registered for every operator that declares one, a native
 kernel agrees with the reference, the kernel headers are there, and the op-sdk command
 runs."""
 
+import importlib.resources
 import os
 import subprocess
 import sys
@@ -37,6 +39,9 @@ headers = op_sdk.include_dirs()
 assert all(os.path.isfile(os.path.join(headers[0], h)) for h in ("simd.h", "isa_expand.h", "quant.inl")), headers
 assert os.path.isfile(os.path.join(headers[1], "checks.h")), headers
 assert from_source == headers[0].startswith(source + os.sep), headers
+
+templates = importlib.resources.files("op_sdk.app") / "templates"
+assert (templates / "report.html.j2").is_file() and (templates / "report.md.j2").is_file(), templates
 
 version = subprocess.run(["op-sdk", "--version"], capture_output=True, text=True, check=True).stdout
 assert version.startswith(f"op-sdk {op_sdk.__version__} "), version

@@ -95,7 +95,7 @@ inline int64_t dtype_arg(const char* op, const char* arg, std::optional<int64_t>
               value.has_value() ? std::to_string(*value) : std::string("None"));
 }
 
-// _check_gamma of rms_norm.py: gamma covers the trailing dims of x.
+// check_gamma of op_sdk/ops/_norm.py: gamma covers the trailing dims of x.
 inline void check_gamma(const char* op, const at::Tensor& x, const at::Tensor& gamma,
                         const char* xname) {
   OPK_CHECK(gamma.dim() >= 1 && gamma.dim() <= x.dim(), op, "gamma", "must have 1 to ", xname,
@@ -105,7 +105,7 @@ inline void check_gamma(const char* op, const at::Tensor& x, const at::Tensor& g
             shape_str(gamma.sizes()));
 }
 
-// check_add_rms_norm of rms_norm.py.
+// check_add_rms_norm of op_sdk/ops/_norm.py.
 inline void check_add_rms_norm(const char* op, const at::Tensor& x1, const at::Tensor& x2,
                                const at::Tensor& gamma, bool half_only, int64_t min_dims = 1,
                                int64_t max_dims = 8) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "simd.h"
 
@@ -35,6 +36,10 @@ inline T* ptr(const at::Tensor& t) {
 template <typename T>
 inline const T* ptr_or_null(const std::optional<at::Tensor>& t) {
   return t.has_value() ? reinterpret_cast<const T*>(t->data_ptr()) : nullptr;
+}
+// An optional input made contiguous (None stays None).
+inline std::optional<at::Tensor> contiguous_or_none(const std::optional<at::Tensor>& t) {
+  return t.has_value() ? std::optional<at::Tensor>(t->contiguous()) : std::nullopt;
 }
 
 // Splits rows over the intra-op threads, with at least ~16K elements per task so that small
@@ -77,7 +82,7 @@ inline void advise_huge_pages(const at::Tensor& t) {
 
 // The fp32 scale an npu_trans_quant_param value holds (int64: the fp32 bits with the low
 // 13 mantissa bits cleared, in its low word); a float32 scale as it is
-// (unpack_quant_scale of op_sdk/ops/matmul.py).
+// (unpack_quant_scale of op_sdk/ops/_common.py).
 inline at::Tensor unpack_quant_scale(const at::Tensor& scale) {
   if (scale.scalar_type() != at::kLong) return scale;
   return at::bitwise_and(scale, 0xFFFFE000).to(at::kInt).view(at::kFloat);

@@ -1,260 +1,36 @@
 // CPU launcher of npu_quant_matmul (the contract's subset): the checks of
-// op_sdk/ops/matmul.py in the same words, then per (broadcast) batch an exact int32
-// product and the dequantisation epilogue fused into one pass over the output.
+// op_sdk/ops/quant_matmul.py in the same words, then per (broadcast) batch an exact int32
+// product and the dequantisation epilogue fused into one pass over the output
+// (quant_matmul_impl of csrc/quant_matmul_launch.h). int4 weights (A4W4, per-group A8W4)
+// are unpacked to int8 here first.
 //
 // The product, when x2 is the transpose of an (n, k) row-major weight (how models keep
 // int8 weights) and x1 has few rows (decode): up to OP_SDK_QMM_VNNI_MAX_M rows (default
 // 3) the AVX-512 VNNI kernel of kernels/quant_matmul.h, up to OP_SDK_QMM_AMX_MAX_M
 // (default 32, at most 64) the AMX kernel of kernels/quant_matmul_amx.h; both read the
 // weight in place, once. Otherwise, or without those instructions, ATen's int8 GEMM
-// (at::_int_mm). A limit of 0 turns that kernel off. quant_matmul_packed (op_sdk's own)
-// runs the same operator on a prepacked weight (see int8_product).
+// (at::_int_mm). A limit of 0 turns that kernel off. quant_matmul_packed (op_sdk's own,
+// csrc/quant_matmul_packed.cpp) runs the same operator on a prepacked weight (see
+// int8_product).
 #include <torch/library.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "checks.h"
 #include "launch.h"
+#include "quant_matmul_launch.h"
 #include "registry.h"
-#include "quant_matmul.h"
-#include "quant_matmul_amx.h"
-#include "quant_matmul_packed.h"
 
 namespace opsdk {
 namespace {
 
 using at::Tensor;
 
-constexpr int64_t kInt8 = 1, kInt32 = 3, kFloat16 = 5, kBFloat16 = 15;
 constexpr const char* kOp = "npu_quant_matmul";
 
-#define QMM_UNSUPPORTED(cond, arg, ...) \
-  TORCH_CHECK_NOT_IMPLEMENTED((cond), op, ": argument '", arg, "' ", __VA_ARGS__)
-
-constexpr const char* kPackedOp = "quant_matmul_packed";
-constexpr const char* kPackOp = "pack_quant_weight";
-
-int64_t check_quant_matmul(const char* op, const Tensor& x1, const Tensor& x2,
-                           const Tensor& scale,
-                           const std::optional<Tensor>& offset,
-                           const std::optional<Tensor>& pertoken,
-                           const std::optional<Tensor>& bias,
-                           std::optional<int64_t> output_dtype, bool x1_dtype, bool x2_dtype,
-                           bool pertoken_scale_dtype, bool scale_dtype, bool group_sizes,
-                           bool y_scale) {
-  const std::pair<const char*, bool> outside[] = {
-      {"x1_dtype", x1_dtype},       {"x2_dtype", x2_dtype},
-      {"pertoken_scale_dtype", pertoken_scale_dtype}, {"scale_dtype", scale_dtype},
-      {"group_sizes", group_sizes}, {"y_scale", y_scale}};
-  for (const auto& [name, given] : outside)
-    QMM_UNSUPPORTED(!given, name, "is outside the supported subset (must be None)");
-  QMM_UNSUPPORTED(x1.scalar_type() == at::kChar, "x1",
-                  "must be int8 (the supported subset), got ", dtype_name(x1.scalar_type()));
-  QMM_UNSUPPORTED(x2.scalar_type() == at::kChar, "x2",
-                  "must be int8 (the supported subset), got ", dtype_name(x2.scalar_type()));
-  const int64_t code =
-      dtype_arg(op, "output_dtype", output_dtype, {kInt8, kInt32, kFloat16, kBFloat16}, kInt8);
-  OPK_CHECK(x1.dim() >= 2, op, "x1", "must have at least 2 dims (m, k), got ", x1.dim());
-  OPK_CHECK(x2.dim() >= 2, op, "x2", "must have at least 2 dims (k, n), got ", x2.dim());
-  const int64_t m = x1.size(-2), k = x1.size(-1), k2 = x2.size(-2), n = x2.size(-1);
-  OPK_CHECK(k == k2, op, "x2", "must have k = ", k, " rows (x1 is (m, k)), got ", k2);
-  const auto b1 = x1.sizes().slice(0, x1.dim() - 2), b2 = x2.sizes().slice(0, x2.dim() - 2);
-  bool broadcasts = true;
-  for (int64_t i = 1; i <= std::min<int64_t>(b1.size(), b2.size()); ++i) {
-    const int64_t p = b1[b1.size() - i], q = b2[b2.size() - i];
-    broadcasts = broadcasts && (p == q || p == 1 || q == 1);
-  }
-  OPK_CHECK(broadcasts, op, "x2", "batch dims must broadcast with x1's: ", shape_str(b1),
-            " vs ", shape_str(b2));
-  OPK_CHECK(scale.dim() == 1 && (scale.size(0) == 1 || scale.size(0) == n), op, "scale",
-            "must have shape (1,) or (n,) = (", n, ",), got ", shape_str(scale.sizes()));
-  OPK_CHECK(scale.scalar_type() == at::kFloat || scale.scalar_type() == at::kBFloat16, op,
-            "scale", "must be float32 or bfloat16, got ", dtype_name(scale.scalar_type()));
-  if (pertoken.has_value()) {
-    OPK_CHECK(pertoken->scalar_type() == at::kFloat, op, "pertoken_scale",
-              "must be float32, got ", dtype_name(pertoken->scalar_type()));
-    OPK_CHECK(pertoken->dim() == 1 && pertoken->size(0) == m, op, "pertoken_scale",
-              "must have shape (m,) = (", m, ",), got ", shape_str(pertoken->sizes()));
-    QMM_UNSUPPORTED(code == kFloat16 || code == kBFloat16, "pertoken_scale",
-                    "requires output_dtype float16 or bfloat16");
-  }
-  if (offset.has_value()) {
-    QMM_UNSUPPORTED(code == kInt8, "offset", "requires output_dtype int8");
-    OPK_CHECK(offset->scalar_type() == at::kFloat && offset->dim() == 1 &&
-                  (offset->size(0) == 1 || offset->size(0) == n),
-              op, "offset", "must be float32 of shape (1,) or (", n, ",), got ",
-              dtype_name(offset->scalar_type()), " ", shape_str(offset->sizes()));
-  }
-  if (bias.has_value()) {
-    OPK_CHECK(bias->dim() == 1 && bias->size(0) == n, op, "bias", "must have shape (n,) = (",
-              n, ",), got ", shape_str(bias->sizes()));
-    if (is_float_dtype(bias->scalar_type())) {
-      QMM_UNSUPPORTED(pertoken.has_value(), "bias", "of a float dtype requires pertoken_scale");
-    } else {
-      OPK_CHECK(bias->scalar_type() == at::kInt, op, "bias",
-                "must be int32, or float16 / bfloat16 / float32 with pertoken_scale, got ",
-                dtype_name(bias->scalar_type()));
-    }
-  }
-  return code;
-}
-
-int64_t vnni_max_m() {
-  static const int64_t v = env_limit("OP_SDK_QMM_VNNI_MAX_M", 3);
-  return v;
-}
-int64_t packed_max_m() {
-  static const int64_t v = env_limit("OP_SDK_QMM_PACKED_MAX_M", 64);
-  return v;
-}
-int64_t amx_max_m() {
-  static const int64_t v = std::min<int64_t>(64, env_limit("OP_SDK_QMM_AMX_MAX_M", 32));
-  return v;
-}
-
-// x2 (k, n) is the transpose of a row-major (n, k) matrix: element (kk, j) at j * ld + kk.
-bool is_transposed_rows(const Tensor& x2) {
-  return x2.size(0) <= 1 || x2.stride(0) == 1;
-}
-
-// acc (m, n) int32, contiguous: the exact product of one batch. packed: the weight as
-// pack_quant_weight lays it out, or null.
-//
-// With a packed weight (kernels/quant_matmul_packed.h): AVX-512 VNNI for up to 4 rows,
-// AMX for up to OP_SDK_QMM_PACKED_MAX_M rows (default 64). Both read the weight at the
-// same rate; at a few rows AMX's tile set-up costs more than it saves. Otherwise (or
-// without a packed weight) the weight as it lies: VNNI / AMX when x2 is the transpose of
-// an (n, k) row-major weight and m is within their limits, ATen's int8 GEMM else.
-void int8_product(const Tensor& a, const Tensor& b, Tensor& acc, const int8_t* packed) {
-  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
-  if (m == 0 || n == 0) return;
-  if (k == 0) {
-    acc.zero_();
-    return;
-  }
-  bool vnni, amx;
-  if (packed != nullptr && m <= std::min<int64_t>(64, packed_max_m()) &&
-      ((m <= 4 && opk::has_avx512_vnni()) || opk::amx_available())) {
-    vnni = m <= 4 && opk::has_avx512_vnni();
-    amx = !vnni;
-  } else {
-    packed = nullptr;
-    const bool nk = is_transposed_rows(b) && (n <= 1 || b.stride(1) >= k);
-    vnni = nk && opk::has_avx512_vnni() && m <= vnni_max_m();
-    amx = nk && !vnni && m <= amx_max_m() && opk::amx_available();
-  }
-  const Tensor a_rows = a.stride(1) == 1 ? a : a.contiguous();
-  if (!vnni && !amx) {
-    at::_int_mm_out(acc, a_rows, b);
-    return;
-  }
-#if OPK_X86
-  const int8_t* bp = ptr<int8_t>(b);
-  const int64_t ldb = n <= 1 ? k : b.stride(1), kpad = opk::gemm_nt_padded_k(k);
-  int32_t* cp = acc.data_ptr<int32_t>();
-  // ~64 KB of weight per task: in whole 16-column blocks / tiles, or 4-row groups of the
-  // in-place VNNI kernel
-  const int64_t step = packed != nullptr || amx ? 16 : 4;
-  const int64_t grain = std::max<int64_t>(1, (65536 / (packed != nullptr ? kpad : k)) / step);
-  const int64_t tasks = (n + step - 1) / step;
-  if (amx) {
-    std::vector<int8_t> ap(size_t(opk::amx::amx_padded_rows(m) * kpad));
-    opk::amx::prepare_a(ptr<int8_t>(a_rows), a_rows.stride(0), m, k, ap.data());
-    at::parallel_for(0, tasks, grain, [&](int64_t g0, int64_t g1) {
-      if (packed != nullptr)
-        opk::packed::amx::gemm(ap.data(), m, packed, n, k, g0, g1, cp, n);
-      else
-        opk::amx::int8_gemm_nt(ap.data(), kpad, m, bp, ldb, k, g0 * 16, std::min(n, g1 * 16),
-                               cp, n);
-    });
-    return;
-  }
-  std::vector<uint8_t> au(size_t(m * kpad));
-  opk::int8_gemm_nt_prepare_a(ptr<int8_t>(a_rows), a_rows.stride(0), m, k, au.data());
-  at::parallel_for(0, tasks, grain, [&](int64_t g0, int64_t g1) {
-    if (packed != nullptr)
-      opk::packed::vnni::gemm(au.data(), m, packed, n, k, g0, g1, cp, n);
-    else
-      opk::vnni::int8_gemm_nt(au.data(), m, bp, ldb, k, g0 * 4, std::min(n, g1 * 4), cp, n);
-  });
-#endif  // OPK_X86 (elsewhere vnni and amx are false: ATen's GEMM above)
-}
-
-// The checked operator: product (packed weight when given) and epilogue, per batch.
-Tensor quant_matmul_impl(int64_t code, const Tensor& x1, const Tensor& x2, const int8_t* packed,
-                         const Tensor& scale, const std::optional<Tensor>& offset,
-                         const std::optional<Tensor>& pertoken_scale,
-                         const std::optional<Tensor>& bias) {
-  const int64_t m = x1.size(-2), k = x1.size(-1), n = x2.size(-1);
-  const std::vector<int64_t> batch =
-      at::infer_size(x1.sizes().slice(0, x1.dim() - 2), x2.sizes().slice(0, x2.dim() - 2));
-  std::vector<int64_t> out_shape(batch);
-  out_shape.push_back(m);
-  out_shape.push_back(n);
-  const c10::ScalarType out_t = code == kInt8    ? at::kChar
-                                : code == kInt32 ? at::kInt
-                                : code == kFloat16 ? at::kHalf
-                                                   : at::kBFloat16;
-  Tensor out = at::empty(out_shape, x1.options().dtype(out_t));
-  if (out.numel() == 0) return out;
-
-  // (B, m, k) and (B, k, n) views of the broadcast operands (no copies)
-  std::vector<int64_t> a_shape(batch), b_shape(batch);
-  a_shape.insert(a_shape.end(), {m, k});
-  b_shape.insert(b_shape.end(), {k, n});
-  int64_t nb = 1;
-  for (int64_t s : batch) nb *= s;
-  // (2-D operands, the common case: no view ops, each costs a dispatcher call)
-  const bool flat = x1.dim() == 2 && x2.dim() == 2;
-  const Tensor a3 = flat ? x1 : x1.expand(a_shape).reshape({nb, m, k});
-  const Tensor b3 = flat ? x2 : x2.expand(b_shape).reshape({nb, k, n});
-
-  // the epilogue's per-channel vectors in fp32 (scale.float(), bias.float() of the contract)
-  const Tensor s32 = scale.scalar_type() == at::kFloat ? scale.contiguous()
-                                                      : scale.to(at::kFloat).contiguous();
-  const bool float_bias = bias.has_value() && bias->scalar_type() != at::kInt;
-  const Tensor fbias = float_bias ? bias->to(at::kFloat).contiguous() : Tensor();
-  const Tensor ibias = bias.has_value() && !float_bias ? bias->contiguous() : Tensor();
-  const Tensor pt = pertoken_scale.has_value() ? pertoken_scale->contiguous() : Tensor();
-  const Tensor off = offset.has_value() ? offset->contiguous() : Tensor();
-
-  Tensor acc = code == kInt32 ? (flat ? out : out.view({nb, m, n}))
-                              : at::empty({m, n}, x1.options().dtype(at::kInt));
-  for (int64_t bi = 0; bi < nb; ++bi) {
-    Tensor acc_b = code == kInt32 && !flat ? acc.select(0, bi) : acc;
-    int8_product(flat ? a3 : a3.select(0, bi), flat ? b3 : b3.select(0, bi), acc_b, packed);
-    int32_t* ap = acc_b.data_ptr<int32_t>();
-    if (ibias.defined()) {  // acc + bias, wrapping like torch's int32 add
-      const int32_t* bp = ibias.data_ptr<int32_t>();
-      parallel_rows(m, n, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r)
-          for (int64_t j = 0; j < n; ++j)
-            ap[r * n + j] = int32_t(uint32_t(ap[r * n + j]) + uint32_t(bp[j]));
-      });
-    }
-    if (code == kInt32) continue;
-    auto epilogue = [&](auto to) {
-      using O = decltype(to);
-      O* op = reinterpret_cast<O*>(out.data_ptr()) + bi * m * n;
-      const float* ptp = pt.defined() ? pt.data_ptr<float>() : nullptr;
-      const float* fb = fbias.defined() ? fbias.data_ptr<float>() : nullptr;
-      const float* ofp = off.defined() ? off.data_ptr<float>() : nullptr;
-      parallel_rows(m, n, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r)
-          opk::quant_matmul_epilogue_row<O>(ap + r * n, s32.data_ptr<float>(), s32.numel() > 1,
-                                            ptp != nullptr ? ptp[r] : 1.0f, fb, ofp,
-                                            off.defined() && off.numel() > 1, op + r * n, n);
-      });
-    };
-    if (code == kInt8) epilogue(int8_t{});
-    else if (code == kFloat16) epilogue(opk::fp16{});
-    else epilogue(opk::bf16{});
-  }
-  return out;
-}
-
-// ---- int4 weights (op_sdk/ops/matmul.py: A4W4 and per-group A8W4) -------------------------
+// ---- int4 weights (op_sdk/ops/quant_matmul.py: A4W4 and per-group A8W4) --------------------
 
 constexpr int64_t kA8W4Group = 256;
 
@@ -335,7 +111,7 @@ Tensor a8w4_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
   for (int64_t g = 0; g < groups; ++g) {
     int8_product(x1.narrow(1, g * kA8W4Group, kA8W4Group).contiguous(),
                  w.narrow(0, g * kA8W4Group, kA8W4Group), acc, nullptr);
-    // (x1 - 8) @ w, the NPU's convention (op_sdk/ops/matmul.py): minus 8 column sums
+    // (x1 - 8) @ w, the NPU's convention (op_sdk/ops/quant_matmul.py): minus 8 column sums
     const Tensor cs = w.narrow(0, g * kA8W4Group, kA8W4Group).to(at::kInt).sum(0, false, at::kInt);
     const int32_t* csp = cs.data_ptr<int32_t>();
     const float* sg = s.data_ptr<float>() + g * n;
@@ -382,48 +158,8 @@ Tensor npu_quant_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
   return quant_matmul_impl(code, a, b, nullptr, scale, offset, pertoken_scale, bias);
 }
 
-// pack_quant_weight / quant_matmul_packed: see op_sdk/ops/matmul.py.
-void check_pack_x2(const char* op, const Tensor& x2) {
-  OPK_CHECK(x2.scalar_type() == at::kChar, op, "x2", "must be int8, got ",
-            dtype_name(x2.scalar_type()));
-  OPK_CHECK(x2.dim() == 2, op, "x2", "must be 2-D (k, n), got ", x2.dim(), " dims");
-}
-
-Tensor pack_quant_weight(const Tensor& x2) {
-  check_pack_x2(kPackOp, x2);
-  const int64_t k = x2.size(0), n = x2.size(1);
-  Tensor out = new_output({opk::packed::total_bytes(n, k)}, x2.options());  // huge pages: read per call
-  opk::packed::pack(ptr<int8_t>(x2), x2.stride(1), x2.stride(0), n, k, ptr<int8_t>(out));
-  return out;
-}
-
-Tensor quant_matmul_packed(const Tensor& x1, const Tensor& x2, const Tensor& packed,
-                           const Tensor& scale, const std::optional<Tensor>& offset,
-                           const std::optional<Tensor>& pertoken_scale,
-                           const std::optional<Tensor>& bias,
-                           std::optional<int64_t> output_dtype) {
-  check_pack_x2(kPackedOp, x2);
-  const int64_t code = check_quant_matmul(kPackedOp, x1, x2, scale, offset, pertoken_scale, bias,
-                                          output_dtype, false, false, false, false, false, false);
-  const int64_t k = x2.size(0), n = x2.size(1);
-  OPK_CHECK(packed.scalar_type() == at::kChar && packed.dim() == 1 &&
-                packed.numel() == opk::packed::total_bytes(n, k) && packed.is_contiguous(),
-            kPackedOp, "packed", "must be pack_quant_weight(x2): contiguous int8 of ",
-            opk::packed::total_bytes(n, k), " bytes, got ", dtype_name(packed.scalar_type()),
-            " ", shape_str(packed.sizes()));
-  // the packed copy stands for x2 only while x2 is the weight it was packed from (a
-  // replaced parameter is a new tensor: multiply by it as it lies)
-  const int8_t* pw = ptr<int8_t>(packed);
-  const bool same = opk::packed::source_of(pw, n, k) ==
-                    int64_t(reinterpret_cast<uintptr_t>(x2.data_ptr()));
-  return quant_matmul_impl(code, x1, x2, same ? pw : nullptr, scale, offset, pertoken_scale,
-                           bias);
-}
-
 }  // namespace
 
 OPSDK_NATIVE_OP(npu, npu_quant_matmul, &npu_quant_matmul, kNotDifferentiable);
-OPSDK_NATIVE_OP(op_sdk, pack_quant_weight, &pack_quant_weight, kNotDifferentiable);
-OPSDK_NATIVE_OP(op_sdk, quant_matmul_packed, &quant_matmul_packed, kNotDifferentiable);
 
 }  // namespace opsdk

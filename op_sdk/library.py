@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 __all__ = [
+    "Benchmark",
     "OpDef",
     "define_op",
     "get_op",
@@ -84,6 +85,31 @@ def _has_schema(namespace: str, name: str) -> bool:
         return False
 
 
+@dataclasses.dataclass(frozen=True)
+class Benchmark:
+    """How the kernel benchmark (benchmarks/bench_kernels.py, part of ``op-sdk bench``) times an
+    operator against its alternatives: the operator itself, the unfused eager chain it
+    replaces, torch.compile of its plain-PyTorch composite, and a copy of the same bytes.
+
+    make:         ``(T, H, dtype) -> (args, kwargs)``: inputs of T rows and hidden size H
+                  (for matmuls, H is the reduction dim K) in that dtype.
+    unfused:      the eager baseline, called with the operator's arguments (default: the
+                  reference, i.e. plain PyTorch).
+    unfused_name: how the results name that baseline.
+    composite:    what torch.compile compiles (default: the reference).
+    shapes:       (T, H) pairs instead of the suite's grid; ``n`` the matmuls' output width.
+    unread:       positional arguments the kernel does not read (left out of the bytes).
+    """
+
+    make: Callable[[int, int, torch.dtype], tuple[tuple, dict]]
+    unfused: Callable | None = None
+    unfused_name: str = "plain PyTorch (eager)"
+    composite: Callable | None = None
+    shapes: tuple[tuple[int, int], ...] | None = None
+    n: int | None = None
+    unread: tuple[int, ...] = ()
+
+
 @dataclasses.dataclass
 class OpDef:
     """Everything the SDK knows about one operator."""
@@ -104,6 +130,15 @@ class OpDef:
     native_missing: set[str] = dataclasses.field(default_factory=set)
     # dispatch key -> why op_sdk._C's kernel for it is not registered
     native_errors: dict[str, str] = dataclasses.field(default_factory=dict)
+    benchmarks: tuple[Benchmark, ...] = ()
+    # the Python module that declared it (``op_sdk.ops.<slice>`` for the SDK's own)
+    module: str = ""
+
+    @property
+    def slice(self) -> str:
+        """The name its files share (ops/<slice>.py, csrc/<slice>.cpp,
+        tests/ops/test_<slice>.py, ...): its declaring module's last component."""
+        return self.module.rsplit(".", 1)[-1]
 
     @property
     def qualname(self) -> str:
@@ -154,6 +189,7 @@ def define_op(
     functional: str | None = None,
     namespace: str = "npu",
     doc: str = "",
+    benchmarks: tuple[Benchmark, ...] = (),
 ) -> OpDef:
     """Declare and register one operator.
 
@@ -168,6 +204,7 @@ def define_op(
     functional:    for an in-place operator, the name of its functional twin (same
                    namespace, same arguments); the in-place kernels, fake and
                    functionalization are derived from it.
+    benchmarks:    how the kernel benchmark times it (``Benchmark``), one per case.
     """
     name = schema.split("(", 1)[0].strip()
     qualname = f"{namespace}::{name}"
@@ -179,7 +216,8 @@ def define_op(
             raise ValueError(f"op_sdk.define_op({name}): unknown device {device!r}; "
                              f"choose from {sorted(_DISPATCH_KEYS)}")
     opdef = OpDef(namespace, name, schema, reference, fake, kernels, tuple(native),
-                  backward, setup_context, functional, doc=doc)
+                  backward, setup_context, functional, doc=doc, benchmarks=tuple(benchmarks),
+                  module=sys._getframe(1).f_globals.get("__name__", ""))
     lib = _library(namespace)
 
     if namespace == "npu":

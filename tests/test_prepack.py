@@ -1,177 +1,15 @@
-"""Prepacked int8 weights: op_sdk.pack_quant_weight / op_sdk.quant_matmul_packed against
-npu_quant_matmul (bit for bit), their constraints, and the weight_prepack stage that
-experimental_config.frozen_parameter turns on."""
+"""The weight_prepack stage that experimental_config.frozen_parameter turns on: npu_quant_matmul
+on a frozen 2-D weight becomes op_sdk::quant_matmul_packed on the weight packed once at
+compile time (the packed operators themselves: tests/ops/test_quant_matmul_packed.py)."""
 
-import os
-import subprocess
-import sys
-
-import pytest
 import torch
 from torch import nn
 
 import op_sdk
-from op_sdk.ops.matmul import (
-    pack_quant_weight_reference,
-    packed_weight_bytes,
-    quant_matmul_packed_reference,
-)
+from tests.ops._helpers import rand_i8
 
-npu, ops = torch.ops.npu, torch.ops.op_sdk
+npu = torch.ops.npu
 bf16 = torch.bfloat16
-
-
-def _i8(*shape):
-    return torch.randint(-128, 128, shape, dtype=torch.int8)
-
-
-# k: whole 64-byte steps, tails, k < 4; n: whole 16-column blocks and tails
-SHAPES = [(64, 16), (1024, 48), (100, 37), (3, 5), (130, 1), (7168, 20)]
-
-
-@pytest.mark.parametrize("k,n", SHAPES)
-@pytest.mark.parametrize("layout", ["nk", "kn", "strided"])
-def test_pack_matches_reference(k, n, layout):
-    if layout == "nk":
-        x2 = _i8(n, k).t()  # the (k, n) view of an (n, k) weight, as models pass it
-    elif layout == "kn":
-        x2 = _i8(k, n)
-    else:
-        x2 = _i8(k, 2 * n + 3)[:, 1:2 * n + 1:2]
-    packed = ops.pack_quant_weight(x2)
-    assert packed.dtype == torch.int8 and packed.shape == (packed_weight_bytes(k, n),)
-    assert torch.equal(packed, pack_quant_weight_reference(x2))
-
-
-def test_pack_column_sums_follow_the_blocks():
-    x2 = torch.full((4, 3), 127, dtype=torch.int8)
-    sums = pack_quant_weight_reference(x2)[64 * 16:64 * 16 + 64].view(torch.int32)
-    assert sums.tolist() == [508, 508, 508] + [0] * 13
-
-
-def _epilogues(m, n):
-    pt = torch.rand(m) + 0.5
-    return {
-        "int8": {},
-        "int8-offset": {"offset": torch.randn(n) * 3},
-        "int32-bias": {"output_dtype": torch.int32,
-                       "bias": torch.randint(2**31 - 3000, 2**31 - 1, (n,), dtype=torch.int32)},
-        "bf16-pertoken-bias": {"pertoken_scale": pt, "output_dtype": bf16,
-                               "bias": torch.randn(n).to(bf16)},
-        "fp16-pertoken": {"pertoken_scale": pt, "output_dtype": torch.float16},
-    }
-
-
-# m = 1..4: the packed VNNI kernel; 5..64: the packed AMX kernel (on CPUs that have them);
-# more: the unpacked path
-@pytest.mark.parametrize("m", [1, 2, 4, 5, 16, 17, 33, 64, 65])
-@pytest.mark.parametrize("k,n", [(1024, 48), (100, 37), (3, 5)])
-def test_packed_matmul_equals_quant_matmul(m, k, n):
-    x1 = _i8(m, k)
-    x2 = _i8(n, k).t()
-    packed = ops.pack_quant_weight(x2)
-    scale = torch.rand(n) * 1e-3
-    for name, kw in _epilogues(m, n).items():
-        out = ops.quant_matmul_packed(x1, x2, packed, scale, **kw)
-        ref = npu.npu_quant_matmul(x1, x2, scale, **kw)
-        assert out.dtype == ref.dtype and torch.equal(out, ref), (name, m)
-    assert torch.equal(quant_matmul_packed_reference(x1, x2, packed, scale),
-                       ops.quant_matmul_packed(x1, x2, packed, scale))
-
-
-def test_packed_matmul_batched_strided_and_empty():
-    x2 = _i8(40, 96).t()
-    packed = ops.pack_quant_weight(x2)
-    scale = torch.rand(40)
-    x1 = _i8(2, 3, 96)
-    assert torch.equal(ops.quant_matmul_packed(x1, x2, packed, scale),
-                       npu.npu_quant_matmul(x1, x2, scale))
-    x1 = _i8(6, 300)[:, ::3][:, :96]
-    assert torch.equal(ops.quant_matmul_packed(x1, x2, packed, scale),
-                       npu.npu_quant_matmul(x1, x2, scale))
-    assert ops.quant_matmul_packed(_i8(0, 96), x2, packed, scale).shape == (0, 40)
-
-
-def test_packed_copy_of_another_weight_is_not_used():
-    """The packed copy stands for x2 only while x2 is the tensor it was packed from: a
-    replaced weight (another tensor) is multiplied as it lies."""
-    w = _i8(48, 128)
-    packed = ops.pack_quant_weight(w.t())
-    other = _i8(48, 128)
-    x1, scale = _i8(3, 128), torch.rand(48)
-    out = ops.quant_matmul_packed(x1, other.t(), packed, scale, output_dtype=torch.int32)
-    assert torch.equal(out, npu.npu_quant_matmul(x1, other.t(), scale, output_dtype=torch.int32))
-    assert not torch.equal(out, npu.npu_quant_matmul(x1, w.t(), scale, output_dtype=torch.int32))
-
-
-def test_constraints_name_operator_and_argument():
-    x2 = _i8(16, 64).t()
-    packed = ops.pack_quant_weight(x2)
-    x1, scale = _i8(2, 64), torch.rand(16)
-    with pytest.raises(RuntimeError, match="pack_quant_weight: argument 'x2' must be int8"):
-        ops.pack_quant_weight(torch.zeros(4, 4))
-    with pytest.raises(RuntimeError, match="pack_quant_weight: argument 'x2' must be 2-D"):
-        ops.pack_quant_weight(_i8(2, 4, 4))
-    with pytest.raises(RuntimeError, match="quant_matmul_packed: argument 'packed' must be "
-                                           "pack_quant_weight"):
-        ops.quant_matmul_packed(x1, x2, packed[:-1], scale)
-    with pytest.raises(RuntimeError, match="quant_matmul_packed: argument 'x2' must be 2-D"):
-        ops.quant_matmul_packed(x1, _i8(1, 64, 16), packed, scale)
-    with pytest.raises(RuntimeError, match="quant_matmul_packed: argument 'x2' must have k"):
-        ops.quant_matmul_packed(_i8(2, 32), x2, packed, scale)
-    with pytest.raises(NotImplementedError, match="quant_matmul_packed: argument "
-                                                  "'pertoken_scale' requires output_dtype"):
-        ops.quant_matmul_packed(x1, x2, packed, scale, pertoken_scale=torch.rand(2))
-    # the reference / fake give the same messages
-    for fn in (quant_matmul_packed_reference,
-               op_sdk.get_op("quant_matmul_packed", "op_sdk").fake):
-        with pytest.raises(RuntimeError, match="quant_matmul_packed: argument 'packed'"):
-            fn(x1, x2, packed[:-1], scale)
-
-
-def test_opcheck():
-    x2 = _i8(16, 64).t()
-    packed = ops.pack_quant_weight(x2)
-    args = (_i8(3, 64), x2, packed, torch.rand(16))
-    torch.library.opcheck(ops.quant_matmul_packed.default, args,
-                          {"pertoken_scale": torch.rand(3), "output_dtype": bf16})
-    # the packed bytes record x2's address, so outputs of cloned inputs differ there:
-    # check schema and fake only
-    torch.library.opcheck(ops.pack_quant_weight.default, (x2,),
-                          test_utils=("test_schema", "test_faketensor"))
-
-
-_PATHS_SCRIPT = """
-import torch, op_sdk
-ops, npu = torch.ops.op_sdk, torch.ops.npu
-for m in (1, 3, 4, 5, 16, 64, 65):
-    for k, n in ((100, 37), (1024, 48)):
-        x1 = torch.randint(-128, 128, (m, k), dtype=torch.int8)
-        x2 = torch.randint(-128, 128, (n, k), dtype=torch.int8).t()
-        p = ops.pack_quant_weight(x2)
-        s = torch.rand(n)
-        for kw in ({}, {"output_dtype": torch.int32},
-                   {"pertoken_scale": torch.rand(m), "output_dtype": torch.bfloat16}):
-            assert torch.equal(ops.quant_matmul_packed(x1, x2, p, s, **kw),
-                               npu.npu_quant_matmul(x1, x2, s, **kw)), (m, k, n, kw)
-print("ok")
-"""
-
-
-@pytest.mark.parametrize("env", [{"OP_SDK_CPU_ISA": "avx2"}, {"OP_SDK_QMM_PACKED_MAX_M": "0"},
-                                 {"OP_SDK_QMM_PACKED_MAX_M": "4"}],
-                         ids=["avx2", "packed-off", "packed-vnni-only"])
-def test_other_packed_paths(env):
-    """Without AVX-512 (no packed kernel: the unpacked path), with the packed kernels off,
-    and with only the few-row one: still npu_quant_matmul's result."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    result = subprocess.run([sys.executable, "-c", _PATHS_SCRIPT], cwd=root,
-                            env=dict(os.environ, PYTHONPATH=root, **env),
-                            capture_output=True, text=True, timeout=300, check=False)
-    assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-3000:]
-
-
-# ---- the weight_prepack stage -------------------------------------------------------------
 
 
 class _Proj(nn.Module):
@@ -179,7 +17,7 @@ class _Proj(nn.Module):
 
     def __init__(self, k=128, n=48):
         super().__init__()
-        self.register_buffer("w", _i8(n, k))
+        self.register_buffer("w", rand_i8(n, k))
         self.register_buffer("s", torch.rand(n) * 1e-2)
 
     def forward(self, x, w_in):
@@ -207,7 +45,7 @@ def _compile(model, inputs, frozen, mode="max-autotune"):
 
 def test_frozen_parameter_prepacks_buffer_weights():
     model = _Proj().eval()
-    inputs = (torch.randn(5, 128, dtype=bf16), _i8(48, 128))
+    inputs = (torch.randn(5, 128, dtype=bf16), rand_i8(48, 128))
     out, report, graphs = _compile(model, inputs, frozen=True)
     assert report.match_count("weight_prepack") == 1  # the buffer, not the input
     targets = graphs[-1]
@@ -221,7 +59,7 @@ def test_frozen_parameter_prepacks_buffer_weights():
 
 def test_prepack_off_by_default_and_outside_max_autotune():
     model = _Proj().eval()
-    inputs = (torch.randn(5, 128, dtype=bf16), _i8(48, 128))
+    inputs = (torch.randn(5, 128, dtype=bf16), rand_i8(48, 128))
     _, report, graphs = _compile(model, inputs, frozen=False)
     assert report.stage("weight_prepack").skipped == "experimental_config.frozen_parameter=False"
     assert "op_sdk.quant_matmul_packed.default" not in graphs[-1]
@@ -234,7 +72,7 @@ def test_prepacked_model_follows_a_replaced_weight():
     compiled graph gets the new tensor, and the packed operator sees it is not the
     weight it packed (frozen_parameter's contract covers in-place changes only)."""
     model = _Proj().eval()
-    x, w_in = torch.randn(4, 128, dtype=bf16), _i8(48, 128)
+    x, w_in = torch.randn(4, 128, dtype=bf16), rand_i8(48, 128)
     torch._dynamo.reset()
     cfg = op_sdk.CompilerConfig()
     cfg.experimental_config.frozen_parameter = True
@@ -244,7 +82,7 @@ def test_prepacked_model_follows_a_replaced_weight():
 
     with torch.no_grad(), inductor_config.patch(fx_graph_cache=False):
         compiled(x, w_in)
-        model.w = _i8(48, 128)
+        model.w = rand_i8(48, 128)
         assert torch.equal(compiled(x, w_in), model(x, w_in))
 
 
@@ -265,26 +103,3 @@ def test_demo_model_prepacks_every_projection():
     ref, _, _ = _compile(model, (ids,), frozen=False)
     # the projections are bit for bit the same; the head sums in another order
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
-
-
-def test_kernel_suite_times_the_packed_operator(tmp_path):
-    """benchmarks/bench_kernels.py has a case for the packed operator; its byte count
-    leaves out x2, which the packed kernels do not read."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    out = tmp_path / "k"
-    result = subprocess.run([sys.executable, "benchmarks/bench_kernels.py", "--ops",
-                             "op_sdk.quant_matmul_packed", "--quick", "--repeats", "1",
-                             "--wait-quiet", "0", "--dtypes", "bf16", "--out", str(out)],
-                            cwd=root, env=dict(os.environ, PYTHONPATH=root),
-                            capture_output=True, text=True, timeout=600, check=False)
-    assert result.returncode == 0, result.stderr[-3000:]
-    import json
-
-    rows = json.loads(out.with_suffix(".json").read_text())["results"]
-    assert [(r["T"], r["op"]) for r in rows] == [(1, "op_sdk.quant_matmul_packed"),
-                                                 (64, "op_sdk.quant_matmul_packed")]
-    k, n = 1024, 5632
-    for r in rows:
-        out_bytes = r["T"] * n * 2
-        assert r["bytes"] == (r["T"] * k + packed_weight_bytes(k, n) + n * 4 + r["T"] * 4
-                              + out_bytes)

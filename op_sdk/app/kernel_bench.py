@@ -37,161 +37,34 @@ from dataclasses import dataclass
 
 import torch
 
-import op_sdk  # noqa: F401
+import op_sdk
+from op_sdk.library import Benchmark, OpDef
 from op_sdk.app.machine import machine_facts
 from op_sdk.app.timing import copy_of, machine_copy_bandwidth, measure
 
-npu = torch.ops.npu
-QINT8 = torch.qint8
 
 
-# ---- the cases: inputs, the fused call, the unfused eager chain ------------------------
-
-def _randn(*shape, dtype):
-    return torch.randn(*shape).to(dtype)
-
-
-def _pos(*shape, dtype):
-    return (torch.rand(*shape) + 0.5).to(dtype)
-
+# ---- the cases: every operator's Benchmark declarations (op_sdk.library.Benchmark) ----------
 
 @dataclass(frozen=True)
 class Case:
-    """One fused operator: how to build its inputs and the unfused chain it replaces."""
+    """One timed case: an operator and one of its Benchmark declarations."""
 
-    op: str
-    make: Callable[[int, int, torch.dtype], tuple[tuple, dict]]
-    eager: Callable[..., object]  # the unfused baseline, same arguments as the op
-    eager_name: str
-    # what torch.compile compiles (default: the operator's plain-PyTorch reference)
-    composite: Callable[..., object] | None = None
-    # (T, H) pairs instead of the suite's grid (matmuls: T rows, H the reduction dim K),
-    # and the matmuls' output width
-    shapes: tuple[tuple[int, int], ...] | None = None
-    n: int | None = None
-    # positional arguments the fused kernel does not read (left out of the byte count)
-    unread: tuple[int, ...] = ()
+    opdef: OpDef
+    spec: Benchmark
+
+    @property
+    def op(self) -> str:
+        """How the results name the operator: its name, prefixed by any namespace but npu."""
+        o = self.opdef
+        return o.name if o.namespace == "npu" else f"{o.namespace}.{o.name}"
 
 
-def _norm_inputs(t, h, dt):
-    return (_randn(t, h, dtype=dt), _randn(t, h, dtype=dt), _randn(h, dtype=dt)), {}
+def cases() -> list[Case]:
+    """The suite, in registry order: every registered operator's benchmark declarations
+    (the SDK's and any plugin's imported before)."""
+    return [Case(o, b) for o in op_sdk.registered_ops() for b in o.benchmarks]
 
-
-def _quant_scales(h, dt):
-    """npu_add_rms_norm_quant's scale / zero-point dtypes: fp32 + int32 with fp16, bf16 else."""
-    if dt == torch.float16:
-        return torch.rand(h) * 0.05 + 0.01, torch.randint(-4, 4, (h,), dtype=torch.int32)
-    return (torch.rand(h) * 0.05 + 0.01).to(dt), torch.randint(-4, 4, (h,)).to(dt)
-
-
-def _unfused_add_rms_norm(x1, x2, gamma, epsilon=1e-6):
-    y, rstd = npu.npu_rms_norm(x1 + x2, gamma, epsilon)
-    return y, rstd
-
-
-def _unfused_add_rms_norm_cast(x1, x2, gamma, epsilon=1e-6):
-    x = x1 + x2
-    y1, rstd = npu.npu_rms_norm(x.float(), gamma.float(), epsilon)
-    return y1, y1.to(x1.dtype), rstd, x
-
-
-def _unfused_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1, **kw):
-    y, _, x = npu.npu_add_rms_norm(x1, x2, gamma)
-    return npu.npu_quantize(y, scales1, zero_points1, QINT8, -1, True), x
-
-
-def _unfused_add_rms_norm_dynamic_quant(x1, x2, gamma, *, smooth_scale1=None, **kw):
-    y, _, x = npu.npu_add_rms_norm(x1, x2, gamma)
-    q, scale = npu.npu_dynamic_quant(y, smooth_scales=smooth_scale1)
-    return q, x, scale
-
-
-def _reference(op):
-    return op_sdk.get_op(op).reference
-
-
-# The matmuls: decode / small-batch shapes of DeepSeek-style projections. Their composite
-# is what a model writes without the operator: ATen's int8 GEMM and a dequantising
-# epilogue; a bmm of the per-head query and a transpose to (tokens, heads, N).
-
-def _qmm_inputs(n):
-    def make(t, k, dt):
-        x1 = torch.randint(-127, 128, (t, k), dtype=torch.int8)
-        w = torch.randint(-127, 128, (n, k), dtype=torch.int8)  # stored (n, k), passed w.t()
-        return (x1, w.t(), torch.rand(n) * 1e-3), {"pertoken_scale": torch.rand(t) + 0.5,
-                                                   "output_dtype": dt}
-    return make
-
-
-def _qmm_composite(x1, x2, scale, *, pertoken_scale, output_dtype):
-    acc = torch._int_mm(x1, x2)
-    return (acc.float() * scale * pertoken_scale[:, None]).to(output_dtype)
-
-
-def _qmm_packed_inputs(n):
-    base = _qmm_inputs(n)
-
-    def make(t, k, dt):
-        (x1, x2, scale), kw = base(t, k, dt)
-        return (x1, x2, torch.ops.op_sdk.pack_quant_weight(x2), scale), kw
-    return make
-
-
-def _qmm_packed_composite(x1, x2, packed, scale, *, pertoken_scale, output_dtype):
-    """The same composite: the model's own graph, where frozen_parameter put the packed op."""
-    return _qmm_composite(x1, x2, scale, pertoken_scale=pertoken_scale,
-                          output_dtype=output_dtype)
-
-
-MLA_HEADS, MLA_K = 32, 128
-
-
-def _tbmm_inputs(n):
-    def make(t, k, dt):
-        return (_randn(t, MLA_HEADS, MLA_K, dtype=dt),
-                _randn(MLA_HEADS, MLA_K, n, dtype=dt) / MLA_K ** 0.5), {"perm_x1": [1, 0, 2]}
-    return make
-
-
-def _tbmm_composite(x, w, *, perm_x1):
-    return torch.bmm(x.transpose(0, 1), w).transpose(0, 1).contiguous()
-
-
-CASES = [
-    Case("npu_rms_norm", lambda t, h, dt: ((_randn(t, h, dtype=dt), _randn(h, dtype=dt)), {}),
-         _reference("npu_rms_norm"), "plain PyTorch (eager)"),
-    Case("npu_add_rms_norm", _norm_inputs, _unfused_add_rms_norm, "add + npu_rms_norm"),
-    Case("npu_add_rms_norm_cast", _norm_inputs, _unfused_add_rms_norm_cast,
-         "add + npu_rms_norm(fp32) + cast"),
-    Case("npu_dynamic_quant",
-         lambda t, h, dt: ((_randn(t, h, dtype=dt),), {"smooth_scales": _pos(h, dtype=dt)}),
-         _reference("npu_dynamic_quant"), "plain PyTorch (eager)"),
-    Case("npu_quantize",
-         lambda t, h, dt: ((_randn(t, h, dtype=dt), torch.rand(h) * 0.05 + 0.01,
-                            torch.randint(-4, 4, (h,), dtype=torch.int32), QINT8, -1, True), {}),
-         _reference("npu_quantize"), "plain PyTorch (eager)"),
-    Case("npu_add_rms_norm_quant",
-         lambda t, h, dt: (_norm_inputs(t, h, dt)[0] + _quant_scales(h, dt), {}),
-         _unfused_add_rms_norm_quant, "npu_add_rms_norm + npu_quantize"),
-    Case("npu_add_rms_norm_dynamic_quant",
-         lambda t, h, dt: (_norm_inputs(t, h, dt)[0], {"smooth_scale1": _pos(h, dtype=dt)}),
-         _unfused_add_rms_norm_dynamic_quant, "npu_add_rms_norm + npu_dynamic_quant"),
-    Case("npu_quant_matmul", _qmm_inputs(5632), _qmm_composite,
-         "torch._int_mm + dequant (eager)", composite=_qmm_composite,
-         shapes=((1, 1024), (4, 1024), (16, 1024), (32, 1024), (128, 1024)), n=5632),
-    Case("npu_quant_matmul", _qmm_inputs(2048), _qmm_composite,
-         "torch._int_mm + dequant (eager)", composite=_qmm_composite,
-         shapes=((1, 7168), (16, 7168)), n=2048),
-    # op_sdk's prepacked weight (what frozen_parameter compiles npu_quant_matmul into);
-    # it keeps x2 only for the unpacked fallback: the bytes count the packed copy
-    Case("op_sdk.quant_matmul_packed", _qmm_packed_inputs(5632), _qmm_packed_composite,
-         "torch._int_mm + dequant (eager)", composite=_qmm_packed_composite,
-         shapes=((1, 1024), (4, 1024), (16, 1024), (32, 1024), (64, 1024)), n=5632,
-         unread=(1,)),
-    Case("npu_transpose_batchmatmul", _tbmm_inputs(512), _tbmm_composite,
-         "bmm + transpose + contiguous (eager)", composite=_tbmm_composite,
-         shapes=((1, MLA_K), (4, MLA_K), (8, MLA_K), (16, MLA_K), (64, MLA_K)), n=512),
-]
 
 FULL_T, FULL_H = (1, 16, 257, 4096), (2048, 4096, 7168)
 QUICK_T, QUICK_H = (1, 4096), (4096,)
@@ -227,29 +100,29 @@ def run(args) -> dict:
     torch._dynamo.config.accumulated_cache_size_limit = 1 << 16
     ts, hs = (QUICK_T, QUICK_H) if args.quick else (FULL_T, FULL_H)
     dtypes = [DTYPES[d] for d in args.dtypes]
-    cases = [c for c in CASES if not args.ops or c.op in args.ops]
+    selected = [c for c in cases() if not args.ops or c.op in args.ops]
     started = time.time()
     copy_bw_start = machine_copy_bandwidth()
     rows = []
-    for case in cases:
-        compiled = torch.compile(case.composite or _reference(case.op), dynamic=False)
-        namespace, _, name = case.op.rpartition(".")
-        fused = getattr(getattr(torch.ops, namespace) if namespace else npu, name)
-        shapes = case.shapes or tuple((t, h) for h in hs for t in ts)
-        if case.shapes and args.quick:
+    for case in selected:
+        spec, fused = case.spec, case.opdef.op
+        compiled = torch.compile(spec.composite or case.opdef.reference, dynamic=False)
+        unfused = spec.unfused or case.opdef.reference
+        shapes = spec.shapes or tuple((t, h) for h in hs for t in ts)
+        if spec.shapes and args.quick:
             shapes = (shapes[0], shapes[-1])
         for dt in dtypes:
             for t, h in shapes:
                 torch.manual_seed(0)
-                a, kw = case.make(t, h, dt)
+                a, kw = spec.make(t, h, dt)
                 with torch.inference_mode():
                     out = fused(*a, **kw)
-                    read = [x for i, x in enumerate(a) if i not in case.unread]
+                    read = [x for i, x in enumerate(a) if i not in spec.unread]
                     nbytes = analytic_bytes(read, kw, out)
                     t0 = time.perf_counter()
                     compiled(*a, **kw)
                     compile_s = time.perf_counter() - t0
-                    fns = {"fused": bind(fused, a, kw), "eager": bind(case.eager, a, kw),
+                    fns = {"fused": bind(fused, a, kw), "eager": bind(unfused, a, kw),
                            "compiled": bind(compiled, a, kw), "copy": copy_of(nbytes)}
                     for f in fns.values():  # warm up
                         f()
@@ -258,7 +131,7 @@ def run(args) -> dict:
                 med = m["median_s"]
                 row = {
                     "op": case.op, "dtype": str(dt).replace("torch.", ""), "T": t, "H": h,
-                    "N": case.n, "bytes": nbytes,
+                    "N": spec.n, "bytes": nbytes,
                     "fused_us": med["fused"] * 1e6, "eager_us": med["eager"] * 1e6,
                     "compiled_us": med["compiled"] * 1e6, "copy_us": med["copy"] * 1e6,
                     "fused_min_us": m["min_s"]["fused"] * 1e6,
@@ -267,9 +140,9 @@ def run(args) -> dict:
                     "speedup_vs_eager": med["eager"] / med["fused"],
                     "speedup_vs_compiled": med["compiled"] / med["fused"],
                     "fused_over_copy": med["fused"] / med["copy"],
-                    "compile_s": compile_s, "eager_baseline": case.eager_name,
-                    "compiled_composite": "reference" if case.composite is None
-                    else case.eager_name.replace(" (eager)", ""),
+                    "compile_s": compile_s, "eager_baseline": spec.unfused_name,
+                    "compiled_composite": "reference" if spec.composite is None
+                    else spec.unfused_name.replace(" (eager)", ""),
                     "contended_rounds": m["contended_rounds"],
                 }
                 rows.append(row)

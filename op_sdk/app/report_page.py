@@ -92,63 +92,34 @@ pre{background:#f7f7f7;padding:8px;overflow:auto;font-size:12px;max-height:420px
 """
 
 
+def _template(name: str):
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("op_sdk.app", "templates"),
+                             autoescape=jinja2.select_autoescape(["html.j2"]),
+                             keep_trailing_newline=True, trim_blocks=False)
+    return env.get_template(name)
+
+
+def _context(data: dict, pictures) -> dict:
+    regions = []
+    for reg in data.get("regions", []):
+        regions.append({**reg, "anchor": reg.get("anchor", ""), **pictures(reg)})
+    return {"title": data.get("title", "op_sdk fusion report"), "facts": data.get("facts", {}),
+            "fusions": data.get("fusions", []), "regions": regions,
+            "skipped": data.get("skipped", {}), "near_misses": data.get("near_misses", []),
+            "dumps": data.get("dumps", [])}
+
+
 def render_html(data: dict) -> str:
-    e = html.escape
-    parts = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-             f"<title>{e(data.get('title', 'op_sdk fusion report'))}</title>"
-             f"<style>{_CSS}</style></head><body>",
-             f"<h1>{e(data.get('title', 'op_sdk fusion report'))}</h1>"]
-    facts = data.get("facts", {})
-    if facts:
-        parts.append("<table>" + "".join(f"<tr><th>{e(str(k))}</th><td>{e(str(v))}</td></tr>"
-                                          for k, v in facts.items()) + "</table>")
-    parts.append("<h2>Fusions</h2>")
-    rows = data.get("fusions", [])
-    if rows:
-        parts.append("<table id=\"fusion-table\"><tr><th>pattern</th><th>matches</th>"
-                     "<th>nodes before</th><th>nodes after</th><th>est. bytes saved</th></tr>")
-        for r in rows:
-            parts.append(f"<tr><td>{e(r['pattern'])}</td><td class=num>{r['matches']}</td>"
-                         f"<td class=num>{r['nodes_before']}</td><td class=num>{r['nodes_after']}</td>"
-                         f"<td class=num>{r['bytes_saved']:,}</td></tr>")
-        parts.append("</table>")
-    else:
-        parts.append("<p>No fusion fired.</p>")
-    regions = data.get("regions", [])
-    parts.append(f"<h2>Fused regions ({len(regions)})</h2>")
-    parts.append('<p class="legend"><span style="background:#fde2cf">unfused op</span>'
-                 '<span style="background:#cdeccd">fused op</span>'
-                 '<span style="background:#eef2f7">input / output</span></p>')
-    for i, reg in enumerate(regions):
-        parts.append(f'<div class="region" id="region-{i}"><b>{e(reg["fusion"])}</b> '
-                     f'[{e(reg["variant"])}] at <code>{e(reg.get("anchor", ""))}</code>'
-                     f'<div class="pair"><div>{svg_graph(reg["before"], "before")}</div>'
-                     f'<div>{svg_graph(reg["after"], "after")}</div></div></div>')
-    skipped = data.get("skipped", {})
-    if skipped:
-        parts.append("<h2>Fusions not run</h2><ul>" + "".join(
-            f"<li><b>{e(k)}</b>: {e(v)}</li>" for k, v in skipped.items()) + "</ul>")
-    misses = data.get("near_misses", [])
-    parts.append(f"<h2>Near misses ({len(misses)})</h2>")
-    if misses:
-        parts.append("<table id=\"near-misses\"><tr><th>fusion</th><th>variant</th><th>node</th>"
-                     "<th>kind</th><th>check</th><th>reason</th></tr>")
-        for m in misses:
-            parts.append("<tr>" + "".join(f"<td>{e(str(m.get(k, '')))}</td>" for k in
-                                          ("fusion", "variant", "node", "kind", "check", "reason"))
-                         + "</tr>")
-        parts.append("</table>")
-    else:
-        parts.append("<p>None: every place a fusion's pattern began either fused or did not "
-                     "resemble it.</p>")
-    dumps = data.get("dumps", [])
-    if dumps:
-        parts.append("<h2>Graph dumps</h2>")
-        for d in dumps:
-            parts.append(f"<details><summary>{e(d['name'])}</summary><pre>{e(d['text'])}</pre>"
-                         f"</details>")
-    parts.append("</body></html>")
-    return "\n".join(parts)
+    """The page (templates/report.html.j2): every value escaped, the SVG pictures inline."""
+    from markupsafe import Markup
+
+    def pictures(reg):
+        return {"before_svg": Markup(svg_graph(reg["before"], "before")),
+                "after_svg": Markup(svg_graph(reg["after"], "after"))}
+
+    return _template("report.html.j2").render(css=_CSS, **_context(data, pictures))
 
 
 def mermaid(graph: dict) -> str:
@@ -166,26 +137,8 @@ def mermaid(graph: dict) -> str:
 
 
 def render_markdown(data: dict) -> str:
-    out = [f"# {data.get('title', 'op_sdk fusion report')}", ""]
-    for k, v in data.get("facts", {}).items():
-        out.append(f"- **{k}**: {v}")
-    out += ["", "## Fusions", "", "| pattern | matches | nodes before | nodes after | est. bytes saved |",
-            "| --- | ---: | ---: | ---: | ---: |"]
-    for r in data.get("fusions", []):
-        out.append(f"| {r['pattern']} | {r['matches']} | {r['nodes_before']} | "
-                   f"{r['nodes_after']} | {r['bytes_saved']:,} |")
-    out += ["", "## Fused regions", ""]
-    for reg in data.get("regions", []):
-        out += [f"### {reg['fusion']} [{reg['variant']}] at `{reg.get('anchor', '')}`", "",
-                "Before:", "", "```mermaid", mermaid(reg["before"]), "```", "",
-                "After:", "", "```mermaid", mermaid(reg["after"]), "```", ""]
-    out += ["## Near misses", ""]
-    misses = data.get("near_misses", [])
-    if misses:
-        out += ["| fusion | variant | node | kind | reason |", "| --- | --- | --- | --- | --- |"]
-        for m in misses:
-            out.append(f"| {m['fusion']} | {m['variant']} | `{m['node']}` | {m['kind']} | "
-                       f"{m['reason']} |")
-    else:
-        out.append("None.")
-    return "\n".join(out) + "\n"
+    """The same report as Markdown (templates/report.md.j2) with Mermaid diagrams."""
+    def pictures(reg):
+        return {"before_mermaid": mermaid(reg["before"]), "after_mermaid": mermaid(reg["after"])}
+
+    return _template("report.md.j2").render(**_context(data, pictures))

@@ -15,7 +15,7 @@ backend hands the stage the real tensors of the compile (``frozen_inputs``), and
 placeholder is resolved to one when its fake value has the same shape, strides and dtype.
 Anything else (a graph constant, or a view of one) is resolved too.
 The packed kernel reads each 16-column block of the weight front to back in the operand
-order of AMX / AVX-512 VNNI (see op_sdk/ops/matmul.py), where the unpacked kernels
+order of AMX / AVX-512 VNNI (see op_sdk/ops/quant_matmul_packed.py), where the unpacked kernels
 transpose the weight in registers; it computes the same int32 product and epilogue,
 bit for bit. W stays in the graph: the packed operator falls back to it for shapes its
 kernels do not take.

@@ -114,3 +114,36 @@ def unpack_int4(w: torch.Tensor) -> torch.Tensor:
 
 def empty_like_rows(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return t.new_empty((0,), dtype=dtype)
+
+
+def unpack_quant_scale(scale: torch.Tensor) -> torch.Tensor:
+    """The fp32 scale a packed quantisation parameter holds (npu_trans_quant_param's
+    int64: the fp32 bits of the scale, low 13 mantissa bits cleared, in the low 32 bits).
+    A float32 scale is used as it is."""
+    if scale.dtype == torch.float32:
+        return scale
+    bits = (scale & 0xFFFFE000).to(torch.int32)  # the low word, as the hardware reads it
+    return bits.view(torch.float32)
+
+
+def pack_quant_scale(scale: torch.Tensor) -> torch.Tensor:
+    """fp32 scale -> the int64 packed value (npu_trans_quant_param's round_mode 0 layout:
+    truncated to 19 bits, bit 46 set)."""
+    bits = scale.float().contiguous().view(torch.int32).to(torch.int64) & 0xFFFFE000
+    return bits | (1 << 46)
+
+
+# ---- benchmark inputs (op_sdk.library.Benchmark.make) ---------------------------------------
+
+def bench_randn(*shape, dtype: torch.dtype) -> torch.Tensor:
+    return torch.randn(*shape).to(dtype)
+
+
+def bench_positive(*shape, dtype: torch.dtype) -> torch.Tensor:
+    """Values in [0.5, 1.5): smoothing factors."""
+    return (torch.rand(*shape) + 0.5).to(dtype)
+
+
+def bench_norm_inputs(t: int, h: int, dtype: torch.dtype) -> tuple:
+    """(x1, x2, gamma) of an add + rms-norm operator."""
+    return bench_randn(t, h, dtype=dtype), bench_randn(t, h, dtype=dtype), bench_randn(h, dtype=dtype)

@@ -15,7 +15,7 @@ import itertools
 import torch
 
 from op_sdk.patterns.checks import HALF, fmt, half_inputs, node_of, same, val
-from op_sdk.patterns.fusion import Fusion, Variant
+from op_sdk.patterns.fusion import Fusion, Variant, generated_variant
 from op_sdk.patterns.diagnostics import Check
 
 npu, aten, prims = torch.ops.npu, torch.ops.aten, torch.ops.prims
@@ -36,22 +36,9 @@ def _variant(cast: str, view: bool, eps: bool, x_out: bool) -> Variant:
         t = y1.view(-1, y1.size(-1)) if view else y1
         return (t, y2, xo) if x_out else (t, y2)
 
-    if eps:
-        def search(x1, x2, gamma, epsilon):
-            return search_body(x1, x2, gamma, (epsilon,))
-
-        def replace(x1, x2, gamma, epsilon):
-            return replace_body(x1, x2, gamma, (epsilon,))
-    else:
-        def search(x1, x2, gamma):
-            return search_body(x1, x2, gamma, ())
-
-        def replace(x1, x2, gamma):
-            return replace_body(x1, x2, gamma, ())
-
     name = "+".join([cast] + (["view"] if view else []) + (["eps"] if eps else [])
                     + (["x_out"] if x_out else ["no_x_out"]))
-    return Variant(name, search, replace, {"epsilon": 2e-6} if eps else None)
+    return generated_variant(name, search_body, replace_body, ("x1", "x2", "gamma"), eps)
 
 
 def variants() -> tuple[Variant, ...]:

@@ -2,7 +2,8 @@
 scale.view(-1, 1) becomes npu_add_rms_norm_dynamic_quant(output_mask=[True, False]),
 then flatten(0, 1) on y1 and view(-1, 1) on scale1.
 
-Variants: with / without an explicit epsilon, x_out used / unused. The pattern ignores
+Variants (generated with fusion 1's, ``variants_of(flatten=True)``): with / without an
+explicit epsilon, x_out used / unused. The pattern ignores
 the view sizes (they are symbolic under dynamic shapes); the checks establish that the
 view on y really is flatten(0, 1) (y has x1's rank, the view drops one dim, its first dim
 is dim0 * dim1 and the rest are unchanged) and that the scale view is a (-1, 1) column.
@@ -20,61 +21,8 @@ from op_sdk.patterns.diagnostics import Check
 npu, aten = torch.ops.npu, torch.ops.aten
 
 
-def _search(x1, x2, gamma):
-    y, _, x_out = npu.npu_add_rms_norm.default(x1, x2, gamma)
-    y1, scale1 = npu.npu_dynamic_quant.default(y.flatten(0, 1))
-    return y1, scale1.view(-1, 1), x_out
-
-
-def _replace(x1, x2, gamma):
-    y1, _, x_out, scale1, _ = npu.npu_add_rms_norm_dynamic_quant.default(
-        x1, x2, gamma, output_mask=[True, False])
-    return y1.flatten(0, 1), scale1.view(-1, 1), x_out
-
-
-def _search_eps(x1, x2, gamma, epsilon):
-    y, _, x_out = npu.npu_add_rms_norm.default(x1, x2, gamma, epsilon)
-    y1, scale1 = npu.npu_dynamic_quant.default(y.flatten(0, 1))
-    return y1, scale1.view(-1, 1), x_out
-
-
-def _replace_eps(x1, x2, gamma, epsilon):
-    y1, _, x_out, scale1, _ = npu.npu_add_rms_norm_dynamic_quant.default(
-        x1, x2, gamma, epsilon=epsilon, output_mask=[True, False])
-    return y1.flatten(0, 1), scale1.view(-1, 1), x_out
-
-
-def _search_no_xout(x1, x2, gamma):
-    y, _, _ = npu.npu_add_rms_norm.default(x1, x2, gamma)
-    y1, scale1 = npu.npu_dynamic_quant.default(y.flatten(0, 1))
-    return y1, scale1.view(-1, 1)
-
-
-def _replace_no_xout(x1, x2, gamma):
-    y1, _, _, scale1, _ = npu.npu_add_rms_norm_dynamic_quant.default(
-        x1, x2, gamma, output_mask=[True, False])
-    return y1.flatten(0, 1), scale1.view(-1, 1)
-
-
-def _search_eps_no_xout(x1, x2, gamma, epsilon):
-    y, _, _ = npu.npu_add_rms_norm.default(x1, x2, gamma, epsilon)
-    y1, scale1 = npu.npu_dynamic_quant.default(y.flatten(0, 1))
-    return y1, scale1.view(-1, 1)
-
-
-def _replace_eps_no_xout(x1, x2, gamma, epsilon):
-    y1, _, _, scale1, _ = npu.npu_add_rms_norm_dynamic_quant.default(
-        x1, x2, gamma, epsilon=epsilon, output_mask=[True, False])
-    return y1.flatten(0, 1), scale1.view(-1, 1)
-
-
 def variants() -> tuple[Variant, ...]:
-    return (
-        Variant("x_out", _search, _replace),
-        Variant("eps+x_out", _search_eps, _replace_eps, f1._EPS),
-        Variant("no_x_out", _search_no_xout, _replace_no_xout),
-        Variant("eps+no_x_out", _search_eps_no_xout, _replace_eps_no_xout, f1._EPS),
-    )
+    return f1.variants_of(flatten=True)
 
 
 def example_inputs(dtype=torch.float16, variant=None, *, tokens=7, hidden=32, lead=(2,)):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from op_sdk.patterns.checks import HALF, dtype_code, fmt, half_inputs, known_multiple, node_of, val
-from op_sdk.patterns.fusion import Fusion, Variant
+from op_sdk.patterns.fusion import Fusion, Variant, generated_variant
 from op_sdk.patterns.diagnostics import Check
 
 npu = torch.ops.npu
@@ -23,56 +23,25 @@ INT8, QINT8 = 1, 12
 TAIL_ALIGNMENT_BYTES = 32
 
 
-def _search(x1, x2, gamma, scales, zero_points):
-    y, _, x_out = npu.npu_add_rms_norm.default(x1, x2, gamma)
-    return npu.npu_quantize.default(y, scales, zero_points, INT8, -1, True), x_out
+def _variant(x_out: bool, eps: bool) -> Variant:
+    def search(x1, x2, gamma, scales, zero_points, eps_args):
+        y, _, xo = npu.npu_add_rms_norm.default(x1, x2, gamma, *eps_args)
+        q = npu.npu_quantize.default(y, scales, zero_points, INT8, -1, True)
+        return (q, xo) if x_out else q
 
+    def replace(x1, x2, gamma, scales, zero_points, eps_args):
+        kw = {"epsilon": eps_args[0]} if eps_args else {}
+        y1, _, xo = npu.npu_add_rms_norm_quant.default(x1, x2, gamma, scales, zero_points,
+                                                       axis=-1, **kw)
+        return (y1, xo) if x_out else y1
 
-def _replace(x1, x2, gamma, scales, zero_points):
-    y1, _, x_out = npu.npu_add_rms_norm_quant.default(x1, x2, gamma, scales, zero_points, axis=-1)
-    return y1, x_out
-
-
-def _search_eps(x1, x2, gamma, scales, zero_points, epsilon):
-    y, _, x_out = npu.npu_add_rms_norm.default(x1, x2, gamma, epsilon)
-    return npu.npu_quantize.default(y, scales, zero_points, INT8, -1, True), x_out
-
-
-def _replace_eps(x1, x2, gamma, scales, zero_points, epsilon):
-    y1, _, x_out = npu.npu_add_rms_norm_quant.default(x1, x2, gamma, scales, zero_points,
-                                                      axis=-1, epsilon=epsilon)
-    return y1, x_out
-
-
-def _search_no_xout(x1, x2, gamma, scales, zero_points):
-    y, _, _ = npu.npu_add_rms_norm.default(x1, x2, gamma)
-    return npu.npu_quantize.default(y, scales, zero_points, INT8, -1, True)
-
-
-def _replace_no_xout(x1, x2, gamma, scales, zero_points):
-    return npu.npu_add_rms_norm_quant.default(x1, x2, gamma, scales, zero_points, axis=-1)[0]
-
-
-def _search_eps_no_xout(x1, x2, gamma, scales, zero_points, epsilon):
-    y, _, _ = npu.npu_add_rms_norm.default(x1, x2, gamma, epsilon)
-    return npu.npu_quantize.default(y, scales, zero_points, INT8, -1, True)
-
-
-def _replace_eps_no_xout(x1, x2, gamma, scales, zero_points, epsilon):
-    return npu.npu_add_rms_norm_quant.default(x1, x2, gamma, scales, zero_points, axis=-1,
-                                              epsilon=epsilon)[0]
-
-
-_EPS = {"epsilon": 2e-6}
+    name = ("eps+" if eps else "") + ("x_out" if x_out else "no_x_out")
+    return generated_variant(name, search, replace, ("x1", "x2", "gamma", "scales", "zero_points"),
+                             eps)
 
 
 def variants() -> tuple[Variant, ...]:
-    return (
-        Variant("x_out", _search, _replace),
-        Variant("eps+x_out", _search_eps, _replace_eps, _EPS),
-        Variant("no_x_out", _search_no_xout, _replace_no_xout),
-        Variant("eps+no_x_out", _search_eps_no_xout, _replace_eps_no_xout, _EPS),
-    )
+    return tuple(_variant(x_out, eps) for x_out in (True, False) for eps in (False, True))
 
 
 def example_inputs(dtype=torch.float16, variant=None, *, tokens=7, hidden=32, lead=(2,)):

@@ -30,7 +30,7 @@ from op_sdk.patterns.diagnostics import Check
 from op_sdk.patterns.registry import PatternRegistry
 from op_sdk.patterns.tracing import trace_canonical
 
-__all__ = ["Variant", "Fusion", "IGNORED_LITERALS"]
+__all__ = ["Variant", "Fusion", "IGNORED_LITERALS", "generated_variant", "EPSILON"]
 
 # literal argument types a derived pattern does not compare (checks do instead)
 IGNORED_LITERALS = (int, float, list, torch.device, torch.dtype)
@@ -50,6 +50,35 @@ class Variant:
     @property
     def argnames(self) -> list[str]:
         return list(inspect.signature(self.search_fn).parameters)
+
+
+# any float: it only marks where an explicit epsilon sits in the traced pattern
+EPSILON = {"epsilon": 2e-6}
+
+
+def _positional(body: Callable, argnames: tuple[str, ...]) -> Callable:
+    """A function of exactly ``argnames`` (positional) that calls ``body`` with them: the
+    pattern matcher reads a search / replace function's parameter names."""
+    def fn(*args):
+        return body(*args)
+
+    fn.__signature__ = inspect.Signature(
+        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in argnames])
+    return fn
+
+
+def generated_variant(name: str, search: Callable, replace: Callable, argnames: tuple[str, ...],
+                      epsilon: bool = False) -> Variant:
+    """A variant generated from two bodies over ``argnames`` plus ``eps_args``, a tuple
+    that is ``(epsilon,)`` when the variant spells epsilon explicitly (an extra trailing
+    parameter, matched as a scalar) and ``()`` when the graph relies on the default. One
+    body pair then yields every spelling a fusion module lists as a grid of options."""
+    if epsilon:
+        names = (*argnames, "epsilon")
+        return Variant(name, _positional(lambda *a: search(*a[:-1], (a[-1],)), names),
+                       _positional(lambda *a: replace(*a[:-1], (a[-1],)), names), EPSILON)
+    return Variant(name, _positional(lambda *a: search(*a, ()), argnames),
+                   _positional(lambda *a: replace(*a, ()), argnames))
 
 
 @dataclasses.dataclass(frozen=True)

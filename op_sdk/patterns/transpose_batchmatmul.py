@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 
 from op_sdk.patterns.checks import fmt, known, known_multiple, node_of, nodes_of, val
-from op_sdk.patterns.fusion import Fusion, Variant
+from op_sdk.patterns.fusion import Fusion, Variant, generated_variant
 from op_sdk.patterns.diagnostics import Check
 
 npu, aten = torch.ops.npu, torch.ops.aten
@@ -32,48 +32,43 @@ KN_ALIGNMENT = 128
 LIMIT = 65536
 
 
-def _search(x1, x2):
-    return torch.bmm(x1, x2).transpose(0, 1)
+# How x1 reaches the bmm: as it is, or transposed (perm_x1=[1, 0, 2]), possibly through the
+# no-op expand / view a 3-D matmul leaves; and whether a no-op view sits between the bmm and
+# the output transpose.
+_X1_FORMS = {
+    "x1": lambda x1: x1,
+    "transpose(x1)": lambda x1: x1.transpose(0, 1),
+    "expand(transpose(x1))": lambda x1: (lambda t: t.expand(t.shape))(x1.transpose(0, 1)),
+    "view(expand(transpose(x1)))":
+        lambda x1: (lambda t: t.expand(t.shape).view(t.shape))(x1.transpose(0, 1)),
+}
+
+# (x1 form, view after the bmm), the bigger patterns first (they contain the smaller ones)
+_FORMS = (
+    ("view(expand(transpose(x1)))", True),
+    ("expand(transpose(x1))", False),
+    ("transpose(x1)", False),
+    ("x1", True),
+    ("x1", False),
+)
 
 
-def _search_view(x1, x2):
-    y = torch.bmm(x1, x2)
-    return y.view(y.shape).transpose(0, 1)
+def _variant(x1_form: str, view: bool) -> Variant:
+    def search(x1, x2, eps_args):
+        y = torch.bmm(_X1_FORMS[x1_form](x1), x2)
+        return (y.view(y.shape) if view else y).transpose(0, 1)
 
+    def replace(x1, x2, eps_args):
+        perm = {"perm_x1": [1, 0, 2]} if x1_form != "x1" else {}
+        return npu.npu_transpose_batchmatmul.default(x1, x2, **perm)
 
-def _replace(x1, x2):
-    return npu.npu_transpose_batchmatmul.default(x1, x2)
-
-
-def _search_x1t(x1, x2):
-    t = x1.transpose(0, 1)
-    return torch.bmm(t.expand(t.shape), x2).transpose(0, 1)
-
-
-def _search_x1t_no_expand(x1, x2):
-    return torch.bmm(x1.transpose(0, 1), x2).transpose(0, 1)
-
-
-def _search_x1t_view(x1, x2):
-    t = x1.transpose(0, 1)
-    y = torch.bmm(t.expand(t.shape).view(t.shape), x2)
-    return y.view(y.shape).transpose(0, 1)
-
-
-def _replace_x1t(x1, x2):
-    return npu.npu_transpose_batchmatmul.default(x1, x2, perm_x1=[1, 0, 2])
+    inner = "bmm" if x1_form == "x1" else f"bmm({x1_form})"
+    name = f"transpose(view({inner}))" if view else f"transpose({inner})"
+    return generated_variant(name, search, replace, ("x1", "x2"))
 
 
 def variants() -> tuple[Variant, ...]:
-    # the bigger patterns first (they contain the smaller ones)
-    return (
-        Variant("transpose(view(bmm(view(expand(transpose(x1))))))", _search_x1t_view,
-                _replace_x1t),
-        Variant("transpose(bmm(expand(transpose(x1))))", _search_x1t, _replace_x1t),
-        Variant("transpose(bmm(transpose(x1)))", _search_x1t_no_expand, _replace_x1t),
-        Variant("transpose(view(bmm))", _search_view, _replace),
-        Variant("transpose(bmm)", _search, _replace),
-    )
+    return tuple(_variant(form, view) for form, view in _FORMS)
 
 
 def example_inputs(dtype=torch.float16, variant=None, *, batch=3, m=5, k=128, n=128):

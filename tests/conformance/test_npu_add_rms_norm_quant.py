@@ -14,9 +14,9 @@ Where op_sdk answers differently (listed in docs/conformance.md):
   contract returns zeros. Asserted as zeros.
 - Several Ascend950 cases pass float32 x1 with int32 zero points, float16 x1 with float16
   scales and int32 zero points, or bfloat16 x1 with bfloat16 scales and int32 zero points:
-  op_sdk's dtype table (op_sdk/ops/norm_quant.py, ARQ_DTYPES) rejects those pairs. Asserted
-  to raise, and the float32 ones are also run "adapted" with the same zero points as
-  float32 (the pair op_sdk takes for float32 x1).
+  op_sdk's dtype table (op_sdk/ops/add_rms_norm_quant.py, ARQ_DTYPES) rejects those
+  pairs. Asserted to raise, and the float32 ones are also run "adapted" with the same zero
+  points as float32 (the pair op_sdk takes for float32 x1).
 - hifloat8 output (dst_type 290): op_sdk returns the HiFloat8 bytes as uint8 (torch has no
   hifloat8 dtype); they are decoded here and compared with a HiFloat8 rounding of
   upstream's golden (upstream uses en_dtypes).

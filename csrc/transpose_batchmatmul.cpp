@@ -1,5 +1,5 @@
-// CPU launcher of npu_transpose_batchmatmul: the checks of op_sdk/ops/matmul.py in the
-// same words, then the batched product written straight into the (M, B, N) output.
+// CPU launcher of npu_transpose_batchmatmul: the checks of op_sdk/ops/transpose_batchmatmul.py
+// in the same words, then the batched product written straight into the (M, B, N) output.
 //
 // Few rows (M <= OP_SDK_TBMM_MAX_M, default 16; above 8 rows only up to 2^23 multiply-adds
 // in all) with a (B, K, N) weight of contiguous rows: the register-blocked kernel of
@@ -87,7 +87,8 @@ Plan check_transpose_batchmatmul(const Tensor& input, const Tensor& weight,
 
 // The int8-output path: fp32 accumulator * scale (an int64 packed parameter holds the fp32
 // bits of the scale, low 13 mantissa bits cleared, in its low word), rounded half to even
-// and saturated, as (M, 1, B * N). ATen calls, the arithmetic of op_sdk/ops/matmul.py.
+// and saturated, as (M, 1, B * N). ATen calls, the arithmetic of
+// op_sdk/ops/transpose_batchmatmul.py.
 Tensor transpose_batchmatmul_int8(const Tensor& x, const Tensor& w, const Tensor& scale,
                                   const Plan& p) {
   const Tensor s = unpack_quant_scale(scale);

@@ -1,0 +1,39 @@
+// The launch shared by npu_add_rms_norm (csrc/add_rms_norm.cpp) and npu_add_rms_norm_cast
+// (csrc/add_rms_norm_cast.cpp), after their checks: inputs made contiguous, the dtype
+// dispatched, rows split over threads, the row kernel of kernels/rms_norm.h.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <limits>
+
+#include "launch.h"
+#include "rms_norm.h"
+
+namespace opsdk {
+
+// y (x1's dtype) and / or y32 (fp32) from the unrounded sum, rstd, x = the rounded sum.
+inline void add_rms_norm_launch(const at::Tensor& x1, const at::Tensor& x2,
+                                const at::Tensor& gamma, double epsilon, LikeOutput* y,
+                                LikeOutput* y32, const at::Tensor& rstd, LikeOutput& xo) {
+  const at::Tensor a = x1.contiguous(), b = x2.contiguous(), g = gamma.contiguous();
+  const int64_t n = g.numel(), rows = leading_numel(a, g.dim());
+  if (n == 0) rstd.fill_(std::numeric_limits<float>::quiet_NaN());
+  if (rows == 0 || n == 0) return;
+  const bool stream = stream_friendly(xo.work, n) && (!y || stream_friendly(y->work, n)) &&
+                      (!y32 || stream_friendly(y32->work, n));
+  dispatch_float(a.scalar_type(), [&](auto tx) {
+    using T = decltype(tx);
+    parallel_rows(rows, n, [&](int64_t r0, int64_t r1) {
+      const int64_t off = r0 * n;
+      opk::add_rms_norm_rows<T>(ptr<T>(a) + off, ptr<T>(b) + off, ptr<T>(g),
+                                y ? ptr<T>(y->work) + off : nullptr,
+                                y32 ? ptr<float>(y32->work) + off : nullptr,
+                                ptr<float>(rstd) + r0, ptr<T>(xo.work) + off, r1 - r0, n,
+                                float(epsilon), stream);
+    });
+  });
+}
+
+}  // namespace opsdk

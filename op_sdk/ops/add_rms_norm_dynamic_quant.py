@@ -1,0 +1,119 @@
+"""npu_add_rms_norm_dynamic_quant: add + rms_norm (+ beta) + per-token dynamic int8
+quantisation, up to two branches.
+
+Native CPU kernel: csrc/add_rms_norm_dynamic_quant.cpp (over kernels/norm_quant.h).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from op_sdk.library import Benchmark, define_op
+from op_sdk.ops._common import (
+    HALF_DTYPES,
+    INT8_MAX,
+    bench_norm_inputs,
+    bench_positive,
+    check,
+    check_1d,
+    dtype_arg,
+    quantize_round,
+)
+from op_sdk.ops._norm import _normalize, check_add_rms_norm
+
+
+INT8, QINT8 = 1, 12
+
+
+
+def dynamic_quant_branches(op, smooth_scale1, smooth_scale2, output_mask):
+    """Which of the two quantisation branches run (the output_mask rules)."""
+    if output_mask is None:
+        check(smooth_scale2 is None or smooth_scale1 is not None, op, "smooth_scale2",
+              "requires smooth_scale1 when output_mask is not given")
+        return True, smooth_scale1 is not None and smooth_scale2 is not None
+    mask = tuple(bool(m) for m in output_mask)
+    check(len(mask) == 2, op, "output_mask", f"must have 2 values, got {len(mask)}")
+    check(mask[0] or mask[1], op, "output_mask", "must select at least one output, got "
+          "[False, False]")
+    check(smooth_scale1 is None or mask[0], op, "smooth_scale1",
+          "requires output_mask[0] = True")
+    check(smooth_scale2 is None or mask[1], op, "smooth_scale2",
+          "requires output_mask[1] = True")
+    return mask
+
+
+def check_add_rms_norm_dynamic_quant(x1, x2, gamma, smooth_scale1, smooth_scale2, beta,
+                                     output_mask, y_dtype):
+    op = "npu_add_rms_norm_dynamic_quant"
+    check_add_rms_norm(op, x1, x2, gamma, dtypes=HALF_DTYPES, min_dims=2)
+    h = x1.shape[-1]
+    check_1d(gamma, op, "gamma", h)
+    for name, t in (("smooth_scale1", smooth_scale1), ("smooth_scale2", smooth_scale2),
+                    ("beta", beta)):
+        if t is not None:
+            check_1d(t, op, name, h)
+            check(t.dtype == x1.dtype, op, name,
+                  f"must have the dtype of 'x1' ({x1.dtype}), got {t.dtype}")
+    dtype_arg(op, "y_dtype", y_dtype, (INT8, QINT8), INT8)
+    return dynamic_quant_branches(op, smooth_scale1, smooth_scale2, output_mask)
+
+
+def _dynamic_branch(y, smooth):
+    v = y * smooth.float() if smooth is not None else y
+    amax = v.abs().amax(-1, keepdim=True)
+    # one fp32 division 127 / amax (a Python scalar / tensor is reciprocal(amax) * 127)
+    inv = torch.where(amax > 0, torch.full_like(amax, INT8_MAX) / amax, torch.zeros_like(amax))
+    return quantize_round(v * inv, -128.0, 127.0, torch.int8), (amax / INT8_MAX).squeeze(-1)
+
+
+def add_rms_norm_dynamic_quant_reference(x1, x2, gamma, *, smooth_scale1=None,
+                                         smooth_scale2=None, beta=None, epsilon=1e-6,
+                                         output_mask=None, y_dtype=None):
+    run = check_add_rms_norm_dynamic_quant(x1, x2, gamma, smooth_scale1, smooth_scale2, beta,
+                                           output_mask, y_dtype)
+    x = x1.float() + x2.float()
+    y, _ = _normalize(x, gamma, epsilon)
+    if beta is not None:
+        y = y + beta.float()
+    outs = []
+    for on, smooth in zip(run, (smooth_scale1, smooth_scale2)):
+        # a branch that does not run returns empty (0,) tensors (the contract's choice)
+        outs.append(_dynamic_branch(y, smooth) if on else
+                    (x1.new_empty((0,), dtype=torch.int8), x1.new_empty((0,), dtype=torch.float32)))
+    (y1, s1), (y2, s2) = outs
+    return y1, y2, x.to(x1.dtype), s1, s2
+
+
+def add_rms_norm_dynamic_quant_fake(x1, x2, gamma, *, smooth_scale1=None, smooth_scale2=None,
+                                    beta=None, epsilon=1e-6, output_mask=None, y_dtype=None):
+    run = check_add_rms_norm_dynamic_quant(x1, x2, gamma, smooth_scale1, smooth_scale2, beta,
+                                           output_mask, y_dtype)
+    ys, ss = [], []
+    for on in run:
+        ys.append(torch.empty_like(x1, dtype=torch.int8) if on
+                  else x1.new_empty((0,), dtype=torch.int8))
+        ss.append(x1.new_empty(x1.shape[:-1], dtype=torch.float32) if on
+                  else x1.new_empty((0,), dtype=torch.float32))
+    return ys[0], ys[1], torch.empty_like(x1), ss[0], ss[1]
+
+
+
+def _unfused(x1, x2, gamma, *, smooth_scale1=None, **kw):
+    y, _, x = torch.ops.npu.npu_add_rms_norm(x1, x2, gamma)
+    q, scale = torch.ops.npu.npu_dynamic_quant(y, smooth_scales=smooth_scale1)
+    return q, x, scale
+
+
+npu_add_rms_norm_dynamic_quant = define_op(
+    "npu_add_rms_norm_dynamic_quant(Tensor x1, Tensor x2, Tensor gamma, *, "
+    "Tensor? smooth_scale1=None, Tensor? smooth_scale2=None, Tensor? beta=None, "
+    "float epsilon=1e-06, bool[2]? output_mask=None, int? y_dtype=None) "
+    "-> (Tensor, Tensor, Tensor, Tensor, Tensor)",
+    reference=add_rms_norm_dynamic_quant_reference, fake=add_rms_norm_dynamic_quant_fake,
+    native=("cpu",),
+    doc="add + rms_norm (+ beta) + per-token dynamic int8 quantisation, up to two branches.",
+    benchmarks=(Benchmark(lambda t, h, dt: (bench_norm_inputs(t, h, dt),
+                                          {"smooth_scale1": bench_positive(h, dtype=dt)}),
+                          _unfused, "npu_add_rms_norm + npu_dynamic_quant"),),
+)

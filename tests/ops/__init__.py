@@ -1,0 +1,57 @@
+"""The per-operator tests: tests/ops/test_<slice>.py holds everything about the operators of
+one slice of op_sdk.ops (the name an operator's files share, ``OpDef.slice``), and declares
+what the registry-driven tests at tests/ level read from every slice:
+
+* ``SCHEMAS``: the contract's schema strings of its npu-namespace operators
+  (tests/test_ops_schema.py);
+* ``samples()``: sample calls ``(name, args, kwargs)`` (tests/test_opcheck.py, and the native
+  kernels against the references in tests/test_registry_coverage.py);
+* ``CASES``: constraint violations, raised on cpu and meta alike; ``BAD_CALLS``: calls the
+  native kernels' own checks reject, as the references do (tests/test_ops_constraints.py).
+
+An operator outside the npu namespace is named ``"<namespace>::<name>"`` in these tables.
+tests/test_registry_coverage.py checks that every operator has its file, samples and
+constraint cases.
+"""
+
+import importlib
+import pathlib
+
+import torch
+
+import op_sdk
+
+HERE = pathlib.Path(__file__).parent
+
+
+def slice_modules() -> list:
+    """The tests/ops/test_<slice>.py modules, in name order."""
+    return [importlib.import_module(f"{__name__}.{p.stem}") for p in sorted(HERE.glob("test_*.py"))]
+
+
+def slice_module(slice_name: str):
+    return importlib.import_module(f"{__name__}.test_{slice_name}")
+
+
+def gather(attr: str) -> list:
+    """The entries of table `attr` of every slice (absent: none), concatenated; a function
+    (``samples``) is called, with torch seeded first, so its inputs do not depend on order."""
+    out = []
+    for module in slice_modules():
+        table = getattr(module, attr, ())
+        if callable(table):
+            torch.manual_seed(0)
+            table = table()
+        out.extend(table)
+    return out
+
+
+def sdk_ops() -> list:
+    """The operators op_sdk.ops defines (not the plugins that tests and examples define)."""
+    return [o for o in op_sdk.registered_ops() if o.module.startswith("op_sdk.ops.")]
+
+
+def opdef(name: str):
+    """The OpDef of an operator as the tables name it."""
+    namespace, _, bare = name.rpartition("::")
+    return op_sdk.get_op(bare, namespace or "npu")

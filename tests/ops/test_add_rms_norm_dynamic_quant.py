@@ -1,0 +1,175 @@
+"""npu_add_rms_norm_dynamic_quant: the native CPU kernel against the reference over every
+combination of smoothing scales, output_mask and beta (the sum output `x` exact; a branch
+that does not run gives (0,) outputs), zero rows, strided and empty inputs; the branches
+and values on hand-built cases."""
+
+import pytest
+import torch
+
+from op_sdk.ops.add_rms_norm_dynamic_quant import add_rms_norm_dynamic_quant_reference
+from tests.ops._helpers import (
+    T,
+    assert_outputs_close,
+    bad,
+    bf16,
+    fp16,
+    npu,
+    rand,
+    rms_norm_fp64,
+    strided,
+    zeros,
+)
+
+SCHEMAS = [
+    "npu_add_rms_norm_dynamic_quant(Tensor x1, Tensor x2, Tensor gamma, *, Tensor? smooth_scale1=None, Tensor? smooth_scale2=None, Tensor? beta=None, float epsilon=1e-06, bool[2]? output_mask=None, int? y_dtype=None) -> (Tensor, Tensor, Tensor, Tensor, Tensor)",
+]
+
+
+def samples():
+    h = 24
+    return [
+        ("npu_add_rms_norm_dynamic_quant", (rand(5, h, dtype=bf16), rand(5, h, dtype=bf16), rand(h, dtype=bf16)),
+         {"smooth_scale1": rand(h, dtype=bf16), "output_mask": [True, False]}),
+        ("npu_add_rms_norm_dynamic_quant", (rand(2, 3, h, dtype=fp16), rand(2, 3, h, dtype=fp16),
+                                            rand(h, dtype=fp16)),
+         {"smooth_scale1": rand(h, dtype=fp16), "smooth_scale2": rand(h, dtype=fp16),
+          "beta": rand(h, dtype=fp16)}),
+        ("npu_add_rms_norm_dynamic_quant", (rand(5, h, dtype=bf16), rand(5, h, dtype=bf16), rand(h, dtype=bf16)),
+         {}),
+    ]
+
+
+# (case id, operator, args, kwargs, argument named in the error, exception type)
+CASES = [
+    ("ardq/1-dim", "npu_add_rms_norm_dynamic_quant", (T(16, dtype=fp16), T(16, dtype=fp16),
+                                                      T(16, dtype=fp16)), {}, "x1", RuntimeError),
+    ("ardq/fp32", "npu_add_rms_norm_dynamic_quant", (T(4, 16), T(4, 16), T(16)), {}, "x1", RuntimeError),
+    ("ardq/mask-both-false", "npu_add_rms_norm_dynamic_quant",
+     (T(4, 16, dtype=fp16), T(4, 16, dtype=fp16), T(16, dtype=fp16)), {"output_mask": [False, False]},
+     "output_mask", RuntimeError),
+    ("ardq/mask-length", "npu_add_rms_norm_dynamic_quant",
+     (T(4, 16, dtype=fp16), T(4, 16, dtype=fp16), T(16, dtype=fp16)), {"output_mask": [True]},
+     "output_mask", RuntimeError),
+    ("ardq/smooth1-needs-mask0", "npu_add_rms_norm_dynamic_quant",
+     (T(4, 16, dtype=fp16), T(4, 16, dtype=fp16), T(16, dtype=fp16)),
+     {"smooth_scale1": T(16, dtype=fp16), "output_mask": [False, True]}, "smooth_scale1", RuntimeError),
+    ("ardq/smooth2-needs-mask1", "npu_add_rms_norm_dynamic_quant",
+     (T(4, 16, dtype=fp16), T(4, 16, dtype=fp16), T(16, dtype=fp16)),
+     {"smooth_scale2": T(16, dtype=fp16), "output_mask": [True, False]}, "smooth_scale2", RuntimeError),
+    ("ardq/smooth2-needs-smooth1", "npu_add_rms_norm_dynamic_quant",
+     (T(4, 16, dtype=fp16), T(4, 16, dtype=fp16), T(16, dtype=fp16)), {"smooth_scale2": T(16, dtype=fp16)},
+     "smooth_scale2", RuntimeError),
+    ("ardq/smooth-dtype", "npu_add_rms_norm_dynamic_quant",
+     (T(4, 16, dtype=fp16), T(4, 16, dtype=fp16), T(16, dtype=fp16)), {"smooth_scale1": T(16)},
+     "smooth_scale1", RuntimeError),
+    ("ardq/beta-len", "npu_add_rms_norm_dynamic_quant",
+     (T(4, 16, dtype=fp16), T(4, 16, dtype=fp16), T(16, dtype=fp16)), {"beta": T(8, dtype=fp16)},
+     "beta", RuntimeError),
+    ("ardq/y-dtype", "npu_add_rms_norm_dynamic_quant",
+     (T(4, 16, dtype=fp16), T(4, 16, dtype=fp16), T(16, dtype=fp16)), {"y_dtype": torch.int32},
+     "y_dtype", RuntimeError),
+]
+
+BAD_CALLS = [
+    bad("npu_add_rms_norm_dynamic_quant", "x1", zeros(8), zeros(8), zeros(8)),
+    bad("npu_add_rms_norm_dynamic_quant", "gamma", zeros(4, 8), zeros(4, 8), zeros(2, 8)),
+    bad("npu_add_rms_norm_dynamic_quant", "smooth_scale1",
+        zeros(4, 8), zeros(4, 8), zeros(8), smooth_scale1=zeros(8, dtype=fp16)),
+    bad("npu_add_rms_norm_dynamic_quant", "beta", zeros(4, 8), zeros(4, 8), zeros(8), beta=zeros(9)),
+    bad("npu_add_rms_norm_dynamic_quant", "smooth_scale2",
+        zeros(4, 8), zeros(4, 8), zeros(8), smooth_scale2=zeros(8)),
+    bad("npu_add_rms_norm_dynamic_quant", "output_mask",
+        zeros(4, 8), zeros(4, 8), zeros(8), output_mask=[False, False]),
+    bad("npu_add_rms_norm_dynamic_quant", "smooth_scale1",
+        zeros(4, 8), zeros(4, 8), zeros(8), smooth_scale1=zeros(8), output_mask=[False, True]),
+    bad("npu_add_rms_norm_dynamic_quant", "smooth_scale2",
+        zeros(4, 8), zeros(4, 8), zeros(8), smooth_scale2=zeros(8), output_mask=[True, False]),
+    bad("npu_add_rms_norm_dynamic_quant", "output_mask", zeros(4, 8), zeros(4, 8), zeros(8),
+        output_mask=[True, True, True]),
+    bad("npu_add_rms_norm_dynamic_quant", "y_dtype",
+        zeros(4, 8), zeros(4, 8), zeros(8), y_dtype=torch.int32),
+]
+
+
+# ---- the native kernel against the reference ------------------------------------------
+
+BRANCHES = [  # (smooth1, smooth2, output_mask)
+    (False, False, None), (True, False, None), (True, True, None), (False, False, [True, True]),
+    (False, True, [False, True]), (True, False, [True, False]), (False, False, [False, True]),
+]
+
+
+@pytest.mark.parametrize("dtype", [fp16, bf16])
+@pytest.mark.parametrize("shape", [(1, 96), (257, 96), (2, 3, 7), (3, 7168)])
+@pytest.mark.parametrize("sm1,sm2,mask", BRANCHES)
+@pytest.mark.parametrize("beta", [False, True])
+def test_add_rms_norm_dynamic_quant(dtype, shape, sm1, sm2, mask, beta):
+    torch.manual_seed(0)
+    h = shape[-1]
+    x1, x2, g = rand(*shape, dtype=dtype), rand(*shape, dtype=dtype), rand(h, dtype=dtype)
+    kw = {"smooth_scale1": (torch.rand(h) + 0.5).to(dtype) if sm1 else None,
+          "smooth_scale2": (torch.rand(h) + 0.5).to(dtype) if sm2 else None,
+          "beta": rand(h, dtype=dtype) if beta else None, "output_mask": mask}
+    out = npu.npu_add_rms_norm_dynamic_quant(x1, x2, g, **kw)
+    ref = add_rms_norm_dynamic_quant_reference(x1, x2, g, **kw)
+    assert_outputs_close(out, ref, exact=(2,))
+    for y, s in ((out[0], out[3]), (out[1], out[4])):
+        assert (y.shape == (0,)) == (s.shape == (0,))  # a branch that does not run: (0,)
+
+
+def test_add_rms_norm_dynamic_quant_zero_rows_non_contiguous_and_empty():
+    torch.manual_seed(0)
+    x1 = strided(rand(9, 40, dtype=bf16))
+    x2 = rand(9, 40, dtype=bf16)
+    x2[3] = -x1[3]  # the sum is zero: scale 0, y 0, never NaN
+    g = rand(40, dtype=bf16)
+    sm = (torch.rand(40) + 0.5).to(bf16)
+    out = npu.npu_add_rms_norm_dynamic_quant(x1, x2, g, smooth_scale1=sm, smooth_scale2=sm)
+    assert_outputs_close(out, add_rms_norm_dynamic_quant_reference(
+        x1, x2, g, smooth_scale1=sm, smooth_scale2=sm), exact=(2,))
+    assert float(out[3][3]) == 0.0 and (out[0][3] == 0).all() and not out[3].isnan().any()
+    e = torch.empty(0, 3, 16, dtype=fp16)
+    out = npu.npu_add_rms_norm_dynamic_quant(e, e, torch.ones(16, dtype=fp16))
+    assert [tuple(o.shape) for o in out] == [(0, 3, 16), (0,), (0, 3, 16), (0, 3), (0,)]
+
+
+# ---- semantics on hand-built cases ----------------------------------------------------------
+
+MASK_CASES = [
+    # (smooth1, smooth2, mask) -> which branches run
+    (False, False, None, (True, False)),
+    (True, False, None, (True, False)),
+    (True, True, None, (True, True)),
+    (False, False, [True, True], (True, True)),
+    (False, False, [False, True], (False, True)),
+    (True, False, [True, False], (True, False)),
+    (False, True, [False, True], (False, True)),
+    (True, True, [True, True], (True, True)),
+]
+
+
+@pytest.mark.parametrize("sm1,sm2,mask,runs", MASK_CASES)
+def test_add_rms_norm_dynamic_quant_output_mask(sm1, sm2, mask, runs):
+    torch.manual_seed(6)
+    x1, x2, g = torch.randn(2, 3, 32, dtype=fp16), torch.randn(2, 3, 32, dtype=fp16), torch.randn(32, dtype=fp16)
+    s1 = torch.rand(32, dtype=fp16) + 0.5 if sm1 else None
+    s2 = torch.rand(32, dtype=fp16) + 0.5 if sm2 else None
+    y1, y2, x, sc1, sc2 = npu.npu_add_rms_norm_dynamic_quant(
+        x1, x2, g, smooth_scale1=s1, smooth_scale2=s2, output_mask=mask)
+    y64, _ = rms_norm_fp64(x1.double() + x2.double(), g)
+    for on, y, sc, sm in zip(runs, (y1, y2), (sc1, sc2), (s1, s2)):
+        if not on:
+            assert y.shape == (0,) and sc.shape == (0,)
+            continue
+        assert y.shape == x1.shape and sc.shape == (2, 3)
+        v = y64 * (sm.double() if sm is not None else 1)
+        torch.testing.assert_close(sc.double(), v.abs().amax(-1) / 127, rtol=2e-3, atol=1e-6)
+        expect = torch.round(v * 127 / v.abs().amax(-1, keepdim=True))
+        assert (y.double() - expect).abs().max() <= 1
+    assert torch.equal(x, (x1.float() + x2.float()).to(fp16))
+
+
+def test_add_rms_norm_dynamic_quant_zero_rows():
+    x1 = torch.zeros(3, 16, dtype=bf16)
+    y1, _, _, s1, _ = npu.npu_add_rms_norm_dynamic_quant(x1, x1.clone(), torch.ones(16, dtype=bf16))
+    assert (y1 == 0).all() and (s1 == 0).all()

@@ -1,0 +1,239 @@
+"""npu_quant_matmul: the native CPU kernel against the reference, bit for bit (the int32
+product is exact and the epilogue does the contract's fp32 steps in its order), over every
+epilogue, sizes (the VNNI / AMX few-row kernels and ATen's int8 GEMM), layouts, batched,
+strided and empty inputs, saturation and rounding; the formulas on hand-built cases; the
+int4 weights A4W4 / A8W4 (torch_npu's documented contract beyond A2 / A3) and their rules."""
+
+import pytest
+import torch
+
+from op_sdk.ops._common import pack_int4, pack_quant_scale, unpack_quant_scale
+from op_sdk.ops.quant_matmul import quant_matmul_reference
+from tests.ops._helpers import T, bf16, fp16, i8, npu, rand_i8
+
+SCHEMAS = [
+    "npu_quant_matmul(Tensor x1, Tensor x2, Tensor scale, *, Tensor? offset=None, Tensor? pertoken_scale=None, Tensor? bias=None, int? output_dtype=None, int? x1_dtype=None, int? x2_dtype=None, int? pertoken_scale_dtype=None, int? scale_dtype=None, int[]? group_sizes=None, Tensor? y_scale=None) -> Tensor",
+]
+
+
+def samples():
+    return [
+        ("npu_quant_matmul", (rand_i8(5, 32), rand_i8(32, 16), torch.rand(16) / 100), {}),
+        ("npu_quant_matmul", (rand_i8(5, 32), rand_i8(32, 16), torch.rand(16) / 100),
+         {"pertoken_scale": torch.rand(5), "output_dtype": torch.bfloat16,
+          "bias": torch.randn(16).to(bf16)}),
+        ("npu_quant_matmul", (rand_i8(2, 5, 32), rand_i8(32, 16), torch.rand(1)),
+         {"bias": torch.randint(-9, 9, (16,), dtype=torch.int32), "output_dtype": torch.int32}),
+    ]
+
+
+# (case id, operator, args, kwargs, argument named in the error, exception type)
+CASES = [
+    ("qmm/x1-dtype", "npu_quant_matmul", (T(4, 8), T(8, 6, dtype=i8), T(6)), {}, "x1", NotImplementedError),
+    ("qmm/group-sizes", "npu_quant_matmul", (T(4, 8, dtype=i8), T(8, 6, dtype=i8), T(6)),
+     {"group_sizes": [1, 1, 1]}, "group_sizes", NotImplementedError),
+    ("qmm/y-scale", "npu_quant_matmul", (T(4, 8, dtype=i8), T(8, 6, dtype=i8), T(6)),
+     {"y_scale": T(6)}, "y_scale", NotImplementedError),
+    ("qmm/k", "npu_quant_matmul", (T(4, 8, dtype=i8), T(7, 6, dtype=i8), T(6)), {}, "x2", RuntimeError),
+    ("qmm/scale-shape", "npu_quant_matmul", (T(4, 8, dtype=i8), T(8, 6, dtype=i8), T(5)), {}, "scale",
+     RuntimeError),
+    ("qmm/pertoken-shape", "npu_quant_matmul", (T(4, 8, dtype=i8), T(8, 6, dtype=i8), T(6)),
+     {"pertoken_scale": T(3), "output_dtype": torch.float16}, "pertoken_scale", RuntimeError),
+    ("qmm/pertoken-int8-out", "npu_quant_matmul", (T(4, 8, dtype=i8), T(8, 6, dtype=i8), T(6)),
+     {"pertoken_scale": T(4)}, "pertoken_scale", NotImplementedError),
+    ("qmm/output-dtype", "npu_quant_matmul", (T(4, 8, dtype=i8), T(8, 6, dtype=i8), T(6)),
+     {"output_dtype": torch.float32}, "output_dtype", RuntimeError),
+    ("qmm/float-bias-no-pertoken", "npu_quant_matmul", (T(4, 8, dtype=i8), T(8, 6, dtype=i8), T(6)),
+     {"bias": T(6, dtype=bf16), "output_dtype": torch.bfloat16}, "bias", NotImplementedError),
+]
+
+
+# ---- the native kernel against the reference ------------------------------------------
+
+def _qmm_epilogues(m, n):
+    pt = torch.rand(m) + 0.5
+    return {
+        "int8": {},
+        "int8-offset": {"offset": torch.randn(n) * 3},
+        "int8-offset1": {"offset": torch.tensor([2.5])},
+        "int32": {"output_dtype": torch.int32},
+        # values near the int32 limit: the bias add wraps like torch's int32 add
+        "int32-bias": {"output_dtype": torch.int32,
+                       "bias": torch.randint(2**31 - 3000, 2**31 - 1, (n,), dtype=torch.int32)},
+        "int8-int-bias": {"bias": torch.randint(-5000, 5000, (n,), dtype=torch.int32)},
+        "bf16-pertoken": {"pertoken_scale": pt, "output_dtype": torch.bfloat16},
+        "fp16-pertoken-fp32-bias": {"pertoken_scale": pt, "output_dtype": torch.float16,
+                                    "bias": torch.randn(n)},
+        "bf16-pertoken-bf16-bias": {"pertoken_scale": pt, "output_dtype": torch.bfloat16,
+                                    "bias": torch.randn(n).to(bf16)},
+        "fp16-pertoken-fp16-bias": {"pertoken_scale": pt, "output_dtype": torch.float16,
+                                    "bias": torch.randn(n).to(fp16)},
+        "fp16-no-pertoken": {"output_dtype": torch.float16},
+    }
+
+
+def _qmm_check(x1, x2, scale, **kw):
+    out = npu.npu_quant_matmul(x1, x2, scale, **kw)
+    ref = quant_matmul_reference(x1, x2, scale, **kw)
+    assert out.dtype == ref.dtype and out.shape == ref.shape
+    assert torch.equal(out, ref), f"max diff {(out.double() - ref.double()).abs().max()}"
+
+
+# m = 1..3 take the VNNI kernel on CPUs that have it, 4..32 the AMX kernel, larger m
+# ATen's int8 GEMM; k covers whole 64-byte steps, tails, k < 64 and k = 0; n covers the
+# 4-row groups / 16-column tiles and their tails.
+@pytest.mark.parametrize("m,k,n", [(1, 96, 40), (1, 1, 5), (2, 64, 4), (3, 77, 45),
+                                   (4, 7168, 9), (7, 130, 33), (8, 200, 70), (9, 64, 16),
+                                   (17, 100, 31), (32, 65, 17), (40, 100, 31), (64, 64, 48),
+                                   (2, 0, 3)])
+@pytest.mark.parametrize("layout", ["nk", "kn"])
+def test_quant_matmul(m, k, n, layout):
+    x1 = rand_i8(m, k)
+    # "nk": the (k, n) view of an (n, k) row-major weight (w.t()), "kn": row-major (k, n)
+    x2 = rand_i8(n, k).t() if layout == "nk" else rand_i8(k, n)
+    scale = torch.rand(n) * 1e-3
+    for name, kw in _qmm_epilogues(m, n).items():
+        for s in (scale, scale[:1], scale.to(bf16)):
+            _qmm_check(x1, x2, s, **kw)
+
+
+def test_quant_matmul_non_contiguous_batched_and_empty():
+    # rows of x1 with a stride, a weight whose rows are a slice of wider ones
+    x1 = rand_i8(5, 300)[:, ::3]
+    wide = rand_i8(24, 160)
+    _qmm_check(x1, wide[:, 20:120].t(), torch.rand(24) * 1e-2)
+    _qmm_check(rand_i8(100, 6).t(), wide[:, :100].t(), torch.rand(24) * 1e-2)  # column-major x1
+    pt = torch.rand(4)
+    # broadcast batch dims on either side
+    _qmm_check(rand_i8(2, 3, 4, 40), rand_i8(3, 24, 40).transpose(1, 2), torch.rand(24) * 1e-2,
+               pertoken_scale=pt, output_dtype=bf16)
+    _qmm_check(rand_i8(4, 40), rand_i8(2, 40, 24), torch.rand(24) * 1e-2, output_dtype=torch.int32)
+    _qmm_check(rand_i8(3, 1, 4, 40), rand_i8(5, 40, 24), torch.rand(1), offset=torch.randn(24))
+    # empty m / n / batch
+    for x1, x2, n in [(rand_i8(0, 32), rand_i8(32, 8), 8), (rand_i8(4, 32), rand_i8(32, 0), 0),
+                      (rand_i8(0, 4, 32), rand_i8(32, 8), 8)]:
+        out = npu.npu_quant_matmul(x1, x2, torch.ones(max(n, 1)), output_dtype=torch.int32)
+        assert out.shape == (*x1.shape[:-1], n) and out.dtype == torch.int32
+
+
+def test_quant_matmul_saturates_and_rounds_half_to_even():
+    # 1 x 1 products whose dequantised values sit on .5 and beyond the int8 range
+    x1 = torch.tensor([[1], [3], [-5], [100], [-100]], dtype=torch.int8)
+    x2 = torch.tensor([[1, 127]], dtype=torch.int8)
+    out = npu.npu_quant_matmul(x1, x2, torch.tensor([0.5, 1.0]))
+    assert out[:, 0].tolist() == [0, 2, -2, 50, -50]
+    assert out[:, 1].tolist() == [127, 127, -128, 127, -128]
+    _qmm_check(x1, x2, torch.tensor([0.5, 1.0]))
+
+
+# ---- semantics on hand-built cases ----------------------------------------------------------
+
+def test_quant_matmul_formulas():
+    torch.manual_seed(8)
+    a = torch.randint(-128, 128, (6, 40), dtype=torch.int8)
+    b = torch.randint(-128, 128, (40, 10), dtype=torch.int8)
+    acc = a.long() @ b.long()
+    scale = torch.rand(10) / 1000
+    out = npu.npu_quant_matmul(a, b, scale)
+    assert out.dtype == torch.int8
+    # rint(acc * scale) in fp32: within one step of the fp64 value
+    assert (out.double() - torch.round(acc.double() * scale.double()).clamp(-128, 127)).abs().max() <= 1
+    bias = torch.randint(-500, 500, (10,), dtype=torch.int32)
+    raw = npu.npu_quant_matmul(a, b, scale, bias=bias, output_dtype=torch.int32)
+    assert torch.equal(raw.long(), acc + bias)
+    pt = torch.rand(6)
+    fb = torch.randn(10, dtype=bf16)
+    o16 = npu.npu_quant_matmul(a, b, scale, pertoken_scale=pt, bias=fb, output_dtype=torch.bfloat16)
+    ref = acc.double() * scale.double() * pt.double()[:, None] + fb.double()
+    torch.testing.assert_close(o16.double(), ref.to(bf16).double(), rtol=1e-2, atol=1e-2)
+    o8 = npu.npu_quant_matmul(a, b, scale, offset=torch.full((10,), 3.0))
+    expect8 = torch.round(acc.double() * scale.double() + 3).clamp(-128, 127)
+    assert (o8.double() - expect8).abs().max() <= 1
+
+
+# ---- int4 weights (the documented contract beyond A2 / A3) ------------------------------------
+
+def _int4(*shape):
+    return torch.randint(-8, 8, shape, dtype=torch.int8)
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 64, 24), (5, 128, 40), (33, 64, 16)])
+@pytest.mark.parametrize("continuous", [False, True])
+@pytest.mark.parametrize("epilogue", ["fp16", "pertoken-bf16", "pertoken-fp16-bias"])
+def test_quant_matmul_a4w4(m, k, n, continuous, epilogue):
+    torch.manual_seed(0)
+    q1, q2 = _int4(m, k), _int4(k, n)
+    x1 = pack_int4(q1)
+    # (k, n/8) packed along n, or the transpose view of an (n, k/8) tensor packed along k
+    x2 = pack_int4(q2.t().contiguous()).t() if continuous else pack_int4(q2)
+    scale = torch.rand(n) / 50
+    kw = {"output_dtype": torch.float16}
+    if epilogue != "fp16":
+        kw = {"pertoken_scale": torch.rand(m), "output_dtype": bf16 if "bf16" in epilogue else fp16}
+    if "bias" in epilogue:
+        kw["bias"] = torch.randn(n, dtype=fp16)
+    out = npu.npu_quant_matmul(x1, x2, scale, **kw)
+    ref = quant_matmul_reference(x1, x2, scale, **kw)
+    assert out.shape == (m, n) and out.dtype == kw["output_dtype"]
+    assert torch.equal(out, ref)
+    int8 = quant_matmul_reference(q1, q2, scale, **kw)  # the same product on the int8 values
+    assert torch.equal(out, int8)
+
+
+def test_quant_matmul_a4w4_rules():
+    x1, x2 = pack_int4(_int4(4, 64)), pack_int4(_int4(64, 16))
+    with pytest.raises(RuntimeError, match="npu_quant_matmul: argument 'output_dtype' must be float16"):
+        npu.npu_quant_matmul(x1, x2, torch.rand(16))
+    with pytest.raises(RuntimeError, match="npu_quant_matmul: argument 'x2'"):
+        npu.npu_quant_matmul(x1, pack_int4(_int4(32, 16)), torch.rand(16), output_dtype=fp16)
+    with pytest.raises(RuntimeError, match="npu_quant_matmul: argument 'x2'"):
+        npu.npu_quant_matmul(x1, x2.unsqueeze(0), torch.rand(16), output_dtype=fp16)
+
+
+@pytest.mark.parametrize("m", [1, 7, 40])
+@pytest.mark.parametrize("packed_scale", [True, False])
+@pytest.mark.parametrize("out", [fp16, bf16])
+def test_quant_matmul_a8w4_per_group(m, packed_scale, out):
+    torch.manual_seed(0)
+    k, n = 512, 24
+    x1, q2 = torch.randint(-128, 128, (m, k), dtype=torch.int8), _int4(k, n)
+    s32 = torch.rand(k // 256, n) / 100
+    scale = pack_quant_scale(s32) if packed_scale else s32
+    pt, off = torch.rand(m, 1), torch.randn(n)
+    got = npu.npu_quant_matmul(x1, pack_int4(q2), scale, pertoken_scale=pt, offset=off,
+                               output_dtype=out)
+    ref = quant_matmul_reference(x1, pack_int4(q2), scale, pertoken_scale=pt, offset=off,
+                                 output_dtype=out)
+    assert got.shape == (m, n) and got.dtype == out
+    assert torch.equal(got, ref)
+    s = unpack_quant_scale(scale)
+    # the NPU's convention: x1 - 8 (the documented y offset 8 * sum_k x2 * scale cancels it)
+    expect = sum(((x1[:, g * 256:(g + 1) * 256].double() - 8) @ q2[g * 256:(g + 1) * 256].double())
+                 * s[g] for g in range(k // 256))
+    torch.testing.assert_close(got.double(), ((expect + off) * pt).to(out).double())
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_quant_matmul_a8w4_rules(device):
+    x1 = torch.zeros(4, 512, dtype=torch.int8, device=device)
+    x2 = torch.zeros(512, 3, dtype=torch.int32, device=device)
+    s, pt = torch.ones(2, 24, device=device), torch.ones(4, 1, device=device)
+    cases = [
+        ({"scale": torch.ones(24, device=device)}, "scale"),
+        ({"pertoken_scale": None}, "pertoken_scale"),
+        ({"pertoken_scale": torch.ones(4, device=device)}, "pertoken_scale"),
+        ({"output_dtype": None}, "output_dtype"),
+        ({"offset": torch.ones(3, device=device)}, "offset"),
+        ({"group_sizes": [0, 0, 128]}, "group_sizes"),
+    ]
+    for change, arg in cases:
+        kw = {"scale": s, "pertoken_scale": pt, "output_dtype": fp16}
+        kw.update(change)
+        scale = kw.pop("scale")
+        with pytest.raises(RuntimeError, match=f"npu_quant_matmul: argument '{arg}'"):
+            npu.npu_quant_matmul(x1, x2, scale, **kw)
+    with pytest.raises(RuntimeError, match="argument 'x1'"):
+        npu.npu_quant_matmul(x1[:, :384], x2[:384], s[:1], pertoken_scale=pt, output_dtype=fp16)
+    with pytest.raises(NotImplementedError, match="argument 'bias'"):
+        npu.npu_quant_matmul(x1, x2, s, pertoken_scale=pt, output_dtype=fp16,
+                             bias=torch.zeros(24, dtype=torch.int32, device=device))

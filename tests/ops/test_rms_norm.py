@@ -1,0 +1,85 @@
+"""npu_rms_norm: the native CPU kernel against the reference over dtype pairs, sizes,
+multi-dimensional gamma, strided and empty inputs; values on hand-built cases."""
+
+import pytest
+import torch
+
+from op_sdk.ops.rms_norm import rms_norm_reference
+from tests.ops._helpers import (
+    T,
+    assert_outputs_close,
+    bad,
+    bf16,
+    fp16,
+    fp32,
+    npu,
+    rand,
+    strided,
+    zeros,
+)
+
+SCHEMAS = [
+    "npu_rms_norm(Tensor input, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor)",
+]
+
+
+def samples():
+    h = 24
+    return [
+        ("npu_rms_norm", (rand(5, h, dtype=bf16), rand(h, dtype=fp32)), {}),
+        ("npu_rms_norm", (rand(2, 3, h, grad=True), rand(h, grad=True)), {"epsilon": 1e-5}),
+        ("npu_rms_norm", (rand(2, 3, 8, dtype=fp16), rand(3, 8, dtype=fp16)), {}),
+    ]
+
+
+# (case id, operator, args, kwargs, argument named in the error, exception type)
+CASES = [
+    ("rms/gamma-dtype-pair", "npu_rms_norm", (T(4, 8, dtype=fp16), T(8, dtype=bf16)), {}, "gamma", RuntimeError),
+    ("rms/fp32-x-half-gamma", "npu_rms_norm", (T(4, 8), T(8, dtype=fp16)), {}, "gamma", RuntimeError),
+    ("rms/gamma-shape", "npu_rms_norm", (T(4, 8), T(6)), {}, "gamma", RuntimeError),
+    ("rms/gamma-too-many-dims", "npu_rms_norm", (T(8), T(1, 8)), {}, "gamma", RuntimeError),
+]
+
+BAD_CALLS = [
+    bad("npu_rms_norm", "gamma", zeros(4, 8), zeros(8, dtype=fp16)),
+    bad("npu_rms_norm", "gamma", zeros(4, 8), zeros(7)),
+    bad("npu_rms_norm", "gamma", zeros(4, 8), zeros(2, 4, 8)),
+]
+
+
+# ---- the native kernel against the reference ------------------------------------------
+
+@pytest.mark.parametrize("xdt,gdt", [(fp16, fp32), (bf16, fp32), (fp16, fp16), (bf16, bf16),
+                                     (fp32, fp32)])
+@pytest.mark.parametrize("shape,gdims", [((1, 96), 1), ((257, 96), 1), ((2, 3, 7), 1),
+                                         ((4, 3, 7), 2), ((3, 7168), 1)])
+def test_rms_norm(xdt, gdt, shape, gdims):
+    torch.manual_seed(0)
+    x = rand(*shape, dtype=xdt)
+    g = rand(*shape[len(shape) - gdims:], dtype=gdt)
+    assert_outputs_close(npu.npu_rms_norm(x, g, 1e-5), rms_norm_reference(x, g, 1e-5),
+                         float_dtype=xdt)
+
+
+def test_rms_norm_non_contiguous_and_empty():
+    torch.manual_seed(0)
+    x = strided(rand(33, 40, dtype=bf16))
+    g = strided(rand(40, dtype=bf16))
+    assert not x.is_contiguous() and not g.is_contiguous()
+    y, rstd = npu.npu_rms_norm(x, g)
+    assert_outputs_close((y, rstd), rms_norm_reference(x, g), float_dtype=bf16)
+    assert y.stride() == torch.empty_like(x).stride()  # laid out as the fake promises
+    y, rstd = npu.npu_rms_norm(torch.empty(0, 5, 40, dtype=bf16), torch.ones(40, dtype=bf16))
+    assert y.shape == (0, 5, 40) and rstd.shape == (0, 5, 1)
+
+
+# ---- semantics on hand-built cases ----------------------------------------------------------
+
+def test_rms_norm_multi_dim_gamma_and_rstd_shape():
+    x = torch.randn(2, 3, 4, 8)
+    g = torch.randn(4, 8)
+    y, rstd = npu.npu_rms_norm(x, g)
+    assert rstd.shape == (2, 3, 1, 1)
+    xf = x.double()
+    r = 1 / torch.sqrt(xf.square().mean((-2, -1), keepdim=True) + 1e-6)
+    torch.testing.assert_close(y.double(), xf * r * g.double(), rtol=1e-5, atol=1e-5)

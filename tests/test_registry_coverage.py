@@ -1,0 +1,67 @@
+"""Every operator of op_sdk.ops (read from the registry) has its tests: a file
+tests/ops/test_<slice>.py whose samples() call it and whose constraint tables (CASES,
+BAD_CALLS) hold a call of it that must fail. Every operator declared with a native CPU
+kernel dispatches to it, and on every sample call gives the reference's output: integer
+(and 8-bit float) outputs bit for bit, float outputs within the dtype's tolerance."""
+
+import pytest
+import torch
+
+from tests.ops import HERE, gather, opdef, sdk_ops, slice_module
+from tests.ops._helpers import TOL, assert_bits_equal, assert_float_close
+
+OPS = sdk_ops()
+NATIVE_OPS = [o for o in OPS if "cpu" in o.native]
+NATIVE_SAMPLES = [s for s in gather("samples") if "cpu" in opdef(s[0]).native]
+
+
+def _qualnames(names):
+    return {opdef(name).qualname for name in names}
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda o: o.qualname)
+def test_every_operator_has_its_test_file(op):
+    assert (HERE / f"test_{op.slice}.py").is_file(), f"no tests/ops/test_{op.slice}.py"
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda o: o.qualname)
+def test_every_operator_has_samples(op):
+    names = [name for name, _, _ in slice_module(op.slice).samples()]
+    assert op.qualname in _qualnames(names), f"test_{op.slice}.py: no sample calls {op.qualname}"
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda o: o.qualname)
+def test_every_operator_has_constraint_cases(op):
+    module = slice_module(op.slice)
+    names = [case[1] for case in getattr(module, "CASES", ())]
+    names += [call[0] for call in getattr(module, "BAD_CALLS", ())]
+    assert op.qualname in _qualnames(names), f"test_{op.slice}.py: no constraint case of {op.qualname}"
+
+
+@pytest.mark.parametrize("op", NATIVE_OPS, ids=lambda o: o.qualname)
+def test_op_dispatches_to_native_cpu_kernel(op):
+    assert op.kernel_devices()["cpu"] == "native"
+    assert torch._C._dispatch_has_kernel_for_dispatch_key(op.qualname, "CPU")
+
+
+def _call(fn, op, args, kwargs):
+    if op.mutated_args:  # each call writes its own copies
+        args = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+    with torch.no_grad():
+        out = fn(*args, **kwargs)
+    return out if isinstance(out, tuple) else (out,)
+
+
+@pytest.mark.parametrize("i", range(len(NATIVE_SAMPLES)),
+                         ids=lambda i: f"{NATIVE_SAMPLES[i][0]}-{i}")
+def test_native_kernel_matches_reference_on_samples(i):
+    name, args, kwargs = NATIVE_SAMPLES[i]
+    op = opdef(name)
+    out = _call(op.op, op, args, kwargs)
+    ref = _call(op.reference, op, args, kwargs)
+    assert len(out) == len(ref)
+    for o, r in zip(out, ref):
+        if o.dtype in TOL:
+            assert_float_close(o, r)
+        else:
+            assert_bits_equal(o, r)
