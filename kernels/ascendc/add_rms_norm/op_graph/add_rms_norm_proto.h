@@ -1,0 +1,20 @@
+// Ascend IR prototype of AddRmsNorm, the graph operator that npu_add_rms_norm maps to. Input,
+// output and attribute names and order follow CANN's prototype of the same operator.
+#ifndef OPSDK_ASCENDC_ADD_RMS_NORM_PROTO_H_
+#define OPSDK_ASCENDC_ADD_RMS_NORM_PROTO_H_
+
+#include "graph/operator_reg.h"
+
+namespace ge {
+REG_OP(AddRmsNorm)
+    .INPUT(x1, TensorType({DT_FLOAT16, DT_BF16, DT_FLOAT}))
+    .INPUT(x2, TensorType({DT_FLOAT16, DT_BF16, DT_FLOAT}))
+    .INPUT(gamma, TensorType({DT_FLOAT16, DT_BF16, DT_FLOAT}))
+    .OUTPUT(y, TensorType({DT_FLOAT16, DT_BF16, DT_FLOAT}))
+    .OUTPUT(rstd, TensorType({DT_FLOAT}))
+    .OUTPUT(x, TensorType({DT_FLOAT16, DT_BF16, DT_FLOAT}))
+    .ATTR(epsilon, Float, 1e-6f)
+    .OP_END_FACTORY_REG(AddRmsNorm)
+}  // namespace ge
+
+#endif  // OPSDK_ASCENDC_ADD_RMS_NORM_PROTO_H_

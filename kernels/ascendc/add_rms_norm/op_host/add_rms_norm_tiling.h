@@ -1,0 +1,66 @@
+// Tiling of AddRmsNorm (npu_add_rms_norm): x = x1 + x2 (fp32), rstd = 1 / sqrt(mean(x^2) + eps),
+// y = x * rstd * gamma, over numCols = numel(gamma) elements of each of numRows rows.
+// Shared with AddRmsNormCast (withFp32Y: y also written in fp32).
+#pragma once
+
+#include <cstdint>
+
+#include "../../common/tiling_common.h"
+
+struct AddRmsNormTilingData {
+    uint64_t numRows;
+    uint32_t numCols;
+    uint32_t blockDim;
+    uint64_t rowsPerBlock;
+    uint32_t formerBlocks;
+    uint32_t tilingKey;     // TILING_KEY_WHOLE_ROW or TILING_KEY_SPLIT_ROW (0: no tiling fits)
+    uint32_t rowsPerLoop;   // whole-row key: rows per tile
+    uint32_t chunkCols;     // split-row key: elements per chunk (a multiple of 64)
+    uint32_t numChunks;
+    uint32_t lastChunkCols;
+    float epsilon;
+    float avgFactor;        // 1 / numCols
+};
+
+#ifndef __CCE_AICORE__
+// xSize: element bytes of x1 / x2 / gamma / y / x (2 or 4).
+inline AddRmsNormTilingData TilingAddRmsNorm(uint64_t numRows, uint32_t numCols, uint32_t xSize, float epsilon,
+                                             uint32_t coreNum, uint32_t ubSize, bool withFp32Y = false)
+{
+    using namespace opsdk_ascendc;
+    AddRmsNormTilingData t{};
+    BlockSplit s = SplitRows(numRows, coreNum);
+    t.numRows = numRows;
+    t.numCols = numCols;
+    t.blockDim = s.blockDim;
+    t.rowsPerBlock = s.rowsPerBlock;
+    t.formerBlocks = s.formerBlocks;
+    t.epsilon = epsilon;
+    t.avgFactor = numCols ? 1.0f / static_cast<float>(numCols) : 0.0f;
+    if (numCols == 0) return t;
+    auto fixed = [&](uint64_t n) {  // gamma, gamma / x / x^2 in fp32, reduction work, 2 scalars
+        return 3 * AlignElems(n, 4) * 4 + AlignElems(n, xSize) * xSize + ReduceWorkBytes(n) + 2 * BLOCK_BYTES;
+    };
+    auto whole = [&](uint64_t rows) {  // x1, x2 in; y, x out (double-buffered); fp32 y; rstd
+        return fixed(numCols) + 4 * 2 * rows * AlignElems(numCols, xSize) * xSize +
+               (withFp32Y ? 2 * rows * AlignElems(numCols, 4) * 4 : 0) + 2 * AlignBytes(rows * 4);
+    };
+    uint64_t maxRows = s.rowsPerBlock + (s.formerBlocks ? 1 : 0);
+    uint32_t rows = FitRows(ubSize, maxRows, whole);
+    if (rows >= 1) {
+        t.tilingKey = TILING_KEY_WHOLE_ROW;
+        t.rowsPerLoop = rows;
+        return t;
+    }
+    auto split = [&](uint64_t n) {
+        return fixed(n) + 4 * 2 * n * xSize + (withFp32Y ? 2 * n * 4 : 0) + 2 * BLOCK_BYTES;
+    };
+    uint32_t chunk = FitChunk(ubSize, numCols, 64, split);
+    if (chunk == 0) return t;
+    t.tilingKey = TILING_KEY_SPLIT_ROW;
+    t.chunkCols = chunk;
+    t.numChunks = static_cast<uint32_t>(CeilDiv(numCols, chunk));
+    t.lastChunkCols = numCols - (t.numChunks - 1) * chunk;
+    return t;
+}
+#endif

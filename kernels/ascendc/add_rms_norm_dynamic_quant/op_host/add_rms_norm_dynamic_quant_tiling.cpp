@@ -1,0 +1,35 @@
+// CANN tiling callback of AddRmsNormDynamicQuant: calls the plain TilingAddRmsNormDynamicQuant
+// (add_rms_norm_dynamic_quant_tiling.h). Outputs other than int8 are rejected.
+#include "../../common/tiling_host_common.h"
+#include "add_rms_norm_dynamic_quant_tiling.h"
+
+namespace optiling {
+static ge::graphStatus TilingAddRmsNormDynamicQuantCallback(gert::TilingContext *context)
+{
+    const gert::StorageShape *x1 = context->GetInputShape(0);
+    const gert::StorageShape *gamma = context->GetInputShape(2);
+    if (x1 == nullptr || gamma == nullptr) return ge::GRAPH_FAILED;
+    uint64_t cols = static_cast<uint64_t>(gamma->GetStorageShape().GetShapeSize());
+    uint64_t total = static_cast<uint64_t>(x1->GetStorageShape().GetShapeSize());
+    if (cols == 0 || total % cols != 0) return ge::GRAPH_FAILED;
+    auto *attrs = context->GetAttrs();
+    if (attrs == nullptr) return ge::GRAPH_FAILED;
+    const auto *mask = attrs->GetAttrPointer<gert::TypedContinuousVector<bool>>(1);
+    bool hasMask = mask != nullptr && mask->GetSize() == 2;
+    if (mask != nullptr && mask->GetSize() != 0 && !hasMask) return ge::GRAPH_FAILED;
+    const int64_t *dstType = attrs->GetAttrPointer<int64_t>(2);
+    if (dstType != nullptr && *dstType != ge::DT_INT8) return ge::GRAPH_FAILED;
+    uint32_t xSize = ge::GetSizeByDataType(context->GetInputDesc(0)->GetDataType());
+    auto facts = opsdk_ascendc::GetPlatformFacts(context);
+    AddRmsNormDynamicQuantTilingData td = TilingAddRmsNormDynamicQuant(
+        total / cols, static_cast<uint32_t>(cols), xSize, opsdk_ascendc::EpsilonAttr(context, 0),
+        context->GetOptionalInputShape(3) != nullptr, context->GetOptionalInputShape(4) != nullptr,
+        context->GetOptionalInputShape(5) != nullptr, hasMask, hasMask && mask->GetData()[0],
+        hasMask && mask->GetData()[1], facts.coreNum, facts.ubSize);
+    return opsdk_ascendc::CommitTiling(context, td);
+}
+
+IMPL_OP_OPTILING(AddRmsNormDynamicQuant)
+    .Tiling(TilingAddRmsNormDynamicQuantCallback)
+    .TilingParse<opsdk_ascendc::EmptyCompileInfo>(opsdk_ascendc::TilingPrepareNothing);
+}  // namespace optiling

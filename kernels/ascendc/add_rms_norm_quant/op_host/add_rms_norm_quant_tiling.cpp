@@ -1,0 +1,35 @@
+// CANN tiling callback of AddRmsNormQuant: calls the plain TilingAddRmsNormQuant
+// (add_rms_norm_quant_tiling.h). Attributes: axis (0), epsilon (1), div_mode (2), dst_type (3);
+// axis other than -1 and outputs other than int8 are rejected.
+#include "../../common/tiling_host_common.h"
+#include "add_rms_norm_quant_tiling.h"
+
+namespace optiling {
+static ge::graphStatus TilingAddRmsNormQuantCallback(gert::TilingContext *context)
+{
+    const gert::StorageShape *x1 = context->GetInputShape(0);
+    const gert::StorageShape *gamma = context->GetInputShape(2);
+    if (x1 == nullptr || gamma == nullptr) return ge::GRAPH_FAILED;
+    uint64_t cols = static_cast<uint64_t>(gamma->GetStorageShape().GetShapeSize());
+    uint64_t total = static_cast<uint64_t>(x1->GetStorageShape().GetShapeSize());
+    if (cols == 0 || total % cols != 0) return ge::GRAPH_FAILED;
+    auto *attrs = context->GetAttrs();
+    if (attrs == nullptr) return ge::GRAPH_FAILED;
+    const int64_t *axis = attrs->GetAttrPointer<int64_t>(0);
+    const bool *divMode = attrs->GetAttrPointer<bool>(2);
+    const int64_t *dstType = attrs->GetAttrPointer<int64_t>(3);
+    if (dstType != nullptr && *dstType != ge::DT_INT8) return ge::GRAPH_FAILED;
+    uint32_t xSize = ge::GetSizeByDataType(context->GetInputDesc(0)->GetDataType());
+    auto facts = opsdk_ascendc::GetPlatformFacts(context);
+    AddRmsNormQuantTilingData td = TilingAddRmsNormQuant(
+        total / cols, static_cast<uint32_t>(cols), xSize, opsdk_ascendc::EpsilonAttr(context, 1),
+        context->GetOptionalInputShape(4) != nullptr, context->GetOptionalInputShape(5) != nullptr,
+        context->GetOptionalInputShape(6) != nullptr, context->GetOptionalInputShape(7) != nullptr,
+        divMode == nullptr || *divMode, axis ? *axis : -1, facts.coreNum, facts.ubSize);
+    return opsdk_ascendc::CommitTiling(context, td);
+}
+
+IMPL_OP_OPTILING(AddRmsNormQuant)
+    .Tiling(TilingAddRmsNormQuantCallback)
+    .TilingParse<opsdk_ascendc::EmptyCompileInfo>(opsdk_ascendc::TilingPrepareNothing);
+}  // namespace optiling

@@ -1,0 +1,108 @@
+// Tiling of AddRmsNormQuant (npu_add_rms_norm_quant, static int8 quantisation) and, through
+// add_rms_norm_dynamic_quant_tiling.h, of AddRmsNormDynamicQuant (per-token dynamic int8):
+// x = x1 + x2 (fp32), rstd = 1 / sqrt(mean(x^2) + eps), y = x * rstd * gamma (+ beta) in fp32,
+// then one or two quantisation branches of y, over numCols = numel(gamma) elements of each of
+// numRows rows. Kernel body: common/add_rms_norm_quant_base.h.
+#pragma once
+
+#include <cstdint>
+
+#include "../../common/tiling_common.h"
+
+struct AddRmsNormQuantTilingData {
+    uint64_t numRows;
+    uint32_t numCols;
+    uint32_t blockDim;
+    uint64_t rowsPerBlock;
+    uint32_t formerBlocks;
+    uint32_t tilingKey;     // TILING_KEY_WHOLE_ROW or TILING_KEY_SPLIT_ROW (0: no tiling fits / not supported)
+    uint32_t rowsPerLoop;   // whole-row key: rows per tile
+    uint32_t chunkCols;     // split-row key: elements per chunk (a multiple of 64)
+    uint32_t numChunks;
+    uint32_t lastChunkCols;
+    float epsilon;
+    float avgFactor;        // 1 / numCols
+    uint32_t hasBeta;
+    uint32_t run1;          // branch 1 writes y1 (dynamic: and scale1)
+    uint32_t run2;          // branch 2 writes y2 (dynamic: and scale2); static: always 1
+    uint32_t hasScale1;     // static: scales1 (always); dynamic: smooth_scale1
+    uint32_t hasScale2;     // static: scales2 (without it y2 is all zeros); dynamic: smooth_scale2
+    uint32_t hasZero1;      // static only: zero_points1
+    uint32_t hasZero2;      // static only: zero_points2
+    uint32_t divMode;       // static only: 1 y / scales, 0 y * scales
+};
+
+#ifndef __CCE_AICORE__
+struct AddRmsNormQuantFeatures {
+    bool dynamic;  // per-token dynamic quantisation (scale outputs) instead of static scales
+    bool hasBeta, run1, run2, hasScale1, hasScale2, hasZero1, hasZero2, divMode;
+};
+
+// xSize: element bytes of x1 / x2 / gamma / beta / x (2 or 4). The staging buffer of the
+// per-column inputs is counted at 4 bytes per element (the largest of their dtypes).
+inline AddRmsNormQuantTilingData TilingAddRmsNormQuantCommon(uint64_t numRows, uint32_t numCols, uint32_t xSize,
+                                                             float epsilon, const AddRmsNormQuantFeatures &f,
+                                                             uint32_t coreNum, uint32_t ubSize)
+{
+    using namespace opsdk_ascendc;
+    AddRmsNormQuantTilingData t{};
+    BlockSplit s = SplitRows(numRows, coreNum);
+    t.numRows = numRows;
+    t.numCols = numCols;
+    t.blockDim = s.blockDim;
+    t.rowsPerBlock = s.rowsPerBlock;
+    t.formerBlocks = s.formerBlocks;
+    t.epsilon = epsilon;
+    t.avgFactor = numCols ? 1.0f / static_cast<float>(numCols) : 0.0f;
+    t.hasBeta = f.hasBeta;
+    t.run1 = f.run1;
+    t.run2 = f.run2;
+    t.hasScale1 = f.hasScale1;
+    t.hasScale2 = f.hasScale2;
+    t.hasZero1 = f.dynamic ? 0 : f.hasZero1;
+    t.hasZero2 = f.dynamic ? 0 : f.hasZero2;
+    t.divMode = f.dynamic ? 0 : f.divMode;
+    if (numCols == 0 || !(f.run1 || f.run2)) return t;
+    uint64_t params = 1 + t.hasBeta + t.hasScale1 + t.hasScale2 + t.hasZero1 + t.hasZero2;  // fp32, resident
+    uint64_t outs = (f.run1 ? 1 : 0) + (f.run2 ? 1 : 0);
+    auto fixed = [&](uint64_t n) {  // params in fp32, their staging, x / v / int32 in fp32, half tmp, work, 2 scalars
+        return params * AlignElems(n, 4) * 4 + AlignBytes(n * 4) + 3 * AlignElems(n, 4) * 4 + AlignElems(n, 2) * 2 +
+               ReduceWorkBytes(n) + 2 * BLOCK_BYTES;
+    };
+    auto whole = [&](uint64_t rows) {  // x1, x2 in; x out; y1 / y2 out; dynamic scales out (all double-buffered)
+        return fixed(numCols) + 3 * 2 * rows * AlignElems(numCols, xSize) * xSize + outs * 2 * rows * AlignBytes(numCols) +
+               (f.dynamic ? outs * 2 * AlignBytes(rows * 4) : 0);
+    };
+    uint64_t maxRows = s.rowsPerBlock + (s.formerBlocks ? 1 : 0);
+    uint32_t rows = FitRows(ubSize, maxRows, whole);
+    if (rows >= 1) {
+        t.tilingKey = TILING_KEY_WHOLE_ROW;
+        t.rowsPerLoop = rows;
+        return t;
+    }
+    auto split = [&](uint64_t n) {
+        return fixed(n) + 3 * 2 * n * xSize + outs * 2 * n + (f.dynamic ? outs * 2 * BLOCK_BYTES : 0);
+    };
+    uint32_t chunk = FitChunk(ubSize, numCols, 64, split);
+    if (chunk == 0) return t;
+    t.tilingKey = TILING_KEY_SPLIT_ROW;
+    t.chunkCols = chunk;
+    t.numChunks = static_cast<uint32_t>(CeilDiv(numCols, chunk));
+    t.lastChunkCols = numCols - (t.numChunks - 1) * chunk;
+    return t;
+}
+
+// AddRmsNormQuant: y1 from scales1 (+ zero_points1); y2 from scales2 (+ zero_points2), all
+// zeros without scales2. axis must be -1 (the tiling returns key 0 otherwise).
+inline AddRmsNormQuantTilingData TilingAddRmsNormQuant(uint64_t numRows, uint32_t numCols, uint32_t xSize, float epsilon,
+                                                       bool hasScales2, bool hasZeroPoints1, bool hasZeroPoints2,
+                                                       bool hasBeta, bool divMode, int64_t axis, uint32_t coreNum,
+                                                       uint32_t ubSize)
+{
+    AddRmsNormQuantFeatures f{false, hasBeta, true, true, true, hasScales2, hasZeroPoints1,
+                              hasScales2 && hasZeroPoints2, divMode};
+    AddRmsNormQuantTilingData t = TilingAddRmsNormQuantCommon(numRows, numCols, xSize, epsilon, f, coreNum, ubSize);
+    if (axis != -1) t.tilingKey = opsdk_ascendc::TILING_KEY_INVALID;
+    return t;
+}
+#endif

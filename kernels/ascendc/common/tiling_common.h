@@ -1,0 +1,71 @@
+// Plain C++ pieces shared by the tiling functions of the kernels under kernels/ascendc/:
+// the split of rows over blocks and the search for the largest tile that fits the unified
+// buffer. Used by the CANN tiling callbacks (op_host/*_tiling.cpp) and the CPU tests alike.
+#pragma once
+
+#include <cstdint>
+
+namespace opsdk_ascendc {
+
+constexpr uint32_t BLOCK_BYTES = 32;         // the unit of the unified buffer and of DataCopy
+constexpr uint32_t REPEAT_BYTES = 256;       // one vector repeat
+constexpr uint32_t MAX_BLOCK_COUNT = 4095;   // DataCopyExtParams::blockCount limit
+constexpr uint32_t DEFAULT_UB_BYTES = 192 * 1024;  // ascend910b
+constexpr uint32_t TILING_KEY_INVALID = 0;
+constexpr uint32_t TILING_KEY_WHOLE_ROW = 1;  // rowsPerLoop whole rows per unified-buffer tile
+constexpr uint32_t TILING_KEY_SPLIT_ROW = 2;  // one row at a time, in chunkCols chunks
+
+#ifndef __CCE_AICORE__
+inline uint64_t CeilDiv(uint64_t a, uint64_t b) { return b == 0 ? 0 : (a + b - 1) / b; }
+inline uint64_t AlignUp(uint64_t a, uint64_t b) { return CeilDiv(a, b) * b; }
+// elements of `dsize` bytes, rounded up to whole 32-byte blocks
+inline uint64_t AlignElems(uint64_t n, uint32_t dsize) { return AlignUp(n, BLOCK_BYTES / dsize); }
+inline uint64_t AlignBytes(uint64_t bytes) { return AlignUp(bytes, BLOCK_BYTES); }
+// the work buffer ReduceSum / ReduceMax need over n fp32 elements (bytes)
+inline uint64_t ReduceWorkBytes(uint64_t n) { return AlignBytes(CeilDiv(n, REPEAT_BYTES / 4) * 4); }
+
+struct BlockSplit {
+    uint32_t blockDim;
+    uint64_t rowsPerBlock;   // every block gets rowsPerBlock rows ...
+    uint32_t formerBlocks;   // ... and the first formerBlocks blocks one more
+};
+inline BlockSplit SplitRows(uint64_t numRows, uint32_t coreNum)
+{
+    BlockSplit s{};
+    if (coreNum == 0) coreNum = 1;
+    s.blockDim = static_cast<uint32_t>(numRows == 0 ? 1 : (numRows < coreNum ? numRows : coreNum));
+    s.rowsPerBlock = numRows / s.blockDim;
+    s.formerBlocks = static_cast<uint32_t>(numRows % s.blockDim);
+    return s;
+}
+
+// The largest number of rows (<= maxRows, <= MAX_BLOCK_COUNT) whose buffers, as bytesFor(rows)
+// counts them, fit ubSize; 0 when not even one row fits.
+template <typename F>
+inline uint32_t FitRows(uint64_t ubSize, uint64_t maxRows, F bytesFor)
+{
+    uint64_t hi = maxRows < MAX_BLOCK_COUNT ? maxRows : MAX_BLOCK_COUNT;
+    if (hi == 0) hi = 1;
+    uint64_t lo = 0;
+    while (lo < hi) {  // bytesFor is increasing in rows
+        uint64_t mid = (lo + hi + 1) / 2;
+        if (bytesFor(mid) <= ubSize) lo = mid; else hi = mid - 1;
+    }
+    return static_cast<uint32_t>(lo);
+}
+
+// The largest chunk (a multiple of `unit` elements, <= maxCols rounded up to unit) whose
+// buffers fit; 0 when not even one unit fits.
+template <typename F>
+inline uint32_t FitChunk(uint64_t ubSize, uint64_t maxCols, uint32_t unit, F bytesFor)
+{
+    uint64_t hi = CeilDiv(maxCols, unit), lo = 0;
+    while (lo < hi) {
+        uint64_t mid = (lo + hi + 1) / 2;
+        if (bytesFor(mid * unit) <= ubSize) lo = mid; else hi = mid - 1;
+    }
+    return static_cast<uint32_t>(lo * unit);
+}
+#endif
+
+}  // namespace opsdk_ascendc

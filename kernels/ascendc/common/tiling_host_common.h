@@ -1,0 +1,53 @@
+// The CANN side of the tiling callbacks (op_host/*_tiling.cpp): the vector-core count and
+// unified-buffer size of the SoC, and the copy of a plain tiling struct into the context.
+// Needs the CANN toolkit (not compiled by the CPU tests).
+#pragma once
+
+#include <cstring>
+
+#include "register/op_impl_registry.h"
+#include "tiling/platform/platform_ascendc.h"
+
+namespace opsdk_ascendc {
+
+struct PlatformFacts {
+    uint32_t coreNum;
+    uint32_t ubSize;
+};
+
+inline PlatformFacts GetPlatformFacts(gert::TilingContext *context)
+{
+    auto plat = platform_ascendc::PlatformAscendC(context->GetPlatformInfo());
+    uint64_t ub = 0;
+    plat.GetCoreMemSize(platform_ascendc::CoreMemType::UB, ub);
+    return {plat.GetCoreNumAiv(), static_cast<uint32_t>(ub)};
+}
+
+// Writes the tiling struct, block dim, tiling key and the (system-only) workspace.
+template <typename TilingData>
+inline ge::graphStatus CommitTiling(gert::TilingContext *context, const TilingData &td)
+{
+    if (td.tilingKey == 0) return ge::GRAPH_FAILED;  // no tiling fits / unsupported case
+    auto *raw = context->GetRawTilingData();
+    if (raw == nullptr || raw->GetCapacity() < sizeof(TilingData)) return ge::GRAPH_FAILED;
+    std::memcpy(raw->GetData(), &td, sizeof(TilingData));
+    raw->SetDataSize(sizeof(TilingData));
+    context->SetBlockDim(td.blockDim);
+    context->SetTilingKey(td.tilingKey);
+    size_t *ws = context->GetWorkspaceSizes(1);
+    if (ws == nullptr) return ge::GRAPH_FAILED;
+    ws[0] = platform_ascendc::PlatformAscendC(context->GetPlatformInfo()).GetLibApiWorkSpaceSize();
+    return ge::GRAPH_SUCCESS;
+}
+
+inline float EpsilonAttr(gert::TilingContext *context, size_t index)
+{
+    auto *attrs = context->GetAttrs();
+    const float *eps = attrs ? attrs->GetAttrPointer<float>(index) : nullptr;
+    return eps ? *eps : 1e-6f;
+}
+
+struct EmptyCompileInfo {};
+inline ge::graphStatus TilingPrepareNothing(gert::TilingParseContext *) { return ge::GRAPH_SUCCESS; }
+
+}  // namespace opsdk_ascendc

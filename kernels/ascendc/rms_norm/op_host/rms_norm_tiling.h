@@ -1,0 +1,66 @@
+// Tiling of RmsNorm (npu_rms_norm): y = x * rstd * gamma, rstd = 1 / sqrt(mean(x^2) + eps),
+// over the last numCols = numel(gamma) elements of each of numRows rows.
+// The struct is the tiling data the kernel reads; TilingRmsNorm is the plain C++ function
+// shared by the CANN tiling callback (rms_norm_tiling.cpp) and the CPU tests.
+#pragma once
+
+#include <cstdint>
+
+#include "../../common/tiling_common.h"
+
+struct RmsNormTilingData {
+    uint64_t numRows;
+    uint32_t numCols;
+    uint32_t blockDim;
+    uint64_t rowsPerBlock;
+    uint32_t formerBlocks;
+    uint32_t tilingKey;     // TILING_KEY_WHOLE_ROW or TILING_KEY_SPLIT_ROW (0: no tiling fits)
+    uint32_t rowsPerLoop;   // whole-row key: rows per tile
+    uint32_t chunkCols;     // split-row key: elements per chunk (a multiple of 64)
+    uint32_t numChunks;
+    uint32_t lastChunkCols;
+    float epsilon;
+    float avgFactor;        // 1 / numCols
+};
+
+#ifndef __CCE_AICORE__
+// xSize / gammaSize: element bytes of x (2 or 4) and gamma (2 or 4).
+inline RmsNormTilingData TilingRmsNorm(uint64_t numRows, uint32_t numCols, uint32_t xSize, uint32_t gammaSize,
+                                       float epsilon, uint32_t coreNum, uint32_t ubSize)
+{
+    using namespace opsdk_ascendc;
+    RmsNormTilingData t{};
+    BlockSplit s = SplitRows(numRows, coreNum);
+    t.numRows = numRows;
+    t.numCols = numCols;
+    t.blockDim = s.blockDim;
+    t.rowsPerBlock = s.rowsPerBlock;
+    t.formerBlocks = s.formerBlocks;
+    t.epsilon = epsilon;
+    t.avgFactor = numCols ? 1.0f / static_cast<float>(numCols) : 0.0f;
+    if (numCols == 0) return t;  // tilingKey 0: nothing to do (the host rejects it)
+    // fp32 work tensors of a row (or chunk) of n elements: x in fp32, x^2, gamma in fp32,
+    // the reduction's work buffer, and two 32-byte scalars.
+    auto fixed = [&](uint64_t n) {
+        return 3 * AlignElems(n, 4) * 4 + AlignElems(n, gammaSize) * gammaSize + ReduceWorkBytes(n) + 2 * BLOCK_BYTES;
+    };
+    auto whole = [&](uint64_t rows) {  // x in, y out (double-buffered), rstd out
+        return fixed(numCols) + 2 * 2 * rows * AlignElems(numCols, xSize) * xSize + 2 * AlignBytes(rows * 4);
+    };
+    uint64_t maxRows = s.rowsPerBlock + (s.formerBlocks ? 1 : 0);
+    uint32_t rows = FitRows(ubSize, maxRows, whole);
+    if (rows >= 1) {
+        t.tilingKey = TILING_KEY_WHOLE_ROW;
+        t.rowsPerLoop = rows;
+        return t;
+    }
+    auto split = [&](uint64_t n) { return fixed(n) + 2 * 2 * n * xSize + 2 * BLOCK_BYTES; };
+    uint32_t chunk = FitChunk(ubSize, numCols, 64, split);
+    if (chunk == 0) return t;
+    t.tilingKey = TILING_KEY_SPLIT_ROW;
+    t.chunkCols = chunk;
+    t.numChunks = static_cast<uint32_t>(CeilDiv(numCols, chunk));
+    t.lastChunkCols = numCols - (t.numChunks - 1) * chunk;
+    return t;
+}
+#endif

@@ -1,0 +1,51 @@
+"""AddRmsNorm / AddRmsNormCast Ascend C kernels (kernels/ascendc/add_rms_norm, add_rms_norm_cast)
+on the CPU model vs npu_add_rms_norm's / npu_add_rms_norm_cast's references."""
+
+import pytest
+import torch
+
+import op_sdk
+from tests.ascendc import _kernels as K
+from tests.ascendc._cases import CASES, case_id, check_key
+
+pytestmark = pytest.mark.ascendc
+
+f16, bf16, f32 = torch.float16, torch.bfloat16, torch.float32
+
+
+def _inputs(rows, cols, dt):
+    torch.manual_seed(rows * 1000 + cols)
+    return (torch.randn(rows, cols) * 2).to(dt), torch.randn(rows, cols).to(dt), torch.randn(cols).to(dt)
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.parametrize("dt", [f16, bf16, f32], ids=str)
+def test_add_rms_norm_matches_reference(kernels, case, dt):
+    rows, cols, cores, ub, want_key = case
+    x1, x2, g = _inputs(rows, cols, dt)
+    (y, rstd, x), key = K.add_rms_norm(kernels, x1, x2, g, 1e-6, cores=cores, ub=ub)
+    check_key(key, case)
+    y_ref, rstd_ref, x_ref = op_sdk.get_op("npu_add_rms_norm").reference(x1, x2, g, 1e-6)
+    assert torch.equal(x.view(torch.int16 if dt != f32 else torch.int32),
+                       x_ref.view(torch.int16 if dt != f32 else torch.int32)), "x = x1 + x2 must be bit-exact"
+    K.assert_ulp(rstd, rstd_ref.reshape(-1), K.RSTD_ULP, what="rstd")
+    if dt == f32:
+        K.assert_ulp(y, y_ref, K.Y32_ULP, what="y")
+    else:
+        K.assert_ulp(y, y_ref, 1, K.Y_FLIP_FRACTION, what="y")
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c[1] in (7, 96, 300, 1000, 7168)], ids=case_id)
+@pytest.mark.parametrize("dt", [f16, bf16], ids=str)
+def test_add_rms_norm_cast_matches_reference(kernels, case, dt):
+    rows, cols, cores, ub, want_key = case
+    x1, x2, g = _inputs(rows, cols, dt)
+    (y1, y2, rstd, x), key = K.add_rms_norm_cast(kernels, x1, x2, g, 1e-6, cores=cores, ub=ub)
+    check_key(key, case)
+    y1_ref, y2_ref, rstd_ref, x_ref = op_sdk.get_op("npu_add_rms_norm_cast").reference(x1, x2, g, 1e-6)
+    assert torch.equal(x.view(torch.int16), x_ref.view(torch.int16))
+    K.assert_ulp(rstd, rstd_ref.reshape(-1), K.RSTD_ULP, what="rstd")
+    K.assert_ulp(y1, y1_ref, K.Y32_ULP, what="y1 (fp32)")
+    K.assert_ulp(y2, y2_ref, 1, K.Y_FLIP_FRACTION, what="y2")
+    # y2 is y1 rounded once, in the kernel itself
+    assert torch.equal(y2.view(torch.int16), y1.to(dt).view(torch.int16))

@@ -1,0 +1,246 @@
+"""AddRmsNormDynamicQuant / AddRmsNormQuant Ascend C kernels (kernels/ascendc/
+add_rms_norm_dynamic_quant, add_rms_norm_quant) on the CPU model vs the references of
+npu_add_rms_norm_dynamic_quant / npu_add_rms_norm_quant.
+
+Everything downstream of rstd is compared twice:
+- bit for bit with the reference's formula evaluated with the model's rstd (its ReduceSum
+  order, _kernels.model_rstd): the kernels compute y, the branches' v, max|v|, the scales and
+  the int8 outputs in the reference's order, so any difference there is a kernel error; the
+  formula itself is checked against the reference with the reference's own rstd;
+- with the documented bounds against the plain reference (int8 at most one step apart in at
+  most INT_FLIP_FRACTION of the elements, scales within SCALE_ULP ulps).
+"""
+
+import pytest
+import torch
+
+import op_sdk
+from tests.ascendc import _kernels as K
+from tests.ascendc._cases import CASES, SPLIT, case_id, check_key
+
+pytestmark = pytest.mark.ascendc
+
+f16, bf16, f32, i32 = torch.float16, torch.bfloat16, torch.float32, torch.int32
+EPS = 1e-6
+
+
+def _norm_inputs(rows, cols, dt):
+    torch.manual_seed(rows * 1000 + cols)
+    return (torch.randn(rows, cols) * 2).to(dt), torch.randn(rows, cols).to(dt), torch.randn(cols).to(dt)
+
+
+def _torch_rstd(x):
+    return 1.0 / torch.sqrt(x.square().mean((-1,), keepdim=True) + EPS)
+
+
+def _y(x, rstd, gamma, beta):
+    y = x * rstd * gamma.float()
+    return y + beta.float() if beta is not None else y
+
+
+def _assert_bits(out, ref, what):
+    assert out.shape == ref.shape, (what, out.shape, ref.shape)
+    if out.dtype.is_floating_point:
+        assert torch.equal(out.view(torch.int32 if out.dtype == f32 else torch.int16),
+                           ref.view(torch.int32 if ref.dtype == f32 else torch.int16)), f"{what}: not bit-exact"
+    else:
+        d = (out.to(torch.int32) - ref.to(torch.int32)).abs()
+        assert torch.equal(out, ref), f"{what}: not bit-exact ({int((d > 0).sum())} elements differ, max {int(d.max())})"
+
+
+def _rstd_of(x, tiling):
+    return K.model_rstd(x, EPS, tiling.chunkCols if tiling.tilingKey == SPLIT else None)
+
+
+# ---- AddRmsNormDynamicQuant -------------------------------------------------------------------
+
+def _dynamic_branch(y, smooth):
+    v = y * smooth.float() if smooth is not None else y
+    amax = v.abs().amax(-1, keepdim=True)
+    inv = torch.where(amax > 0, torch.full_like(amax, 127.0) / amax, torch.zeros_like(amax))
+    return torch.round(v * inv).clamp_(-128.0, 127.0).to(torch.int8), (amax / 127.0).squeeze(-1)
+
+
+def _adrq_formula(x1, x2, gamma, rstd_fn, sm1, sm2, beta, run):
+    x = x1.float() + x2.float()
+    y = _y(x, rstd_fn(x), gamma, beta)
+    return [_dynamic_branch(y, sm) if on else None for on, sm in zip(run, (sm1, sm2))]
+
+
+def _check_adrq(kernels, x1, x2, g, sm1, sm2, beta, mask, cores, ub):
+    (y1, y2, x, s1, s2), t = K.add_rms_norm_dynamic_quant(kernels, x1, x2, g, sm1, sm2, beta, EPS, mask,
+                                                          cores=cores, ub=ub)
+    ref = op_sdk.get_op("npu_add_rms_norm_dynamic_quant").reference(
+        x1, x2, g, smooth_scale1=sm1, smooth_scale2=sm2, beta=beta, epsilon=EPS, output_mask=mask)
+    ry1, ry2, rx, rs1, rs2 = ref
+    run = (bool(t.run1), bool(t.run2))
+    assert run == (ry1.numel() > 0, ry2.numel() > 0), "the kernel's branches are not the reference's"
+    _assert_bits(x, rx, "x = x1 + x2")
+    # the formula is the reference's ...
+    for got, want in zip(_adrq_formula(x1, x2, g, _torch_rstd, sm1, sm2, beta, run), ((ry1, rs1), (ry2, rs2))):
+        if got is not None:
+            _assert_bits(got[0], want[0], "formula y"), _assert_bits(got[1], want[1], "formula scale")
+    # ... and with the model's rstd it gives the kernel's outputs bit for bit
+    rows = x1.numel() // g.numel()
+    model = _adrq_formula(x1.reshape(rows, -1), x2.reshape(rows, -1), g, lambda v: _rstd_of(v, t), sm1, sm2, beta,
+                          run)
+    for i, (m, y, s, ry, rs) in enumerate(zip(model, (y1, y2), (s1, s2), (ry1, ry2), (rs1, rs2)), 1):
+        if m is None:
+            assert y.numel() == 0 and s.numel() == 0 and ry.numel() == 0 and rs.numel() == 0
+            continue
+        _assert_bits(y.reshape(rows, -1), m[0], f"y{i} (model rstd)")
+        _assert_bits(s.reshape(-1), m[1], f"scale{i} (model rstd)")
+        K.assert_int_close(y, ry, what=f"y{i}")
+        K.assert_ulp(s, rs, K.SCALE_ULP, what=f"scale{i}")
+    return t
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.parametrize("config", ["plain", "smooth2-beta"])
+@pytest.mark.parametrize("dt", [f16, bf16], ids=str)
+def test_add_rms_norm_dynamic_quant(kernels, case, config, dt):
+    rows, cols, cores, ub, want_key = case
+    x1, x2, g = _norm_inputs(rows, cols, dt)
+    sm1 = sm2 = beta = None
+    if config != "plain":
+        sm1, sm2 = (torch.rand(cols) + 0.5).to(dt), (torch.rand(cols) * 2 + 0.1).to(dt)
+        beta = (torch.randn(cols) * 0.3).to(dt)
+    t = _check_adrq(kernels, x1, x2, g, sm1, sm2, beta, None, cores, ub)
+    check_key(t.tilingKey, case)
+    assert (t.run1, t.run2) == ((1, 1) if config != "plain" else (1, 0))
+
+
+@pytest.mark.parametrize("ub", [K.UB_910B, 4 * 1024], ids=["whole", "split"])
+@pytest.mark.parametrize("mask, smooth, beta", [
+    ((False, True), (False, True), False),
+    ((True, True), (False, False), True),
+    ((True, False), (True, False), True),
+    ((True, True), (True, False), False),
+    (None, (True, False), False),
+], ids=["mask01-s2", "mask11-beta", "mask10-s1-beta", "mask11-s1", "nomask-s1"])
+def test_add_rms_norm_dynamic_quant_output_mask(kernels, mask, smooth, beta, ub):
+    rows, cols = 9, 300
+    x1, x2, g = _norm_inputs(rows, cols, bf16)
+    sm1 = (torch.rand(cols) + 0.5).to(bf16) if smooth[0] else None
+    sm2 = (torch.rand(cols) + 0.5).to(bf16) if smooth[1] else None
+    b = (torch.randn(cols) * 0.3).to(bf16) if beta else None
+    t = _check_adrq(kernels, x1, x2, g, sm1, sm2, b, mask, 3, ub)
+    assert t.tilingKey == (1 if ub == K.UB_910B else SPLIT)
+
+
+@pytest.mark.parametrize("mask, smooth", [((False, False), (False, False)), (None, (False, True)),
+                                          ((False, True), (True, True))], ids=["mask00", "s2-only", "s1-mask01"])
+def test_add_rms_norm_dynamic_quant_rejects(kernels, mask, smooth):
+    x1, x2, g = _norm_inputs(4, 33, f16)
+    sm = [torch.ones(33, dtype=f16) if s else None for s in smooth]
+    with pytest.raises(Exception):
+        op_sdk.get_op("npu_add_rms_norm_dynamic_quant").reference(
+            x1, x2, g, smooth_scale1=sm[0], smooth_scale2=sm[1], output_mask=mask)
+    with pytest.raises(K.KernelError, match="output_mask"):
+        K.add_rms_norm_dynamic_quant(kernels, x1, x2, g, sm[0], sm[1], None, EPS, mask, cores=2)
+
+
+def test_add_rms_norm_dynamic_quant_zero_rows_and_leading_dims(kernels):
+    x1 = torch.randn(2, 3, 40).to(f16)
+    x2 = -x1.clone()
+    x2[0, 1] = torch.randn(40).to(f16)   # one row non-zero, the others sum to exactly 0
+    g = torch.randn(40).to(f16)
+    (y1, y2, x, s1, s2), t = K.add_rms_norm_dynamic_quant(kernels, x1, x2, g, cores=4)
+    ry1, ry2, rx, rs1, rs2 = op_sdk.get_op("npu_add_rms_norm_dynamic_quant").reference(x1, x2, g)
+    assert y1.shape == ry1.shape == (2, 3, 40) and s1.shape == rs1.shape == (2, 3)
+    assert s1[0, 0] == 0 and (y1[0, 0] == 0).all()
+    assert torch.equal(s1 == 0, rs1 == 0)
+    K.assert_int_close(y1, ry1)
+
+
+# ---- AddRmsNormQuant --------------------------------------------------------------------------
+
+def _static_branch(y, scales, zero_points, div_mode):
+    v = y / scales.float() if div_mode else y * scales.float()
+    if zero_points is not None:
+        v = v + zero_points.float()
+    return torch.round(v).clamp_(-128.0, 127.0).to(torch.int8)
+
+
+def _arnq_formula(x1, x2, gamma, rstd_fn, s1, z1, beta, s2, z2, div_mode):
+    x = x1.float() + x2.float()
+    y = _y(x, rstd_fn(x), gamma, beta)
+    y1 = _static_branch(y, s1, z1, div_mode)
+    return y1, (_static_branch(y, s2, z2, div_mode) if s2 is not None else torch.zeros_like(y1))
+
+
+def _quant_params(cols, dt_row, div_mode, seed):
+    torch.manual_seed(seed)
+    sdt, zdt = dt_row
+    s = torch.rand(cols) * 0.05 + 0.01 if div_mode else torch.rand(cols) * 40 + 5
+    z = torch.randint(-4, 5, (cols,))
+    return s.to(sdt), (z.to(i32) if zdt == i32 else z.to(zdt))
+
+
+ARNQ_ROWS = {f16: (f32, i32), bf16: (bf16, bf16)}
+
+
+def _check_arnq(kernels, x1, x2, g, s1, z1, beta, s2, z2, div_mode, cores, ub):
+    (y1, y2, x), t = K.add_rms_norm_quant(kernels, x1, x2, g, s1, z1, beta, s2, z2, EPS, div_mode, cores=cores, ub=ub)
+    ry1, ry2, rx = op_sdk.get_op("npu_add_rms_norm_quant").reference(
+        x1, x2, g, s1, z1, beta, s2, z2, epsilon=EPS, div_mode=div_mode)
+    _assert_bits(x, rx, "x = x1 + x2")
+    f1, f2 = _arnq_formula(x1, x2, g, _torch_rstd, s1, z1, beta, s2, z2, div_mode)
+    _assert_bits(f1, ry1, "formula y1"), _assert_bits(f2, ry2, "formula y2")
+    rows = x1.numel() // g.numel()
+    m1, m2 = _arnq_formula(x1.reshape(rows, -1), x2.reshape(rows, -1), g, lambda v: _rstd_of(v, t), s1, z1, beta,
+                           s2, z2, div_mode)
+    _assert_bits(y1.reshape(rows, -1), m1, "y1 (model rstd)")
+    _assert_bits(y2.reshape(rows, -1), m2, "y2 (model rstd)")
+    K.assert_int_close(y1, ry1, what="y1")
+    K.assert_int_close(y2, ry2, what="y2")
+    if s2 is None:
+        assert (y2 == 0).all()
+    return t
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.parametrize("config", ["s1-zp1-div", "s1s2-zp-beta-mul"])
+@pytest.mark.parametrize("dt", [f16, bf16], ids=str)
+def test_add_rms_norm_quant(kernels, case, config, dt):
+    rows, cols, cores, ub, want_key = case
+    x1, x2, g = _norm_inputs(rows, cols, dt)
+    div = config.endswith("div")
+    s1, z1 = _quant_params(cols, ARNQ_ROWS[dt], div, cols)
+    s2 = z2 = beta = None
+    if not div:
+        s2, z2 = _quant_params(cols, ARNQ_ROWS[dt], div, cols + 1)
+        beta = (torch.randn(cols) * 0.3).to(dt)
+    t = _check_arnq(kernels, x1, x2, g, s1, z1, beta, s2, z2, div, cores, ub)
+    check_key(t.tilingKey, case)
+
+
+@pytest.mark.parametrize("ub", [K.UB_910B, 4 * 1024], ids=["whole", "split"])
+@pytest.mark.parametrize("config", ["s1-only", "s1-s2-no-zp", "s1-s2-zp2-only-mul"])
+@pytest.mark.parametrize("dt", [f16, bf16], ids=str)
+def test_add_rms_norm_quant_optional_inputs(kernels, config, dt, ub):
+    rows, cols = 11, 1000
+    x1, x2, g = _norm_inputs(rows, cols, dt)
+    div = not config.endswith("mul")
+    s1, z1 = _quant_params(cols, ARNQ_ROWS[dt], div, 1)
+    s2, z2 = _quant_params(cols, ARNQ_ROWS[dt], div, 2)
+    if config == "s1-only":
+        z1 = s2 = z2 = None
+    elif config == "s1-s2-no-zp":
+        z1 = z2 = None
+    else:
+        z1 = None
+    t = _check_arnq(kernels, x1, x2, g, s1, z1, None, s2, z2, div, 3, ub)
+    assert t.tilingKey == (1 if ub == K.UB_910B else SPLIT)
+
+
+def test_add_rms_norm_quant_saturation_and_axis(kernels):
+    x1, x2, g = _norm_inputs(6, 96, f16)
+    s1 = torch.full((96,), 1e-3)             # |y| / 1e-3 far beyond int8: saturates both ways
+    z1 = torch.randint(-4, 5, (96,), dtype=i32)
+    (y1, y2, x), _ = K.add_rms_norm_quant(kernels, x1, x2, g, s1, z1, cores=2)
+    ry1, ry2, _ = op_sdk.get_op("npu_add_rms_norm_quant").reference(x1, x2, g, s1, z1)
+    assert (y1 == 127).any() and (y1 == -128).any()
+    K.assert_int_close(y1, ry1)
+    with pytest.raises(K.KernelError, match="axis"):
+        K.add_rms_norm_quant(kernels, x1, x2, g, s1, z1, axis=0, cores=2)

@@ -1,0 +1,117 @@
+"""The CPU model of the Ascend C API (kernels/ascendc/model/kernel_operator.h): what it must
+catch (tiny deliberately wrong kernels, tests/ascendc/driver_faults.cpp) and its number
+conversions (exact software fp16 / bf16, round to nearest even, saturating int8)."""
+
+import ctypes
+
+import pytest
+import torch
+
+from tests.ascendc import _kernels as K
+
+pytestmark = pytest.mark.ascendc
+
+
+def _fault(kernels, which, blocks=1):
+    lib = kernels.lib("faults")
+    x = torch.arange(16, dtype=torch.float16)
+    err = ctypes.create_string_buffer(4096)
+    rc = lib.opsdk_fault(ctypes.c_int(which), ctypes.c_void_p(x.data_ptr()), ctypes.c_uint64(16),
+                         ctypes.c_uint32(blocks), err, ctypes.c_int(len(err)))
+    return rc, err.value.decode(), x
+
+
+def test_correct_kernel_runs(kernels):
+    rc, msg, x = _fault(kernels, 0, blocks=1)
+    assert rc == 0, msg
+    assert torch.equal(x, torch.arange(16, dtype=torch.float16) * 2)
+
+
+@pytest.mark.parametrize("which,pattern", [
+    (1, r"DataCopy at .*driver_faults\.cpp:\d+: the 32-byte rule: 7 elements of 2 B = 14 B"),
+    (2, r"TPipe::InitBuffer .*unified-buffer overflow: buffer 'inQueueX' \(TQue<VECIN>, 2 x 102400 B\).*"
+        r"ascend910b holds 196608 B"),
+    (3, r"kernel end \(block 0\): queue 'inQueueX' \(TQue<VECIN>\) is unbalanced at kernel end: "
+        r"1 tensor\(s\) allocated and not freed, 1 enqueued and not dequeued"),
+    (4, r"DataCopyPad .*out-of-bounds global-memory access: elements \[0, 17\) of a GlobalTensor of 16"),
+    (5, r"GlobalTensor::SetGlobalBuffer .*outside every global-memory allocation"),
+    (6, r"event \(HardEvent \d+, id 1\) has 1 SetFlag without a matching WaitFlag"),
+    (7, r"WaitFlag .*waits for event id 2 that was never set"),
+    (8, r"Add .*not 32-byte aligned"),
+    (9, r"TQue::DeQue .*queue 'inQueueX' is empty"),
+    (10, r"Add .*out-of-bounds unified-buffer access: elements \[0, 64\) of a LocalTensor of 32 elements "
+         r"in buffer 'outQueueY'"),
+])
+def test_model_catches(kernels, which, pattern):
+    rc, msg, _ = _fault(kernels, which)
+    assert rc != 0
+    assert pytest.importorskip("re").search(pattern, msg), msg
+
+
+def test_fault_in_a_later_block_is_reported(kernels):
+    rc, msg, _ = _fault(kernels, 3, blocks=3)
+    assert rc != 0 and "block 0" in msg
+
+
+def _convert(kernels, kind, mode, src, out_dtype, chunk=4096):
+    """In chunks: four buffers of `chunk` fp32 values fit the unified buffer."""
+    if src.numel() > chunk:
+        return torch.cat([_convert(kernels, kind, mode, p, out_dtype) for p in src.split(chunk)])
+    lib = kernels.lib("faults")
+    src = src.contiguous()
+    out = torch.empty(src.numel(), dtype=out_dtype)
+    err = ctypes.create_string_buffer(4096)
+    rc = lib.opsdk_convert(ctypes.c_int(kind), ctypes.c_int(mode), ctypes.c_void_p(src.data_ptr()),
+                           ctypes.c_void_p(out.data_ptr()), ctypes.c_uint32(src.numel()), err,
+                           ctypes.c_int(len(err)))
+    if rc:
+        raise K.KernelError(err.value.decode())
+    return out
+
+
+def _awkward_floats(n=20000):
+    torch.manual_seed(0)
+    v = torch.cat([torch.randn(n) * 10 ** torch.randint(-9, 6, (n,)).float(),
+                   torch.tensor([0.0, -0.0, 65504.0, 65519.99, 65520.0, -70000.0, 6e-8, 3e-8, 2.98e-8,
+                                 float("inf"), float("-inf"), 1e-45, 3.4e38])])
+    return v
+
+
+def test_float_to_half_and_bfloat16_round_to_nearest_even(kernels):
+    v = _awkward_floats()
+    h = _convert(kernels, 0, 1, v, torch.int16)  # CAST_RINT
+    assert torch.equal(h, v.half().view(torch.int16))
+    b = _convert(kernels, 1, 1, v, torch.int16)
+    assert torch.equal(b, v.bfloat16().view(torch.int16))
+
+
+def test_half_and_bfloat16_to_float_exact(kernels):
+    bits = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16)
+    for kind, dt in ((2, torch.float16), (3, torch.bfloat16)):
+        f = _convert(kernels, kind, 0, bits, torch.float32)
+        ref = bits.view(dt).float()
+        same = (f.view(torch.int32) == ref.view(torch.int32)) | (torch.isnan(f) & torch.isnan(ref))
+        assert bool(same.all())
+
+
+def test_float_to_half_other_modes(kernels):
+    v = torch.tensor([1.0 + 2 ** -11, -(1.0 + 2 ** -11), 1.0 + 3 * 2 ** -12, 70000.0, -70000.0])
+    one_up, one = 0x3C01, 0x3C00
+    trunc = _convert(kernels, 0, 5, v, torch.int16).view(torch.float16)   # CAST_TRUNC
+    assert trunc.tolist()[:3] == [1.0, -1.0, 1.0] and trunc[3] == 65504 and trunc[4] == -65504
+    floor = _convert(kernels, 0, 2, v, torch.int16)                       # CAST_FLOOR
+    assert floor[0] == one and floor[1].view(torch.float16) < -1.0
+    ceil = _convert(kernels, 0, 3, v, torch.int16)                        # CAST_CEIL
+    assert ceil[0] == one_up and torch.isinf(ceil.view(torch.float16)[3])
+    rnd = _convert(kernels, 0, 4, v, torch.int16)                         # CAST_ROUND: tie away
+    assert rnd[0] == one_up and rnd[1].view(torch.float16) == -rnd[0].view(torch.float16)
+    odd = _convert(kernels, 0, 6, v, torch.int16)                         # CAST_ODD
+    assert odd[0] == one_up and odd[2] == one_up
+
+
+def test_float_to_int8_rounds_half_to_even_and_saturates(kernels):
+    v = torch.tensor([0.5, 1.5, 2.5, -0.5, -2.5, 126.5, 127.49, 127.5, 300.0, -128.5, -1e9, 1e9,
+                      float("nan"), 3.4999998])
+    q = _convert(kernels, 4, 0, v, torch.int8)
+    ref = torch.round(torch.nan_to_num(v, nan=0.0)).clamp(-128, 127).to(torch.int8)
+    assert torch.equal(q, ref)
