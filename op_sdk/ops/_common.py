@@ -36,6 +36,10 @@ NPU_DTYPE_NAMES = {290: "torch_npu.hifloat8", 291: "torch_npu.float8_e5m2",
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 HALF_DTYPES = (torch.float16, torch.bfloat16)
 
+# ScalarType codes (the integer form of dtype arguments)
+UINT8, INT8, INT32, FLOAT16, BFLOAT16 = 0, 1, 3, 5, 15
+QINT8, QUINT8, QINT32, QUINT4X2 = 12, 13, 14, 16
+
 INT8_MAX = 127.0
 INT4_MAX = 7.0
 

@@ -11,7 +11,9 @@ import torch
 from op_sdk.library import Benchmark, define_op
 from op_sdk.ops._common import (
     HALF_DTYPES,
+    INT8,
     INT8_MAX,
+    QINT8,
     bench_norm_inputs,
     bench_positive,
     check,
@@ -20,10 +22,6 @@ from op_sdk.ops._common import (
     quantize_round,
 )
 from op_sdk.ops._norm import _normalize, check_add_rms_norm
-
-
-INT8, QINT8 = 1, 12
-
 
 
 def dynamic_quant_branches(op, smooth_scale1, smooth_scale2, output_mask):
@@ -96,7 +94,6 @@ def add_rms_norm_dynamic_quant_fake(x1, x2, gamma, *, smooth_scale1=None, smooth
         ss.append(x1.new_empty(x1.shape[:-1], dtype=torch.float32) if on
                   else x1.new_empty((0,), dtype=torch.float32))
     return ys[0], ys[1], torch.empty_like(x1), ss[0], ss[1]
-
 
 
 def _unfused(x1, x2, gamma, *, smooth_scale1=None, **kw):

@@ -8,13 +8,16 @@ from __future__ import annotations
 import torch
 
 from op_sdk.library import Benchmark, define_op
-from op_sdk.ops._common import bench_norm_inputs, check, dtype_arg, quantize_round
+from op_sdk.ops._common import (
+    INT8,
+    QINT8,
+    bench_norm_inputs,
+    check,
+    dtype_arg,
+    quantize_round,
+)
 from op_sdk.ops._formats import HIFLOAT8, quantize_float8, storage_dtype
 from op_sdk.ops._norm import _normalize, check_add_rms_norm
-
-
-INT8, QINT8 = 1, 12
-
 
 
 # The dtype table of Ascend 950 (aclnnAddRmsNormQuant / V2): x (x1, x2, gamma, beta) ->
@@ -106,7 +109,6 @@ def add_rms_norm_quant_fake(x1, x2, gamma, scales1, zero_points1, beta=None, sca
                                     zero_points2, axis, dst_type)
     y = torch.empty_like(x1, dtype=_arq_out_dtype(code))
     return y, torch.empty_like(y), torch.empty_like(x1)
-
 
 
 def _bench_inputs(t, h, dt):

@@ -12,7 +12,9 @@ from op_sdk.library import Benchmark, define_op
 from op_sdk.ops._common import (
     FLOAT_DTYPES,
     INT4_MAX,
+    INT8,
     INT8_MAX,
+    QUINT4X2,
     bench_positive,
     bench_randn,
     check,
@@ -25,9 +27,7 @@ from op_sdk.ops._common import (
 
 
 QUANT_MODES = ("pertoken", "pertensor", "perchannel")
-INT8, QINT8, UINT8, QUINT8, INT32, QINT32, QUINT4X2 = 1, 12, 0, 13, 3, 14, 16
 MAX_GROUPS = 1024
-
 
 
 def check_dynamic_quant(input, smooth_scales, group_index, dst_type, quant_mode, dst_type_max):
@@ -134,9 +134,6 @@ def dynamic_quant_fake(input, *, smooth_scales=None, group_index=None, dst_type=
     y_shape, s_shape = _dynamic_quant_shapes(input, quant_mode, code)
     ydt = torch.int32 if code == QUINT4X2 else torch.int8
     return input.new_empty(y_shape, dtype=ydt), input.new_empty(s_shape, dtype=torch.float32)
-
-
-
 
 
 npu_dynamic_quant = define_op(

@@ -12,6 +12,10 @@ import torch
 
 from op_sdk.library import Benchmark, define_op
 from op_sdk.ops._common import (
+    BFLOAT16,
+    FLOAT16,
+    INT32,
+    INT8,
     check,
     dtype_arg,
     quantize_round,
@@ -21,7 +25,6 @@ from op_sdk.ops._common import (
 )
 
 
-INT8, INT32, FLOAT16, BFLOAT16 = 1, 3, 5, 15
 _OUT_DTYPES = {INT8: torch.int8, INT32: torch.int32, FLOAT16: torch.float16,
                BFLOAT16: torch.bfloat16}
 _FLOAT_BIAS = (torch.float16, torch.bfloat16, torch.float32)
@@ -235,7 +238,6 @@ def quant_matmul_fake(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=N
                               group_sizes, y_scale)
     batch = torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
     return x1.new_empty((*batch, x1.shape[-2], x2.shape[-1]), dtype=_OUT_DTYPES[code])
-
 
 
 # Decode / small-batch shapes of DeepSeek-style projections. The composite is what a model

@@ -10,6 +10,13 @@ import torch
 from op_sdk.library import Benchmark, define_op
 from op_sdk.ops._common import (
     FLOAT_DTYPES,
+    INT32,
+    INT8,
+    QINT32,
+    QINT8,
+    QUINT4X2,
+    QUINT8,
+    UINT8,
     bench_randn,
     check,
     check_dtype,
@@ -17,12 +24,6 @@ from op_sdk.ops._common import (
     pack_int4,
     quantize_round,
 )
-
-
-QUANT_MODES = ("pertoken", "pertensor", "perchannel")
-INT8, QINT8, UINT8, QUINT8, INT32, QINT32, QUINT4X2 = 1, 12, 0, 13, 3, 14, 16
-MAX_GROUPS = 1024
-
 
 
 _QUANTIZE_OUT = {
@@ -115,7 +116,6 @@ def quantize_fake(input, scales, zero_points, dtype, axis=1, div_mode=True):
     if code == QUINT4X2:
         shape[-1] //= 8
     return input.new_empty(shape, dtype=_QUANTIZE_OUT[code])
-
 
 
 def _bench_inputs(t, h, dt):
