@@ -47,7 +47,9 @@ def render_operator_table() -> str:
         produced.setdefault(fusion.fused_op, []).append(f"`{fusion.name}`")
     rows = ["| operator | CPU kernel | CUDA kernel | in-place pair | produced by the fusion |",
             "| --- | --- | --- | --- | --- |"]
-    for d in sorted(op_sdk.registered_ops(), key=lambda d: (d.namespace != "npu", d.name.lstrip("_"))):
+    # the SDK's own operators only: a plugin imported into this process is not op_sdk's
+    sdk = [d for d in op_sdk.registered_ops() if d.module.startswith("op_sdk.ops.")]
+    for d in sorted(sdk, key=lambda d: (d.namespace != "npu", d.name.lstrip("_"))):
         declared = {dev: ("native C++" if dev in d.native else
                           "Triton" if dev == "cuda" and dev in d.kernels else
                           "Python" if dev in d.kernels else "reference")

@@ -13,8 +13,11 @@ Comparisons with op_sdk's references (docs/ascendc.md, "Tests and bounds"):
 - rstd (a sum in another order, and x * (1/n) for the mean) is within RSTD_ULP fp32 ulps;
 - y of the norms is within one ulp of its dtype (fp32 y: Y32_ULP ulps), and differs from the
   reference in at most Y_FLIP_FRACTION of the elements;
-- int8 outputs downstream of rstd are at most one step apart in at most INT_FLIP_FRACTION of
-  the elements.
+- int8 outputs downstream of rstd (or of silu) are at most one step apart in at most
+  INT_FLIP_FRACTION of the elements, and dynamic-quantisation scales within SCALE_ULP ulps;
+  the same outputs are bit-exact against the reference's formula evaluated with the model's
+  rstd (model_rstd: the model's ReduceSum order) or the model's exp (model_exp);
+- static quantisation (npu_quantize) is bit-exact.
 """
 
 from __future__ import annotations
@@ -43,10 +46,13 @@ INT_FLIP_FRACTION = 0.01
 UB_910B = 192 * 1024
 
 CTYPE = {torch.float16: "half", torch.bfloat16: "bfloat16_t", torch.float32: "float", torch.int32: "int32_t"}
-SCALE_ULP = 16   # dynamic-quant scales downstream of rstd vs the plain reference
+SCALE_ULP = 8    # dynamic-quant scales downstream of rstd (or silu) vs the plain reference
 
 # AddRmsNormQuant's dtype rows (x, scales, zero points) the kernel is built for
 ARNQ_DTYPES = (("half", "float", "int32_t"), ("bfloat16_t", "bfloat16_t", "bfloat16_t"))
+# Quantize's (x, scales, zero points) per build; AscendQuantV2's scale / offset take x's dtype
+QUANTIZE_DTYPES = (("half", "float", "int32_t"), ("bfloat16_t", "bfloat16_t", "bfloat16_t"),
+                   ("float", "float", "int32_t"))
 
 # Every (driver, defines) the suite builds: started together on the first request.
 VARIANTS = (
@@ -59,6 +65,8 @@ VARIANTS = (
     + [("add_rms_norm_dynamic_quant", (("DTYPE_X1", x),)) for x in ("half", "bfloat16_t")]
     + [("add_rms_norm_quant", (("DTYPE_X1", x), ("DTYPE_SCALES1", s), ("DTYPE_ZERO_POINTS1", z)))
        for x, s, z in ARNQ_DTYPES]
+    + [("silu_mul_quant", (("DTYPE_GATE", x),)) for x in ("half", "bfloat16_t")]
+    + [("quantize", (("DTYPE_X", x), ("DTYPE_SCALES", s), ("DTYPE_ZERO_POINTS", z))) for x, s, z in QUANTIZE_DTYPES]
     + [("faults", ())]
 )
 
@@ -257,6 +265,41 @@ def add_rms_norm_quant(builder, x1, x2, gamma, scales1, zero_points1=None, beta=
          _ptr(y1), _ptr(y2), _ptr(x), ctypes.c_uint64(rows), ctypes.c_uint32(cols), ctypes.c_float(eps),
          ctypes.c_int(int(div_mode)), ctypes.c_int64(axis), ctypes.c_uint32(cores), ctypes.c_uint32(ub))
     return (y1, y2, x), t
+
+
+def quantize(builder, x, scales, zero_points, div_mode=True, axis=-1, flags=0, cores=40, ub=UB_910B):
+    """npu_quantize's kernels: Quantize (div_mode) or AscendQuantV2; returns (y, tiling key).
+    The build is chosen by x's dtype (QUANTIZE_DTYPES)."""
+    row = next(r for r in QUANTIZE_DTYPES if r[0] == CTYPE[x.dtype])
+    lib = builder.lib("quantize", DTYPE_X=row[0], DTYPE_SCALES=row[1], DTYPE_ZERO_POINTS=row[2])
+    x, scales = x.contiguous(), scales.contiguous()
+    zp = zero_points.contiguous() if zero_points is not None else None
+    cols = x.shape[-1] if x.dim() else 1
+    y = torch.empty(x.shape, dtype=torch.int8)
+    key = call(lib.opsdk_run, ctypes.c_int(int(div_mode)), _ptr(x), _ptr(scales), _ptr(zp), _ptr(y),
+               _rows(x, cols), ctypes.c_uint32(cols), ctypes.c_uint64(scales.numel()), ctypes.c_int64(x.dim()),
+               ctypes.c_int64(axis), ctypes.c_int(flags), ctypes.c_uint32(cores), ctypes.c_uint32(ub))
+    return y, key
+
+
+def silu_mul_quant(builder, gate, up, cores=40, ub=UB_910B):
+    lib = builder.lib("silu_mul_quant", DTYPE_GATE=CTYPE[gate.dtype])
+    gate, up = gate.contiguous(), up.contiguous()
+    cols = gate.shape[-1]
+    y = torch.empty(gate.shape, dtype=torch.int8)
+    scale = torch.empty(gate.shape[:-1], dtype=torch.float32)
+    key = call(lib.opsdk_run, _ptr(gate), _ptr(up), _ptr(y), _ptr(scale), _rows(gate, cols), ctypes.c_uint32(cols),
+               ctypes.c_uint32(cores), ctypes.c_uint32(ub))
+    return (y, scale), key
+
+
+def model_exp(builder, v: torch.Tensor) -> torch.Tensor:
+    """The model's fp32 Exp (the host's std::exp), elementwise."""
+    lib = builder.lib("silu_mul_quant", DTYPE_GATE="half")
+    v = v.float().contiguous()
+    out = torch.empty_like(v)
+    lib.opsdk_expf(_ptr(v), _ptr(out), ctypes.c_uint64(v.numel()))
+    return out
 
 
 # ---- the model's reduction order, for bit-exact checks downstream of rstd ----------------------

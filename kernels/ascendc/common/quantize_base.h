@@ -1,0 +1,170 @@
+// The kernel body of static int8 quantisation, Quantize (DIV: y = x / scales) and AscendQuantV2
+// (y = x * scale): v = x (/ or *) s (+ z) in fp32, y = rint(v) saturated to int8 (clamped in
+// fp32 first, then fp32 -> int32 -> half -> int8). s / z per channel along the last dim
+// (resident in fp32) or per tensor (one value, duplicated over a row). T: x; S: scales;
+// Z: zero points / offset. Tiling keys (quantize/op_host/quantize_tiling.h): 1 whole rows per
+// tile (double-buffered); 2 a row in chunks, s / z loaded per chunk.
+#pragma once
+
+#include "kernel_operator.h"
+#include "kernel_common.h"
+#include "../quantize/op_host/quantize_tiling.h"
+
+namespace opsdk_ascendc {
+
+template <typename T, typename S, typename Z, bool DIV>
+class KernelQuantizeBase {
+    static constexpr int32_t BUFFER_NUM = 2;
+
+public:
+    __aicore__ inline void Init(GM_ADDR x, GM_ADDR scale, GM_ADDR zero, GM_ADDR y, const QuantizeTilingData &td)
+    {
+        td_ = td;
+        RowRange r = BlockRows(td.rowsPerBlock, td.formerBlocks);
+        rowCount_ = r.count;
+        uint64_t n = td.numCols;
+        uint64_t pn = td.perTensor ? 1 : n;
+        xGm.SetGlobalBuffer((__gm__ T *)x + r.start * n, r.count * n);
+        yGm.SetGlobalBuffer((__gm__ int8_t *)y + r.start * n, r.count * n);
+        sGm.SetGlobalBuffer((__gm__ S *)scale, pn);
+        if (td.hasZero) zGm.SetGlobalBuffer((__gm__ Z *)zero, pn);
+        bool whole = td.tilingKey == TILING_KEY_WHOLE_ROW;
+        uint32_t work = whole ? td.numCols : td.chunkCols;
+        uint32_t rows = whole ? td.rowsPerLoop : 1;
+        pitchX_ = Align(work, 32 / sizeof(T));
+        pitchY_ = Align(work, 32);
+        pitchF_ = Align(work, 8);
+        pipe.InitBuffer(inQueueX, BUFFER_NUM, rows * pitchX_ * sizeof(T));
+        pipe.InitBuffer(outQueueY, BUFFER_NUM, rows * pitchY_);
+        pipe.InitBuffer(sFpBuf, pitchF_ * sizeof(float));
+        if (td.hasZero) pipe.InitBuffer(zFpBuf, pitchF_ * sizeof(float));
+        pipe.InitBuffer(rawBuf, Align(work * 4, 32));
+        pipe.InitBuffer(vFpBuf, pitchF_ * sizeof(float));
+        pipe.InitBuffer(i32Buf, pitchF_ * sizeof(int32_t));
+        pipe.InitBuffer(halfBuf, Align(work, 16) * sizeof(half));
+        pipe.InitBuffer(scalarBuf, 32);
+    }
+
+    __aicore__ inline void Process()
+    {
+        if (rowCount_ == 0) return;
+        if (td_.tilingKey == TILING_KEY_WHOLE_ROW) {
+            ProcessWholeRow();
+        } else if (td_.tilingKey == TILING_KEY_SPLIT_ROW) {
+            ProcessSplitRow();
+        }
+    }
+
+private:
+    static __aicore__ inline uint32_t Align(uint32_t n, uint32_t unit) { return (n + unit - 1) / unit * unit; }
+
+    // dst (fp32) = the parameter's columns col0 .. col0 + len (per channel) or its one value
+    // duplicated over len (per tensor)
+    template <typename P>
+    __aicore__ inline void LoadParam(TBuf<TPosition::VECCALC> &dst, const GlobalTensor<P> &src, uint64_t col0, uint32_t len)
+    {
+        LocalTensor<P> raw = rawBuf.Get<P>();
+        LocalTensor<float> d = dst.Get<float>();
+        if (td_.perTensor) {
+            LocalTensor<float> s = scalarBuf.Get<float>();
+            LoadAndWait(raw, src, 1);
+            ToFloat(s, raw, 1);
+            float v = ReadScalar(s);
+            SetFlag<HardEvent::S_V>(0);
+            WaitFlag<HardEvent::S_V>(0);
+            Duplicate(d, v, static_cast<int32_t>(len));
+        } else {
+            LoadAndWait(raw, src[col0], len);
+            ToFloat(d, raw, len);
+        }
+        PipeBarrier<PIPE_V>();
+        SetFlag<HardEvent::V_MTE2>(0);  // the staging buffer is loaded again next
+        WaitFlag<HardEvent::V_MTE2>(0);
+    }
+
+    __aicore__ inline void LoadParams(uint64_t col0, uint32_t len)
+    {
+        LoadParam(sFpBuf, sGm, col0, len);
+        if (td_.hasZero) LoadParam(zFpBuf, zGm, col0, len);
+    }
+
+    __aicore__ inline void QuantizeRow(const LocalTensor<int8_t> &y, const LocalTensor<T> &x, uint32_t n)
+    {
+        LocalTensor<float> v = vFpBuf.Get<float>();
+        ToFloat(v, x, n);
+        PipeBarrier<PIPE_V>();
+        if constexpr (DIV) {
+            Div(v, v, sFpBuf.Get<float>(), n);
+        } else {
+            Mul(v, v, sFpBuf.Get<float>(), n);
+        }
+        PipeBarrier<PIPE_V>();
+        if (td_.hasZero) {
+            Add(v, v, zFpBuf.Get<float>(), n);
+            PipeBarrier<PIPE_V>();
+        }
+        SaturateToInt8(y, v, i32Buf.Get<int32_t>(), halfBuf.Get<half>(), n);
+        PipeBarrier<PIPE_V>();
+    }
+
+    // ---- key 1 ---------------------------------------------------------------------------
+    __aicore__ inline void ProcessWholeRow()
+    {
+        LoadParams(0, td_.numCols);
+        uint64_t loops = (rowCount_ + td_.rowsPerLoop - 1) / td_.rowsPerLoop;
+        for (uint64_t i = 0; i < loops; ++i) {
+            uint64_t row0 = i * td_.rowsPerLoop;
+            uint32_t rows = static_cast<uint32_t>(rowCount_ - row0 < td_.rowsPerLoop ? rowCount_ - row0 : td_.rowsPerLoop);
+            uint64_t off = row0 * td_.numCols;
+            LocalTensor<T> xLocal = inQueueX.AllocTensor<T>();
+            CopyRowsIn(xLocal, xGm[off], rows, td_.numCols);
+            inQueueX.EnQue(xLocal);
+            xLocal = inQueueX.DeQue<T>();
+            LocalTensor<int8_t> yLocal = outQueueY.AllocTensor<int8_t>();
+            for (uint32_t r = 0; r < rows; ++r) QuantizeRow(yLocal[r * pitchY_], xLocal[r * pitchX_], td_.numCols);
+            outQueueY.EnQue(yLocal);
+            inQueueX.FreeTensor(xLocal);
+            yLocal = outQueueY.DeQue<int8_t>();
+            CopyRowsOut(yGm[off], yLocal, rows, td_.numCols);
+            outQueueY.FreeTensor(yLocal);
+        }
+    }
+
+    // ---- key 2 ---------------------------------------------------------------------------
+    __aicore__ inline void ProcessSplitRow()
+    {
+        for (uint64_t row = 0; row < rowCount_; ++row) {
+            for (uint32_t c = 0; c < td_.numChunks; ++c) {
+                uint32_t len = c + 1 == td_.numChunks ? td_.lastChunkCols : td_.chunkCols;
+                uint64_t col0 = static_cast<uint64_t>(c) * td_.chunkCols;
+                uint64_t off = row * td_.numCols + col0;
+                LoadParams(col0, len);
+                LocalTensor<T> xLocal = inQueueX.AllocTensor<T>();
+                CopyRowsIn(xLocal, xGm[off], 1, len);
+                inQueueX.EnQue(xLocal);
+                xLocal = inQueueX.DeQue<T>();
+                LocalTensor<int8_t> yLocal = outQueueY.AllocTensor<int8_t>();
+                QuantizeRow(yLocal, xLocal, len);
+                outQueueY.EnQue(yLocal);
+                inQueueX.FreeTensor(xLocal);
+                yLocal = outQueueY.DeQue<int8_t>();
+                CopyRowsOut(yGm[off], yLocal, 1, len);
+                outQueueY.FreeTensor(yLocal);
+            }
+        }
+    }
+
+    TPipe pipe;
+    TQue<QuePosition::VECIN, BUFFER_NUM> inQueueX;
+    TQue<QuePosition::VECOUT, BUFFER_NUM> outQueueY;
+    TBuf<TPosition::VECCALC> sFpBuf, zFpBuf, rawBuf, vFpBuf, i32Buf, halfBuf, scalarBuf;
+    GlobalTensor<T> xGm;
+    GlobalTensor<S> sGm;
+    GlobalTensor<Z> zGm;
+    GlobalTensor<int8_t> yGm;
+    QuantizeTilingData td_{};
+    uint64_t rowCount_ = 0;
+    uint32_t pitchX_ = 0, pitchY_ = 0, pitchF_ = 0;
+};
+
+}  // namespace opsdk_ascendc

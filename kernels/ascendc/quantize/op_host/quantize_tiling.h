@@ -1,0 +1,82 @@
+// Tiling of the static int8 quantisation of npu_quantize: Quantize (div_mode=True,
+// y = sat(rint(x / scales + zero_points))) and AscendQuantV2 (div_mode=False,
+// y = sat(rint(x * scale + offset)), its tiling in ascend_quant_v2/op_host). Scales (and zero
+// points) are per channel along the last dim (numCols of them) or per tensor (one); numRows
+// rows of numCols elements. Kernel body: common/quantize_base.h.
+#pragma once
+
+#include <cstdint>
+
+#include "../../common/tiling_common.h"
+
+struct QuantizeTilingData {
+    uint64_t numRows;
+    uint32_t numCols;
+    uint32_t blockDim;
+    uint64_t rowsPerBlock;
+    uint32_t formerBlocks;
+    uint32_t tilingKey;     // TILING_KEY_WHOLE_ROW or TILING_KEY_SPLIT_ROW (0: no tiling fits / not supported)
+    uint32_t rowsPerLoop;
+    uint32_t chunkCols;     // a multiple of 64
+    uint32_t numChunks;
+    uint32_t lastChunkCols;
+    uint32_t perTensor;     // one scale (and zero point) for the whole tensor
+    uint32_t hasZero;       // zero points / offset given
+};
+
+#ifndef __CCE_AICORE__
+// xSize: element bytes of x. scaleLen: elements of the scales (1: per tensor, numCols: per
+// channel along the last dim; anything else: key 0). The staging buffer of scales / zero
+// points is counted at 4 bytes per element.
+inline QuantizeTilingData TilingQuantizeCommon(uint64_t numRows, uint32_t numCols, uint32_t xSize, uint64_t scaleLen,
+                                               bool hasZero, uint32_t coreNum, uint32_t ubSize)
+{
+    using namespace opsdk_ascendc;
+    QuantizeTilingData t{};
+    BlockSplit s = SplitRows(numRows, coreNum);
+    t.numRows = numRows;
+    t.numCols = numCols;
+    t.blockDim = s.blockDim;
+    t.rowsPerBlock = s.rowsPerBlock;
+    t.formerBlocks = s.formerBlocks;
+    t.perTensor = scaleLen == 1 ? 1 : 0;
+    t.hasZero = hasZero ? 1 : 0;
+    if (numCols == 0 || (scaleLen != 1 && scaleLen != numCols)) return t;
+    auto fixed = [&](uint64_t n) {  // scales (+ zero points) in fp32, their staging, x in fp32, int32 and half tmps, scalar
+        return (1 + t.hasZero) * AlignElems(n, 4) * 4 + AlignBytes(n * 4) + 2 * AlignElems(n, 4) * 4 +
+               AlignElems(n, 2) * 2 + BLOCK_BYTES;
+    };
+    auto whole = [&](uint64_t rows) {  // x in, y out (double-buffered)
+        return fixed(numCols) + 2 * rows * AlignElems(numCols, xSize) * xSize + 2 * rows * AlignBytes(numCols);
+    };
+    uint64_t maxRows = s.rowsPerBlock + (s.formerBlocks ? 1 : 0);
+    uint32_t rows = FitRows(ubSize, maxRows, whole);
+    if (rows >= 1) {
+        t.tilingKey = TILING_KEY_WHOLE_ROW;
+        t.rowsPerLoop = rows;
+        return t;
+    }
+    auto split = [&](uint64_t n) { return fixed(n) + 2 * n * xSize + 2 * n; };
+    uint32_t chunk = FitChunk(ubSize, numCols, 64, split);
+    if (chunk == 0) return t;
+    t.tilingKey = TILING_KEY_SPLIT_ROW;
+    t.chunkCols = chunk;
+    t.numChunks = static_cast<uint32_t>(CeilDiv(numCols, chunk));
+    t.lastChunkCols = numCols - (t.numChunks - 1) * chunk;
+    return t;
+}
+
+// Quantize (div_mode=True). rank / axis: x's rank and the axis attribute (negative counts from
+// the end); per-channel scales must lie along the last dim. int8Output: the dtype attribute
+// names torch.qint8 / torch.int8 (other outputs: key 0).
+inline QuantizeTilingData TilingQuantize(uint64_t numRows, uint32_t numCols, uint32_t xSize, uint64_t scaleLen,
+                                         bool hasZeroPoints, int64_t rank, int64_t axis, bool int8Output,
+                                         uint32_t coreNum, uint32_t ubSize)
+{
+    QuantizeTilingData t = TilingQuantizeCommon(numRows, numCols, xSize, scaleLen, hasZeroPoints, coreNum, ubSize);
+    int64_t ax = axis < 0 ? axis + rank : axis;
+    if (!int8Output || ax < 0 || ax >= rank || (scaleLen != 1 && ax != rank - 1))
+        t.tilingKey = opsdk_ascendc::TILING_KEY_INVALID;
+    return t;
+}
+#endif
