@@ -36,7 +36,7 @@ CXX_FLAGS = ["-O3", "-std=c++20", "-fopenmp", "-fno-math-errno", "-ffp-contract=
 X86_FLAGS = ["-mavx2", "-mfma", "-mf16c"]
 
 # Headers shipped inside the package (op_sdk/include/), for code that builds against the
-# torch-free kernels: kernels/*.h, *.inl and csrc/*.h.
+# torch-free kernels: kernels/*.h, *.inl and csrc/*.h; and kernels/ascendc/ as it is.
 HEADER_DIRS = {"kernels": ("*.h", "*.inl"), "csrc": ("*.h",)}
 
 
@@ -49,6 +49,10 @@ class BuildPyWithHeaders(build_py):
             for pattern in patterns:
                 for path in sorted(glob.glob(os.path.join(here, folder, pattern))):
                     shutil.copy2(path, target)
+        # the Ascend C kernels (CANN's layout) and the CPU model they are tested on
+        shutil.copytree(os.path.join(here, "kernels", "ascendc"),
+                        os.path.join(self.build_lib, "op_sdk", "include", "kernels", "ascendc"),
+                        dirs_exist_ok=True)
 
 
 ext = CppExtension(

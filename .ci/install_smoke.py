@@ -39,6 +39,10 @@ headers = op_sdk.include_dirs()
 assert all(os.path.isfile(os.path.join(headers[0], h)) for h in ("simd.h", "isa_expand.h", "quant.inl")), headers
 assert os.path.isfile(os.path.join(headers[1], "checks.h")), headers
 assert from_source == headers[0].startswith(source + os.sep), headers
+from op_sdk.app.deliverables import ascendc_root  # noqa: E402
+
+ascendc = ascendc_root()
+assert ascendc and os.path.isfile(os.path.join(ascendc, "model", "kernel_operator.h")), ascendc
 
 templates = importlib.resources.files("op_sdk.app") / "templates"
 assert (templates / "report.html.j2").is_file() and (templates / "report.md.j2").is_file(), templates

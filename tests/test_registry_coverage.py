@@ -1,8 +1,10 @@
 """Every operator of op_sdk.ops (read from the registry) has its tests: a file
 tests/ops/test_<slice>.py whose samples() call it and whose constraint tables (CASES,
-BAD_CALLS) hold a call of it that must fail. Every operator declared with a native CPU
-kernel dispatches to it, and on every sample call gives the reference's output: integer
-(and 8-bit float) outputs bit for bit, float outputs within the dtype's tolerance."""
+BAD_CALLS) hold a call of it that must fail; every npu-namespace operator also has
+meta_grid() calls (compared with torch_npu's Meta functions in tests/npu/real). Every
+operator declared with a native CPU kernel dispatches to it, and on every sample call gives
+the reference's output: integer (and 8-bit float) outputs bit for bit, float outputs within
+the dtype's tolerance."""
 
 import pytest
 import torch
@@ -36,6 +38,13 @@ def test_every_operator_has_constraint_cases(op):
     names = [case[1] for case in getattr(module, "CASES", ())]
     names += [call[0] for call in getattr(module, "BAD_CALLS", ())]
     assert op.qualname in _qualnames(names), f"test_{op.slice}.py: no constraint case of {op.qualname}"
+
+
+@pytest.mark.parametrize("op", [o for o in OPS if o.namespace == "npu"], ids=lambda o: o.qualname)
+def test_every_npu_operator_has_meta_grid_calls(op):
+    module = slice_module(op.slice)
+    names = [name for name, _, _ in module.meta_grid()] if hasattr(module, "meta_grid") else []
+    assert op.qualname in _qualnames(names), f"test_{op.slice}.py: no meta_grid() call of {op.qualname}"
 
 
 @pytest.mark.parametrize("op", NATIVE_OPS, ids=lambda o: o.qualname)

@@ -19,6 +19,7 @@ class UsageError(Exception):
 
 def _cmd_ops(args) -> int:
     import op_sdk
+    from op_sdk.app.deliverables import npu_deliverables
 
     rows = []
     for opdef in op_sdk.registered_ops():
@@ -28,6 +29,7 @@ def _cmd_ops(args) -> int:
             "kernels": opdef.kernel_devices(),
             "defined_by": "op_sdk" if opdef.owned else "torch_npu",
             "native_errors": dict(opdef.native_errors),
+            "npu": npu_deliverables(opdef),
         })
     from op_sdk import _native
 
@@ -40,6 +42,8 @@ def _cmd_ops(args) -> int:
     for r in rows:
         kernels = ", ".join(f"{d}: {k}" for d, k in r["kernels"].items())
         print(f"{r['name']:<{width}}  [{kernels}]  defined by {r['defined_by']}")
+        if args.npu:
+            print("    NPU: " + "; ".join(f"{k.replace('_', ' ')}: {v}" for k, v in r["npu"].items()))
         for key, error in r["native_errors"].items():
             print(f"    native {key} kernel not registered: {' '.join(error.split())[:300]}")
         if args.schemas:
@@ -203,7 +207,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("ops", help="list the registered operators and their kernels")
     p.add_argument("--schemas", action="store_true", help="print each schema too")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--npu", action="store_true",
+                   help="each operator's NPU deliverables and the verification level each reached")
+    p.add_argument("--json", action="store_true", help="machine-readable output (NPU levels included)")
     p.set_defaults(run=_cmd_ops)
 
     p = sub.add_parser("docs", help="regenerate docs/options.md and the operator table")

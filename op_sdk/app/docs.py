@@ -45,8 +45,11 @@ def render_operator_table() -> str:
     produced: dict[str, list[str]] = {}
     for fusion in DEFAULT_FUSIONS:
         produced.setdefault(fusion.fused_op, []).append(f"`{fusion.name}`")
-    rows = ["| operator | CPU kernel | CUDA kernel | in-place pair | produced by the fusion |",
-            "| --- | --- | --- | --- | --- |"]
+    from op_sdk.app.deliverables import ascendc_kernel
+
+    rows = ["| operator | CPU kernel | CUDA kernel | in-place pair | produced by the fusion | "
+            "Ascend C kernel |",
+            "| --- | --- | --- | --- | --- | --- |"]
     # the SDK's own operators only: a plugin imported into this process is not op_sdk's
     sdk = [d for d in op_sdk.registered_ops() if d.module.startswith("op_sdk.ops.")]
     for d in sorted(sdk, key=lambda d: (d.namespace != "npu", d.name.lstrip("_"))):
@@ -57,10 +60,12 @@ def render_operator_table() -> str:
         pair = f"`{d.functional}`" if d.functional else ""
         name = d.name if d.namespace == "npu" else d.qualname
         rows.append(f"| `{name}` | {declared['cpu']} | {declared['cuda']} | {pair} | "
-                    f"{', '.join(produced.get(d.name, []))} |")
+                    f"{', '.join(produced.get(d.name, []))} | {ascendc_kernel(d)} |")
     return ("Generated from the operator declarations by `op-sdk docs` (schemas: `op-sdk ops "
             "--schemas`). \"reference\": the plain-PyTorch reference is the kernel. The "
-            "`op_sdk::` operators are op_sdk's own (prepacked int8 weights).\n\n"
+            "`op_sdk::` operators are op_sdk's own (prepacked int8 weights). Ascend C kernel: "
+            "its verification level (docs/ascendc.md; `op-sdk ops --npu` lists every NPU "
+            "deliverable); hardware: not verified for any.\n\n"
             + "\n".join(rows) + "\n")
 
 

@@ -7,11 +7,15 @@ what the registry-driven tests at tests/ level read from every slice:
 * ``samples()``: sample calls ``(name, args, kwargs)`` (tests/test_opcheck.py, and the native
   kernels against the references in tests/test_registry_coverage.py);
 * ``CASES``: constraint violations, raised on cpu and meta alike; ``BAD_CALLS``: calls the
-  native kernels' own checks reject, as the references do (tests/test_ops_constraints.py).
+  native kernels' own checks reject, as the references do (tests/test_ops_constraints.py);
+* ``meta_grid()``: a grid of calls ``(name, args, kwargs)`` of its npu-namespace operators
+  (2-D and 3-D inputs, odd sizes, every dtype the contract lists, every option that changes an
+  output's shape or dtype) on which op_sdk's CPU kernels, op_sdk's fakes and torch_npu's Meta
+  functions must agree on output shapes and dtypes (tests/npu/real/test_registry.py).
 
 An operator outside the npu namespace is named ``"<namespace>::<name>"`` in these tables.
 tests/test_registry_coverage.py checks that every operator has its file, samples and
-constraint cases.
+constraint cases, and every npu-namespace operator its meta_grid() calls.
 """
 
 import importlib
@@ -35,7 +39,8 @@ def slice_module(slice_name: str):
 
 def gather(attr: str) -> list:
     """The entries of table `attr` of every slice (absent: none), concatenated; a function
-    (``samples``) is called, with torch seeded first, so its inputs do not depend on order."""
+    (``samples``, ``meta_grid``) is called, with torch seeded first, so its inputs do not
+    depend on order."""
     out = []
     for module in slice_modules():
         table = getattr(module, attr, ())

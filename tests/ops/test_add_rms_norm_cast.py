@@ -20,6 +20,17 @@ def samples():
     ]
 
 
+def meta_grid():
+    """Calls on which op_sdk's CPU kernel, its fake and torch_npu's Meta function must give the
+    same output shapes and dtypes (tests/npu/real): 2-D and 3-D inputs, every dtype."""
+    cases = []
+    for lead in [(5,), (2, 3)]:
+        for dt in (fp16, bf16):
+            cases.append(("npu_add_rms_norm_cast", (rand(*lead, 24, dtype=dt), rand(*lead, 24, dtype=dt),
+                                                    rand(24, dtype=dt)), {}))
+    return cases
+
+
 # (case id, operator, args, kwargs, argument named in the error, exception type)
 CASES = [
     ("cast/fp32-input", "npu_add_rms_norm_cast", (T(4, 8), T(4, 8), T(8)), {}, "x1", RuntimeError),

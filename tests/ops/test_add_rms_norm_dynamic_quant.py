@@ -39,6 +39,24 @@ def samples():
     ]
 
 
+def meta_grid():
+    """Calls on which op_sdk's CPU kernel, its fake and torch_npu's Meta function must give the
+    same output shapes and dtypes (tests/npu/real): 2-D and 3-D inputs, every dtype, smoothing,
+    beta, output masks."""
+    h = 24
+    cases = []
+    for lead in [(5,), (2, 3)]:
+        for dt in (fp16, bf16):
+            x1, x2, g = rand(*lead, h, dtype=dt), rand(*lead, h, dtype=dt), rand(h, dtype=dt)
+            s1, s2 = (torch.rand(h) + 0.05).to(dt), (torch.rand(h) + 0.05).to(dt)
+            b = rand(h, dtype=dt)
+            for kwargs in ({}, {"smooth_scale1": s1, "smooth_scale2": s2},
+                           {"smooth_scale1": s1, "smooth_scale2": s2, "beta": b},
+                           {"output_mask": [True, True]}, {"output_mask": [True, False]}):
+                cases.append(("npu_add_rms_norm_dynamic_quant", (x1, x2, g), kwargs))
+    return cases
+
+
 # (case id, operator, args, kwargs, argument named in the error, exception type)
 CASES = [
     ("ardq/1-dim", "npu_add_rms_norm_dynamic_quant", (T(16, dtype=fp16), T(16, dtype=fp16),

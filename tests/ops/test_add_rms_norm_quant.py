@@ -52,6 +52,36 @@ def samples():
     ]
 
 
+def meta_grid():
+    """Calls on which op_sdk's CPU kernel, its fake and torch_npu's Meta function must give the
+    same output shapes and dtypes (tests/npu/real): 2-D and 3-D inputs, the A2 / A3 dtypes with
+    and without offsets, div_mode, the second scale set, beta; the 950 dtype table with every
+    output (int8, float8, HiFloat8 codes 290-292)."""
+    def pos(*shape, dtype=fp32):
+        return (torch.rand(*shape) + 0.05).to(dtype)
+
+    h = 24
+    cases = []
+    add = lambda *args, **kwargs: cases.append(("npu_add_rms_norm_quant", args, kwargs))  # noqa: E731
+    for lead in [(5,), (2, 3)]:
+        for dt, sdt, zdt in [(fp16, fp32, i32), (bf16, bf16, bf16)]:
+            x1, x2, g = rand(*lead, h, dtype=dt), rand(*lead, h, dtype=dt), rand(h, dtype=dt)
+            s, z = pos(h, dtype=sdt), torch.randint(-3, 3, (h,)).to(zdt)
+            add(x1, x2, g, s, z)
+            add(x1, x2, g, s, None, div_mode=False)
+            add(x1, x2, g, s, z, None, pos(h, dtype=sdt), z)
+            if dt == bf16:
+                add(x1, x2, g, s, None, rand(h, dtype=dt))
+    for lead in [(5,), (2, 3)]:
+        for dt, sdt, zdt in [(fp16, fp32, i32), (bf16, fp32, i32), (fp32, fp32, fp32), (fp16, fp16, fp16),
+                             (bf16, bf16, bf16), (fp16, fp32, fp32), (bf16, fp32, fp32)]:
+            for dst in [None, torch.float8_e5m2, torch.float8_e4m3fn, 290, 291, 292]:
+                x1, x2, g = rand(*lead, h, dtype=dt), rand(*lead, h, dtype=dt), rand(h, dtype=dt)
+                s, z = pos(h, dtype=sdt), torch.randint(-3, 3, (h,)).to(zdt)
+                add(x1, x2, g, s, z, None, s, z, dst_type=dst)
+    return cases
+
+
 # (case id, operator, args, kwargs, argument named in the error, exception type)
 CASES = [
     ("arq/axis", "npu_add_rms_norm_quant", (T(4, 16, dtype=fp16), T(4, 16, dtype=fp16), T(16, dtype=fp16),

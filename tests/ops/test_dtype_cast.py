@@ -24,6 +24,19 @@ def samples():
     ]
 
 
+def meta_grid():
+    """Calls on which op_sdk's CPU kernel, its fake and torch_npu's Meta function must give the
+    same output shapes and dtypes (tests/npu/real): complex casts, every float input to every
+    output dtype, 2-D and 3-D inputs."""
+    cases = []
+    for src, dst in itertools.product((fp32, torch.complex64), (torch.complex64, torch.complex128, fp32)):
+        cases.append(("npu_dtype_cast", (rand(3, 5).to(src), dst), {}))
+    for src, dst in itertools.product((fp32, fp16, bf16), (torch.int8, torch.int32, fp16, bf16, fp32)):
+        cases.append(("npu_dtype_cast", (rand(5, 7, dtype=src), dst), {}))
+        cases.append(("_npu_dtype_cast", (rand(2, 3, 7, dtype=src), dst), {}))
+    return cases
+
+
 # (case id, operator, args, kwargs, argument named in the error, exception type)
 CASES = [
     ("cast/dtype", "npu_dtype_cast", (T(4), 12), {}, "dtype", RuntimeError),

@@ -43,6 +43,28 @@ def samples():
     ]
 
 
+def meta_grid():
+    """Calls on which op_sdk's CPU kernel, its fake and torch_npu's Meta function must give the
+    same output shapes and dtypes (tests/npu/real): 2-D and 3-D inputs, every dtype, smoothing,
+    int4 and int8 outputs, per-tensor and per-channel (smoothed) modes."""
+    def pos(*shape, dtype=fp32):
+        return (torch.rand(*shape) + 0.05).to(dtype)
+
+    h = 24
+    cases = []
+    for lead in [(5,), (2, 3)]:
+        for dt in (fp16, bf16, fp32):
+            x = rand(*lead, h, dtype=dt)
+            cases.append(("npu_dynamic_quant", (x,), {}))
+            cases.append(("npu_dynamic_quant", (x,), {"smooth_scales": pos(h, dtype=dt)}))
+            cases.append(("npu_dynamic_quant", (x,), {"dst_type": torch.quint4x2}))
+            cases.append(("npu_dynamic_quant", (x,), {"quant_mode": "pertensor"}))
+            cases.append(("npu_dynamic_quant", (x,), {"dst_type": torch.int8}))
+        cases.append(("npu_dynamic_quant", (rand(*lead, 6, h),), {"quant_mode": "perchannel",
+                                                                  "smooth_scales": pos(6)}))
+    return cases
+
+
 # (case id, operator, args, kwargs, argument named in the error, exception type)
 CASES = [
     ("dq/1-dim", "npu_dynamic_quant", (T(8),), {}, "input", RuntimeError),

@@ -27,6 +27,38 @@ def samples():
     ]
 
 
+def meta_grid():
+    """Calls on which op_sdk's CPU kernel, its fake and torch_npu's Meta function must give the
+    same output shapes and dtypes (tests/npu/real): 2-D and 3-D x1, every output dtype,
+    per-token scales, int32 bias; A4W4 with both x2 layouts; A8W4 per group."""
+    def pos(*shape):
+        return torch.rand(*shape) + 0.05
+
+    cases = []
+    for lead in [(), (2,)]:
+        for out in [None, fp16, bf16, torch.int32, i8]:
+            x1, x2 = rand_i8(*lead, 5, 32), rand_i8(32, 16)
+            kw = {"output_dtype": out} if out is not None else {}
+            if out in (fp16, bf16):
+                cases.append(("npu_quant_matmul", (x1, x2, pos(16) / 100), dict(kw, pertoken_scale=pos(5))))
+            cases.append(("npu_quant_matmul", (x1, x2, pos(1) / 100), kw))
+            if out == torch.int32:
+                cases.append(("npu_quant_matmul", (x1, x2, pos(16)),
+                              dict(kw, bias=torch.randint(-9, 9, (16,), dtype=torch.int32))))
+    for m in (1, 5):  # A4W4, both x2 layouts
+        for cont in (False, True):
+            q2 = torch.randint(-8, 8, (64, 24), dtype=i8)
+            x2 = pack_int4(q2.t().contiguous()).t() if cont else pack_int4(q2)
+            x1 = pack_int4(torch.randint(-8, 8, (m, 64), dtype=i8))
+            cases.append(("npu_quant_matmul", (x1, x2, pos(24)), {"output_dtype": fp16}))
+            cases.append(("npu_quant_matmul", (x1, x2, pos(24)), {"output_dtype": bf16, "pertoken_scale": pos(m)}))
+    for out in (fp16, bf16):  # A8W4 per group
+        cases.append(("npu_quant_matmul", (rand_i8(3, 512), pack_int4(torch.randint(-8, 8, (512, 16), dtype=i8)),
+                                           torch.randint(1, 2**30, (2, 16))),
+                      {"pertoken_scale": pos(3, 1), "offset": torch.randn(16), "output_dtype": out}))
+    return cases
+
+
 # (case id, operator, args, kwargs, argument named in the error, exception type)
 CASES = [
     ("qmm/x1-dtype", "npu_quant_matmul", (T(4, 8), T(8, 6, dtype=i8), T(6)), {}, "x1", NotImplementedError),

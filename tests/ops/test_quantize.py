@@ -41,6 +41,30 @@ def samples():
     ]
 
 
+def meta_grid():
+    """Calls on which op_sdk's CPU kernel, its fake and torch_npu's Meta function must give the
+    same output shapes and dtypes (tests/npu/real): 2-D and 3-D inputs, every input dtype,
+    per-tensor and per-channel scales, offsets, every output dtype, axis -2."""
+    def pos(*shape, dtype=fp32):
+        return (torch.rand(*shape) + 0.05).to(dtype)
+
+    h = 24
+    cases = []
+    for lead in [(5,), (2, 3)]:
+        for dt in (fp16, bf16, fp32):
+            x = rand(*lead, h, dtype=dt)
+            cases.append(("npu_quantize", (x, pos(h), None, torch.qint8, -1, True), {}))
+            cases.append(("npu_quantize", (x, pos(1), None, torch.quint8, -1, True), {}))
+            cases.append(("npu_quantize", (x, pos(h), torch.randint(-3, 3, (h,), dtype=i32), torch.qint32,
+                                           -1, True), {}))
+            cases.append(("npu_quantize", (x, pos(h, dtype=dt), rand(h, dtype=dt), torch.qint8, 1, False), {}))
+            cases.append(("npu_quantize", (x, pos(h, dtype=dt), None, torch.quint4x2, -1, False), {}))
+        ones = [1] * len(lead)
+        cases.append(("npu_quantize", (rand(*lead, 4, h), pos(*ones, 4, 1), rand(*ones, 4, 1), torch.qint8,
+                                       -2, False), {}))
+    return cases
+
+
 # (case id, operator, args, kwargs, argument named in the error, exception type)
 CASES = [
     ("q/dtype", "npu_quantize", (T(4, 8), T(8), None, torch.float16, -1), {}, "dtype", RuntimeError),

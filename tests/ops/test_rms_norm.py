@@ -32,6 +32,18 @@ def samples():
     ]
 
 
+def meta_grid():
+    """Calls on which op_sdk's CPU kernel, its fake and torch_npu's Meta function must give the
+    same output shapes and dtypes (tests/npu/real): 2-D and 3-D inputs, every dtype pair,
+    multi-dimensional gamma."""
+    cases = []
+    for lead in [(5,), (2, 3)]:
+        for dt, gdt in [(fp16, fp32), (bf16, fp32), (fp16, fp16), (bf16, bf16), (fp32, fp32)]:
+            cases.append(("npu_rms_norm", (rand(*lead, 24, dtype=dt), rand(24, dtype=gdt)), {"epsilon": 1e-5}))
+        cases.append(("npu_rms_norm", (rand(*lead, 4, 6, dtype=bf16), rand(4, 6, dtype=bf16)), {}))
+    return cases
+
+
 # (case id, operator, args, kwargs, argument named in the error, exception type)
 CASES = [
     ("rms/gamma-dtype-pair", "npu_rms_norm", (T(4, 8, dtype=fp16), T(8, dtype=bf16)), {}, "gamma", RuntimeError),

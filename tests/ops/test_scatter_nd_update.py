@@ -20,6 +20,19 @@ def samples():
     ]
 
 
+def meta_grid():
+    """Calls on which op_sdk's CPU kernel, its fake and torch_npu's Meta function must give the
+    same output shapes and dtypes (tests/npu/real): every dtype, int64 and int32 indices,
+    whole rows and single elements, in place and not."""
+    cases = []
+    for dt in (torch.float32, fp16, torch.bfloat16):
+        for name in ("npu_scatter_nd_update", "npu_scatter_nd_update_"):
+            cases.append((name, (rand(6, 4, 3, dtype=dt), torch.tensor([[1], [4]]), rand(2, 4, 3, dtype=dt)), {}))
+            cases.append((name, (rand(6, 4, 3, dtype=dt), torch.tensor([[1, 2], [4, 0]], dtype=torch.int32),
+                                 rand(2, 3, dtype=dt)), {}))
+    return cases
+
+
 # (case id, operator, args, kwargs, argument named in the error, exception type)
 CASES = [
     ("scatter/indices-dtype", "npu_scatter_nd_update", (T(5, 3), T(2, 1), T(2, 3)), {}, "indices", RuntimeError),

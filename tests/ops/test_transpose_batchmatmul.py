@@ -25,6 +25,24 @@ def samples():
     ]
 
 
+def meta_grid():
+    """Calls on which op_sdk's CPU kernel, its fake and torch_npu's Meta function must give the
+    same output shapes and dtypes (tests/npu/real): every dtype, the permutations of x1 and
+    x2, batch_split_factor 1 and 2, the int8-output scale."""
+    b, m, k, n = 4, 5, 16, 6
+    cases = []
+    for dt in (fp16, bf16, fp32):
+        for p1, p2 in [([0, 1, 2], [0, 1, 2]), ([1, 0, 2], [0, 1, 2]), ([0, 1, 2], [0, 2, 1])]:
+            for f in (1, 2):
+                x = rand(*([b, m, k] if p1 == [0, 1, 2] else [m, b, k]), dtype=dt)
+                w = rand(*([b, k, n] if p2 == [0, 1, 2] else [b, n, k]), dtype=dt)
+                cases.append(("npu_transpose_batchmatmul", (x, w), {"perm_x1": p1, "perm_x2": p2,
+                                                                    "perm_y": [1, 0, 2], "batch_split_factor": f}))
+    cases.append(("npu_transpose_batchmatmul", (rand(4, 5, 16, dtype=fp16), rand(4, 16, 6, dtype=fp16)),
+                  {"scale": torch.randint(1, 2**30, (24,)), "batch_split_factor": 1}))
+    return cases
+
+
 # (case id, operator, args, kwargs, argument named in the error, exception type)
 CASES = [
     ("tbmm/bias", "npu_transpose_batchmatmul", (T(2, 3, 4), T(2, 4, 5)), {"bias": T(5)}, "bias", RuntimeError),

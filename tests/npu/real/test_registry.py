@@ -2,8 +2,8 @@
 stubbed environment): the import works in every order, op_sdk defines nothing torch_npu
 defines, every C++ kernel registers beside torch_npu's (the signature probe), every npu
 operator has op_sdk's CPU kernel, every schema equals torch_npu's, and over a grid of
-calls op_sdk's CPU outputs, op_sdk's fakes and torch_npu's Meta functions agree on
-shapes and dtypes."""
+calls (the ``meta_grid()`` of every tests/ops slice) op_sdk's CPU outputs, op_sdk's fakes
+and torch_npu's Meta functions agree on shapes and dtypes."""
 
 import os
 import subprocess
@@ -17,10 +17,10 @@ import torch_npu
 
 import op_sdk
 from op_sdk import _native
-from tests.npu.real.grid import grid
+from tests.ops import gather
 
 NPU_OPS = [o for o in op_sdk.registered_ops() if o.namespace == "npu"]
-CASES = grid()
+CASES = gather("meta_grid")
 
 
 def _run(code: str, **env) -> subprocess.CompletedProcess:

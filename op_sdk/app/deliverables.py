@@ -1,0 +1,54 @@
+"""What each operator has for the NPU, and the verification level each piece reached.
+
+The levels, in order, never claimed beyond what a test in this project checks: "source",
+"compiles", "CPU-model tested", "registration-checked", "graph-checked". No piece is
+verified on Ascend hardware ("hardware: not verified"), since no machine here has an NPU
+or the CANN toolkit.
+
+* Ascend C kernel: kernels/ascendc/<slice>/ (CANN's layout), shipped in the package next to
+  the CPU kernel headers. Every such folder's kernel is compiled with g++ against the CPU
+  model of the Ascend C API and run against the operator's reference by tests/ascendc
+  (tests/ascendc/test_coverage.py fails for a folder without its test), hence "CPU-model
+  tested"; its CANN build is not verified. Operators without a folder run CANN's own
+  kernels on the NPU (torch_npu's aclnn calls): op_sdk ships none for them.
+* OpPlugin eager binding and GE converter: none of op_sdk's yet (torch_npu's and TorchAir's
+  own serve the operators they define).
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["LEVELS", "HARDWARE", "ascendc_root", "npu_deliverables"]
+
+LEVELS = ("source", "compiles", "CPU-model tested", "registration-checked", "graph-checked")
+HARDWARE = "not verified"
+
+
+def ascendc_root() -> str | None:
+    """kernels/ascendc of this installation (the package's copy, or the source tree's in an
+    editable install), or None when it is not there."""
+    import op_sdk
+
+    root = os.path.join(op_sdk.include_dirs()[0], "ascendc")
+    return root if os.path.isdir(root) else None
+
+
+def ascendc_kernel(opdef) -> str:
+    """The level of ``opdef``'s Ascend C kernel, in words."""
+    if opdef.namespace != "npu":
+        return "none (op_sdk's CPU-only operator)"
+    root = ascendc_root()
+    if root is None:
+        return "not installed"
+    if os.path.isfile(os.path.join(root, opdef.slice, "op_kernel", f"{opdef.slice}.cpp")):
+        return "source + CPU-model tested (CANN build: not verified)"
+    return "CANN's own kernel (none of op_sdk's)"
+
+
+def npu_deliverables(opdef) -> dict[str, str]:
+    """{deliverable: its level} for one operator."""
+    return {"ascendc_kernel": ascendc_kernel(opdef),
+            "opplugin_binding": "none of op_sdk's",
+            "ge_converter": "none of op_sdk's",
+            "hardware": HARDWARE}
