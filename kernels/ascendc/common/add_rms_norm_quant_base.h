@@ -94,9 +94,6 @@ public:
     }
 
 private:
-    static __aicore__ inline uint32_t Align(uint32_t n, uint32_t unit) { return (n + unit - 1) / unit * unit; }
-    static __aicore__ inline uint32_t Ceil(uint32_t n, uint32_t unit) { return (n + unit - 1) / unit; }
-
     // ---- per-column inputs ---------------------------------------------------------------
     template <typename P>
     __aicore__ inline void LoadParam(TBuf<TPosition::VECCALC> &dst, const GlobalTensor<P> &src, uint64_t col0, uint32_t len)

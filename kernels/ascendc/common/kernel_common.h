@@ -7,6 +7,11 @@ namespace opsdk_ascendc {
 
 using namespace AscendC;
 
+// n rounded up to a multiple of unit, and the number of units n spans (buffer sizes, in
+// elements or bytes).
+__aicore__ inline uint32_t Align(uint32_t n, uint32_t unit) { return (n + unit - 1) / unit * unit; }
+__aicore__ inline uint32_t Ceil(uint32_t n, uint32_t unit) { return (n + unit - 1) / unit; }
+
 struct RowRange {
     uint64_t start;
     uint64_t count;

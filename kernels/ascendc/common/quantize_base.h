@@ -56,8 +56,6 @@ public:
     }
 
 private:
-    static __aicore__ inline uint32_t Align(uint32_t n, uint32_t unit) { return (n + unit - 1) / unit * unit; }
-
     // dst (fp32) = the parameter's columns col0 .. col0 + len (per channel) or its one value
     // duplicated over len (per tensor)
     template <typename P>

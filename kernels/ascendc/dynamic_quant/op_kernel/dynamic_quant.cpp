@@ -58,9 +58,6 @@ public:
     }
 
 private:
-    static __aicore__ inline uint32_t Align(uint32_t n, uint32_t unit) { return (n + unit - 1) / unit * unit; }
-    static __aicore__ inline uint32_t Ceil(uint32_t n, uint32_t unit) { return (n + unit - 1) / unit; }
-
     __aicore__ inline void LoadSmooth(uint64_t col0, uint32_t len)
     {
         if (!td_.hasSmooth) return;

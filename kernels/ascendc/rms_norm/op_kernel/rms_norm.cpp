@@ -56,9 +56,6 @@ public:
     }
 
 private:
-    static __aicore__ inline uint32_t Align(uint32_t n, uint32_t unit) { return (n + unit - 1) / unit * unit; }
-    static __aicore__ inline uint32_t Ceil(uint32_t n, uint32_t unit) { return (n + unit - 1) / unit; }
-
     // ---- key 1: whole rows -------------------------------------------------------------
     __aicore__ inline void ProcessWholeRow()
     {

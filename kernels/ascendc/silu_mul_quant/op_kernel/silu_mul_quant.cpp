@@ -57,9 +57,6 @@ public:
     }
 
 private:
-    static __aicore__ inline uint32_t Align(uint32_t n, uint32_t unit) { return (n + unit - 1) / unit * unit; }
-    static __aicore__ inline uint32_t Ceil(uint32_t n, uint32_t unit) { return (n + unit - 1) / unit; }
-
     // 127 / amax as the reference computes it: reciprocal(amax) * 127; 0 for amax = 0
     static __aicore__ inline float Inverse(float amax) { return amax > 0.0f ? (1.0f / amax) * DYNAMIC_QUANT_MAX : 0.0f; }
 
