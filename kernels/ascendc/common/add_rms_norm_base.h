@@ -44,7 +44,7 @@ public:
         pipe.InitBuffer(gammaFpBuf, pitchF_ * sizeof(float));
         pipe.InitBuffer(xFpBuf, pitchF_ * sizeof(float));
         pipe.InitBuffer(sqBuf, pitchF_ * sizeof(float));
-        pipe.InitBuffer(reduceWorkBuf, (Ceil(work, 64) + 7) / 8 * 8 * sizeof(float));
+        pipe.InitBuffer(reduceWorkBuf, ReduceWorkBufBytes(work));
         pipe.InitBuffer(scalarBuf, 32);
         pipe.InitBuffer(oneBuf, 32);
     }

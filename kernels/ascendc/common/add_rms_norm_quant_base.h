@@ -78,7 +78,7 @@ public:
         pipe.InitBuffer(vFpBuf, pitchF_ * sizeof(float));   // x2 / x^2 / a branch's v
         pipe.InitBuffer(i32Buf, pitchF_ * sizeof(float));   // |v|, then the int32 step of the cast
         pipe.InitBuffer(halfBuf, Align(work, 16) * sizeof(half));
-        pipe.InitBuffer(reduceWorkBuf, (Ceil(work, 64) + 7) / 8 * 8 * sizeof(float));
+        pipe.InitBuffer(reduceWorkBuf, ReduceWorkBufBytes(work));
         pipe.InitBuffer(scalarBuf, 32);
         pipe.InitBuffer(oneBuf, 32);
     }

@@ -11,6 +11,9 @@ using namespace AscendC;
 // elements or bytes).
 __aicore__ inline uint32_t Align(uint32_t n, uint32_t unit) { return (n + unit - 1) / unit * unit; }
 __aicore__ inline uint32_t Ceil(uint32_t n, uint32_t unit) { return (n + unit - 1) / unit; }
+// the work buffer ReduceSum / ReduceMax need over n fp32 elements, in bytes (the kernel side of
+// the tiling's ReduceWorkBytes: one fp32 per 64-element repeat, in whole 32-byte blocks)
+__aicore__ inline uint32_t ReduceWorkBufBytes(uint32_t n) { return Align(Ceil(n, 64), 8) * sizeof(float); }
 
 struct RowRange {
     uint64_t start;

@@ -43,7 +43,7 @@ public:
         pipe.InitBuffer(xFpBuf, pitchF_ * sizeof(float));
         pipe.InitBuffer(absBuf, pitchF_ * sizeof(float));  // |s|, then the int32 step of the cast
         pipe.InitBuffer(halfBuf, Align(work, 16) * sizeof(half));
-        pipe.InitBuffer(reduceWorkBuf, (Ceil(work, 64) + 7) / 8 * 8 * sizeof(float));
+        pipe.InitBuffer(reduceWorkBuf, ReduceWorkBufBytes(work));
         pipe.InitBuffer(scalarBuf, 32);
     }
 

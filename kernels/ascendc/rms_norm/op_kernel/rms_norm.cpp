@@ -40,7 +40,7 @@ public:
         pipe.InitBuffer(gammaFpBuf, Align(work_, 8) * sizeof(float));
         pipe.InitBuffer(xFpBuf, Align(work_, 8) * sizeof(float));
         pipe.InitBuffer(sqBuf, Align(work_, 8) * sizeof(float));
-        pipe.InitBuffer(reduceWorkBuf, (Ceil(work_, 64) + 7) / 8 * 8 * sizeof(float));
+        pipe.InitBuffer(reduceWorkBuf, ReduceWorkBufBytes(work_));
         pipe.InitBuffer(scalarBuf, 32);
         pipe.InitBuffer(oneBuf, 32);
     }
