@@ -63,6 +63,20 @@ silu_mul_quant = op_sdk.define_op(
     doc="silu(gate) * up, then per-token dynamic int8 quantisation.",
 )
 
+# Its Ascend IR: the prototype (as kernels/ascendc/silu_mul_quant/op_graph declares it) and
+# the converter that writes the operator as that IR, in op_sdk's GE graph (a "pbtxt" graph
+# dump) and, with torch_npu installed, in TorchAir's (op_sdk.converters.register_with_torchair).
+from op_sdk.converters import (IrInput, IrPrototype, ge,  # noqa: E402
+                               register_fx_node_ge_converter, register_prototype)
+
+register_prototype(IrPrototype("SiluMulQuant", (IrInput("gate"), IrInput("up")), ("y", "scale"),
+                               source="kernels/ascendc/silu_mul_quant"))
+
+
+@register_fx_node_ge_converter(torch.ops.my_ops.silu_mul_quant.default)
+def convert_silu_mul_quant(gate, up, meta_outputs=None):
+    return ge.SiluMulQuant(gate, up)
+
 
 def main() -> None:
     gate = torch.randn(257, 512, dtype=torch.bfloat16)

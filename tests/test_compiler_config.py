@@ -116,14 +116,6 @@ def test_effective_options_are_documented():
     assert all(o.doc for o in EFFECTIVE_OPTIONS)
 
 
-def test_pbtxt_dump_raises_clearly():
-    cfg = CompilerConfig()
-    cfg.debug.graph_dump.type = "pbtxt"  # a TorchAir value: accepted by the config...
-    with pytest.raises(ValueError, match="graph engine") as info:
-        op_sdk.get_npu_backend(compiler_config=cfg)  # ...refused by the backend
-    assert "'txt'" in str(info.value) and "'py'" in str(info.value)
-
-
 def test_equality_and_fingerprint():
     a, b = CompilerConfig(), CompilerConfig()
     assert a == b

@@ -11,18 +11,33 @@ or the CANN toolkit.
   (tests/ascendc/test_coverage.py fails for a folder without its test), hence "CPU-model
   tested"; its CANN build is not verified. Operators without a folder run CANN's own
   kernels on the NPU (torch_npu's aclnn calls): op_sdk ships none for them.
-* OpPlugin eager binding and GE converter: none of op_sdk's yet (torch_npu's and TorchAir's
-  own serve the operators they define).
+* GE converter: op_sdk/converters/<slice>.py (TorchAir's converter API). Each is checked
+  against the pinned prototype table on every sample call and its GE IR text is parsed by
+  the wheel's GE schema (tests/test_converters.py); for the operators TorchAir converts
+  itself (TORCHAIR_CONVERTS) it writes what TorchAir's converter writes for the same call
+  (tests/npu/real/test_converters.py), and TorchAir keeps using its own; for the others it
+  is registered with TorchAir and runs through TorchAir's builder there: "graph-checked".
+* OpPlugin eager binding: none of op_sdk's yet (torch_npu's serves the operators it
+  defines).
 """
 
 from __future__ import annotations
 
 import os
 
-__all__ = ["LEVELS", "HARDWARE", "ascendc_root", "npu_deliverables"]
+__all__ = ["LEVELS", "HARDWARE", "TORCHAIR_CONVERTS", "ascendc_root", "ge_converter",
+           "npu_deliverables"]
 
 LEVELS = ("source", "compiles", "CPU-model tested", "registration-checked", "graph-checked")
 HARDWARE = "not verified"
+
+# the operators TorchAir of torch-npu 2.13.0 has its own converter of (checked against the
+# wheel by tests/npu/real/test_converters.py)
+TORCHAIR_CONVERTS = frozenset({
+    "npu::npu_rms_norm", "npu::npu_add_rms_norm", "npu::npu_add_rms_norm_cast",
+    "npu::npu_add_rms_norm_dynamic_quant", "npu::npu_dynamic_quant", "npu::npu_quantize",
+    "npu::npu_dtype_cast", "npu::_npu_dtype_cast", "npu::npu_transpose_batchmatmul",
+    "npu::npu_quant_matmul", "npu::npu_scatter_nd_update", "npu::npu_scatter_nd_update_"})
 
 
 def ascendc_root() -> str | None:
@@ -46,9 +61,23 @@ def ascendc_kernel(opdef) -> str:
     return "CANN's own kernel (none of op_sdk's)"
 
 
+def ge_converter(opdef) -> str:
+    """The level of ``opdef``'s GE converter, in words."""
+    from op_sdk.converters import converter_for
+
+    if converter_for(opdef.op) is None:
+        return "none (runs at compile time)" if opdef.qualname == "op_sdk::pack_quant_weight" \
+            else "none"
+    if opdef.namespace == "op_sdk":
+        return "graph-checked (CPU-only operator: op_sdk's GE graph only)"
+    if opdef.qualname in TORCHAIR_CONVERTS:
+        return "graph-checked (= TorchAir's converter, which TorchAir uses)"
+    return "graph-checked (registered with TorchAir, which has none)"
+
+
 def npu_deliverables(opdef) -> dict[str, str]:
     """{deliverable: its level} for one operator."""
     return {"ascendc_kernel": ascendc_kernel(opdef),
             "opplugin_binding": "none of op_sdk's",
-            "ge_converter": "none of op_sdk's",
+            "ge_converter": ge_converter(opdef),
             "hardware": HARDWARE}

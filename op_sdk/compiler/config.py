@@ -187,7 +187,8 @@ class CompilerConfig(ConfigSection):
       contract); a weight replaced by another tensor is (the packed operator checks).
       Such compiles bypass Inductor's FX graph cache (the packed constants depend on the
       weights' values, which its key does not see). Default False, as in TorchAir.
-    * ``debug.graph_dump.type`` ("txt" | "py"; "pbtxt" is GE's format and raises) and
+    * ``debug.graph_dump.type`` ("txt" | "py": the FX graph before / after each pass;
+      "pbtxt": the graph converted to Ascend IR, as GE protobuf text, after the last) and
       ``debug.graph_dump.path``; ``debug.run_eagerly``: run the passed graph eagerly
       (no Inductor, no CUDA graphs).
     """
@@ -207,7 +208,9 @@ class CompilerConfig(ConfigSection):
             graph_dump=_section(
                 "debug.graph_dump",
                 type=OptionValue(None, (None, "txt", "pbtxt", "py"),
-                                 doc="dump the FX graph before / after each pass"),
+                                 doc="txt / py: the FX graph before / after each pass; "
+                                     "pbtxt: the graph as Ascend IR (GE protobuf text) "
+                                     "after the last pass"),
                 path=OptionValue(None, check=_str_or_none, doc="dump folder (default .)"),
             ),
             run_eagerly=OptionValue(False, _BOOL, doc="run the passed graph eagerly"),

@@ -2,9 +2,13 @@
 
 Files are named as TorchAir names them, ``{path}/{name}_rank_{rank}_pid_{pid}_ts_{ts}.{type}``,
 with ``name`` = ``graph_{compile}_{kind}_{stage index}_{stage}_{before|after}``.
-"txt" writes the FX IR listing with shapes, "py" the GraphModule's Python code.
-"pbtxt" is the Ascend graph engine's (GE) protobuf text of the *converted* graph; this
-backend builds no GE graph, so asking for it is an error, raised when the backend is made.
+"txt" writes the FX IR listing with shapes, "py" the GraphModule's Python code, both
+before and after each pass. "pbtxt" writes, once per graph after the last pass, the graph
+converted to Ascend IR by op_sdk's GE converters (op_sdk.converters) as the graph engine's
+(GE) protobuf text, a ``ge.proto.ModelDef``: the fused operators as their Ascend IR types
+with their prototypes' input / output / attribute names; a node with no converter is
+written as an ``OpSdkUnconverted`` placeholder (attribute ``_fx_target`` names it) and
+listed in a comment at the top of the file.
 """
 
 from __future__ import annotations
@@ -18,12 +22,9 @@ __all__ = ["GraphDumper", "check_dump_type"]
 
 
 def check_dump_type(dump_type: str | None) -> None:
-    if dump_type == "pbtxt":
-        raise ValueError(
-            "CompilerConfig.debug.graph_dump.type='pbtxt' dumps the Ascend graph engine (GE) "
-            "graph as protobuf text; op_sdk's CPU / CUDA backend builds no GE graph. Use "
-            "'txt' (FX IR listing) or 'py' (Python code) to dump the FX graph before and "
-            "after each pass.")
+    if dump_type not in (None, "txt", "py", "pbtxt"):
+        raise ValueError(f"CompilerConfig.debug.graph_dump.type: expected None, 'txt', 'py' "
+                         f"or 'pbtxt', got {dump_type!r}")
 
 
 def _rank() -> int:
@@ -47,6 +48,12 @@ class GraphDumper:
     def enabled(self) -> bool:
         return self.type is not None
 
+    @property
+    def per_stage(self) -> bool:
+        """FX dumps before / after each pass ("txt", "py"); "pbtxt" dumps the converted
+        graph once, after the last pass."""
+        return self.type in ("txt", "py")
+
     def file_name(self, name: str) -> str:
         ts = datetime.datetime.now().strftime("%Y%m%d%H%M%S%f")
         return os.path.join(self.path,
@@ -56,7 +63,11 @@ class GraphDumper:
         if not self.enabled:
             return None
         os.makedirs(self.path, exist_ok=True)
-        if self.type == "py":
+        if self.type == "pbtxt":
+            from op_sdk.converters import convert_fx
+
+            text = convert_fx(gm, name, strict=False).model_pbtxt(name)
+        elif self.type == "py":
             gm.recompile()
             text = gm.print_readable(print_output=False, include_stride=True,
                                      include_device=True)

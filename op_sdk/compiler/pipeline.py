@@ -156,6 +156,7 @@ class PassPipeline:
             self._run(gm, example_inputs, report, stages, label)
 
     def _run(self, gm, example_inputs, report, stages, label) -> None:
+        record = None
         for index, name in enumerate(STAGES):
             if name not in stages:
                 continue
@@ -166,12 +167,17 @@ class PassPipeline:
             if isinstance(run, str):
                 record.skipped = run
                 continue
-            self._dump(gm, f"{label}_{index}_{name}_before", record)
+            if self.dumper.per_stage:
+                self._dump(gm, f"{label}_{index}_{name}_before", record)
             start = time.perf_counter()
             run(gm, example_inputs, report)
             record.seconds = time.perf_counter() - start
             record.nodes_after = _call_nodes(gm)
-            self._dump(gm, f"{label}_{index}_{name}_after", record)
+            if self.dumper.per_stage:
+                self._dump(gm, f"{label}_{index}_{name}_after", record)
+        if self.dumper.enabled and not self.dumper.per_stage and STAGES[-1] in stages \
+                and record is not None:
+            self._dump(gm, f"{label}_ge", record)  # the converted graph, after the last pass
 
     def _dump(self, gm, name, record) -> None:
         file = self.dumper.dump(gm, name)

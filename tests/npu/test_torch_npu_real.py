@@ -24,7 +24,12 @@ def torch_npu_env():
 
 
 def test_real_torch_npu_suite(torch_npu_env):
-    environ = torch_npu_env.environ([ROOT])
+    from tests.npu.ge_schema import prepare_protobuf
+
+    protobuf, why = prepare_protobuf()  # the GE schema's runtime (converter tests)
+    if protobuf is None:
+        pytest.skip(why)
+    environ = torch_npu_env.environ([ROOT, protobuf])
     environ.update(OP_SDK_TORCH_NPU_REAL="1", OP_SDK_TORCH_NPU_SITE=torch_npu_env.site,
                    PYTHONWARNINGS="ignore::DeprecationWarning")
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",

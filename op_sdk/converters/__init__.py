@@ -1,0 +1,239 @@
+"""Ascend IR (GE) converters: how each fused operator is written as a graph-engine
+operator, the Ascend IR of the NPU deliverables.
+
+One module per operator slice (``op_sdk/converters/<slice>.py``), written against
+TorchAir's converter API::
+
+    from op_sdk.converters import ge, register_fx_node_ge_converter
+
+    @register_fx_node_ge_converter(torch.ops.npu.npu_add_rms_norm_quant.default)
+    def convert(x1, x2, gamma, scales1, zero_points1=None, ..., meta_outputs=None):
+        return ge.AddRmsNormQuant(x1, x2, gamma, scales1, scales2=scales2, ...)
+
+``ge.<IrType>(...)`` checks every call against the pinned prototype table
+(:mod:`op_sdk.converters.ir`). The same converter runs in two builders:
+
+* op_sdk's own (:mod:`op_sdk.converters.graph`): :func:`convert_fx` turns an FX graph into
+  a :class:`GeGraph`, which ``debug.graph_dump.type = "pbtxt"`` writes as GE IR text;
+* TorchAir's, when torch_npu is installed: :func:`register_with_torchair` registers the
+  converters of the operators TorchAir does not convert itself (npu_add_rms_norm_quant,
+  a user's operators), so that TorchAir's own GE backend compiles them.
+
+Nothing here is imported by ``import op_sdk``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import operator
+import pkgutil
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from op_sdk.converters import ir
+from op_sdk.converters.graph import ConversionError, Desc, GeGraph, OpDef, Tensor, ge
+from op_sdk.converters.ir import IrAttr, IrInput, IrPrototype, register_prototype
+
+__all__ = ["ge", "register_fx_node_ge_converter", "converter_for", "converters", "convert_fx",
+           "register_with_torchair", "GeGraph", "Tensor", "OpDef", "Desc", "ConversionError",
+           "IrPrototype", "IrInput", "IrAttr", "register_prototype", "Spec", "UNCONVERTED"]
+
+# The type of the placeholder node that stands for an FX node with no converter in a
+# non-strict conversion (a graph dump): inputs and outputs as the node's, attribute
+# "_fx_target" naming the PyTorch operator.
+UNCONVERTED = "OpSdkUnconverted"
+
+_CONVERTERS: dict[Any, Callable] = {}
+_loaded = False
+
+
+def register_fx_node_ge_converter(op) -> Callable[[Callable], Callable]:
+    """Decorator: ``fn`` converts FX nodes calling ``op`` (an OpOverload)."""
+    if not isinstance(op, torch._ops.OpOverload):
+        raise TypeError(f"register_fx_node_ge_converter: expected an OpOverload such as "
+                        f"torch.ops.npu.x.default, got {op!r}")
+
+    def register(fn: Callable) -> Callable:
+        _CONVERTERS[op] = fn
+        fn.ge_converter_for = op
+        return fn
+
+    return register
+
+
+def _load_builtin() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for mod in pkgutil.iter_modules(__path__):
+        if mod.name not in ("ir", "graph", "pbtxt", "torchair_bridge") \
+                and not mod.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{mod.name}")
+
+
+def converter_for(op) -> Callable | None:
+    _load_builtin()
+    return _CONVERTERS.get(op)
+
+
+def converters() -> dict[Any, Callable]:
+    """Every registered converter: op_sdk's and the user's."""
+    _load_builtin()
+    return dict(_CONVERTERS)
+
+
+class Spec:
+    """What a converter's ``meta_outputs`` holds per output: dtype, shape, rank (the role
+    of TorchAir's TensorSpec, with the torch dtype)."""
+
+    def __init__(self, value):
+        self.meta = value
+        self.dtype = getattr(value, "dtype", None)
+        self.shape = list(getattr(value, "shape", ()))
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        return f"Spec({self.dtype}, {self.shape})"
+
+
+def _specs(value):
+    if isinstance(value, (tuple, list)):
+        return [Spec(v) for v in value]
+    return Spec(value)
+
+
+def _flat_tensors(value) -> list:
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _flat_tensors(v)]
+    return [value] if isinstance(value, Tensor) else []
+
+
+def _fill_descs(result, value) -> None:
+    """Dtype and shape of each converted output from the FX node's value, where the
+    converter left them open."""
+    outs = result if isinstance(result, (tuple, list)) else (result,)
+    vals = value if isinstance(value, (tuple, list)) else (value,)
+    for t, v in zip(outs, vals):
+        if isinstance(t, Tensor) and isinstance(v, torch.Tensor):
+            d = t.desc
+            if d.dtype == "DT_UNDEFINED":
+                d.dtype = ir.proto_dtype(v.dtype)
+            if d.shape is None:
+                d.shape = graph_shape(v.shape)
+
+
+def graph_shape(shape) -> tuple[int, ...]:
+    from op_sdk.converters.graph import _shape
+
+    return _shape(shape)
+
+
+def _placeholder(g: GeGraph, node: torch.fx.Node, args: list) -> Any:
+    op = OpDef(g.unique_name(node.name), UNCONVERTED)
+    op.attrs["_fx_target"] = ("String", _target_name(node.target))
+    for i, t in enumerate(_flat_tensors(args)):
+        op.inputs.append(t.tensor)
+        op.input_desc.append(Desc(f"x{i}", t.desc.dtype, t.desc.shape))
+    val = node.meta.get("val")
+    vals = list(val) if isinstance(val, (tuple, list)) else [val]
+    from op_sdk.converters.graph import desc_from_value
+
+    op.output_desc = [desc_from_value(v, f"y{i}") for i, v in enumerate(vals)]
+    g.add(op)
+    outs = tuple(Tensor(op, i) for i in range(len(vals)))
+    return outs if isinstance(val, (tuple, list)) else outs[0]
+
+
+def _target_name(target) -> str:
+    if isinstance(target, torch._ops.OpOverload):
+        return f"{target.namespace}.{target._opname}.{target._overloadname}"
+    return getattr(target, "__name__", str(target))
+
+
+def convert_fx(gm: torch.fx.GraphModule, name: str = "graph", *, strict: bool = True) -> GeGraph:
+    """The FX graph ``gm`` (nodes with ``meta["val"]``, as Dynamo / AOTAutograd make them)
+    as a GE graph. ``strict``: a node with no converter raises :class:`ConversionError`
+    naming it; otherwise it becomes an :data:`UNCONVERTED` placeholder node and is listed
+    in ``graph.notes``."""
+    _load_builtin()
+    env: dict[torch.fx.Node, Any] = {}
+    missing: dict[str, int] = {}
+
+    def value(a):
+        if isinstance(a, torch.fx.Node):
+            return env[a]
+        if isinstance(a, (list, tuple)):
+            return type(a)(value(v) for v in a)
+        if isinstance(a, dict):
+            return {k: value(v) for k, v in a.items()}
+        return a
+
+    with GeGraph(name) as g:
+        index = 0
+        for node in gm.graph.nodes:
+            val = node.meta.get("val")
+            if node.op == "placeholder":
+                dtype = val.dtype if isinstance(val, torch.Tensor) else torch.int64
+                shape = val.shape if isinstance(val, torch.Tensor) else ()
+                env[node] = g.data(index, dtype, shape, name=node.name)
+                index += 1
+            elif node.op == "get_attr":
+                obj = gm
+                for part in str(node.target).split("."):
+                    obj = getattr(obj, part)
+                if isinstance(obj, torch.Tensor):
+                    env[node] = g.const(obj.dtype, obj.shape, name=node.name)
+                else:
+                    env[node] = obj
+            elif node.op == "call_function":
+                if node.target is operator.getitem:
+                    env[node] = value(node.args[0])[node.args[1]]
+                    continue
+                conv = _CONVERTERS.get(node.target)
+                args, kwargs = value(list(node.args)), value(dict(node.kwargs))
+                if conv is None:
+                    target = _target_name(node.target)
+                    if strict:
+                        raise ConversionError(
+                            f"GE conversion: no converter for {target} (FX node "
+                            f"'{node.name}'); register one with "
+                            f"op_sdk.converters.register_fx_node_ge_converter")
+                    missing[target] = missing.get(target, 0) + 1
+                    env[node] = _placeholder(g, node, args)
+                    continue
+                try:
+                    result = conv(*args, meta_outputs=_specs(val), **kwargs)
+                except ConversionError as e:
+                    raise ConversionError(f"{e} (FX node '{node.name}')") from None
+                _fill_descs(result, val)
+                env[node] = result
+            elif node.op == "output":
+                outs = node.args[0]
+                flat = outs if isinstance(outs, (list, tuple)) else [outs]
+                g.net_output([env[o] if isinstance(o, torch.fx.Node)
+                              and isinstance(env[o], Tensor) else None for o in flat])
+            else:
+                raise ConversionError(f"GE conversion: FX node '{node.name}' ({node.op}) "
+                                      f"cannot be converted")
+    used = {i.rsplit(":", 1)[0] for op in g.ops for i in op.inputs}
+    g.ops = [op for op in g.ops if op.type != "Const" or op.name in used]  # unread constants
+    if missing:
+        g.notes.append(f"{sum(missing.values())} node(s) with no GE converter, written as "
+                       f"{UNCONVERTED} placeholders: " +
+                       ", ".join(f"{k} x{v}" for k, v in sorted(missing.items())))
+    g.unconverted = missing
+    return g
+
+
+def register_with_torchair() -> list:
+    """Register op_sdk's converters with TorchAir for the operators TorchAir has no
+    converter of; returns those operators. A no-op (empty list) without torch_npu."""
+    from op_sdk.converters import torchair_bridge
+
+    return torchair_bridge.register(converters())

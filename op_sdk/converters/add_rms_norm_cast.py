@@ -1,0 +1,10 @@
+"""npu_add_rms_norm_cast -> AddRmsNormCast."""
+
+import torch
+
+from op_sdk.converters import ge, register_fx_node_ge_converter
+
+
+@register_fx_node_ge_converter(torch.ops.npu.npu_add_rms_norm_cast.default)
+def convert_npu_add_rms_norm_cast(x1, x2, gamma, epsilon=1e-6, meta_outputs=None):
+    return ge.AddRmsNormCast(x1, x2, gamma, epsilon=epsilon)

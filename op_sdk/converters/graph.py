@@ -1,0 +1,351 @@
+"""op_sdk's small GE graph builder: Ascend IR operators checked against their prototypes,
+and the graph written as GE IR protobuf text (``ModelDef`` / ``GraphDef`` / ``OpDef`` of
+CANN's ``ge_ir.proto``), without protobuf or CANN.
+
+The builder writes what TorchAir's builder writes for the same call, field for field:
+
+* an operator's ``input`` lists ``"<producer>:<output index>"`` for each *fed* input, in
+  prototype order; its ``input_desc`` carries the input's name (the prototype's), dtype and
+  shape; an unfed optional input is left out (GE binds inputs by name);
+* ``output_desc`` names the prototype's outputs, with the dtype and shape of the FX
+  node's value where known;
+* an optional attribute equal to its prototype default is left out (so a graph stays
+  loadable by an older CANN whose prototype lacks an attribute it does not use); required
+  attributes and non-default values are written, typed as the prototype says.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from op_sdk.converters import ir
+
+__all__ = ["GeGraph", "Tensor", "OpDef", "Desc", "ge", "ConversionError", "current_graph"]
+
+
+class ConversionError(RuntimeError):
+    """A graph, node or call that cannot be written as Ascend IR."""
+
+
+@dataclasses.dataclass
+class Desc:
+    """A TensorDescriptor: name, dtype (ge_ir.proto enum name), shape (-1: unknown dim)."""
+
+    name: str = ""
+    dtype: str = "DT_UNDEFINED"
+    shape: tuple[int, ...] | None = None
+    layout: str = "ND"
+    attrs: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class OpDef:
+    name: str
+    type: str
+    inputs: list[str] = dataclasses.field(default_factory=list)
+    input_desc: list[Desc] = dataclasses.field(default_factory=list)
+    output_desc: list[Desc] = dataclasses.field(default_factory=list)
+    attrs: dict[str, tuple[str, Any]] = dataclasses.field(default_factory=dict)  # name -> (type, value)
+
+    def attr_values(self) -> dict[str, Any]:
+        return {k: v for k, (_, v) in self.attrs.items()}
+
+
+class Tensor:
+    """One output of an operator of a :class:`GeGraph` (what a converter receives and
+    returns; the same roles as TorchAir's ``ge.Tensor``)."""
+
+    def __init__(self, op: OpDef, index: int = 0):
+        self.op, self.index = op, index
+
+    @property
+    def desc(self) -> Desc:
+        return self.op.output_desc[self.index]
+
+    @property
+    def tensor(self) -> str:
+        return f"{self.op.name}:{self.index}"
+
+    @property
+    def dtype(self) -> int:
+        """The ge::DataType code (as TorchAir's Tensor.dtype)."""
+        return ir.GE_DTYPE.get(self.desc.dtype, ir.GE_DTYPE["DT_UNDEFINED"])
+
+    @property
+    def rank(self) -> int:
+        if self.desc.shape is None:
+            raise ConversionError(f"GE conversion: the rank of {self.tensor} is unknown")
+        return len(self.desc.shape)
+
+    @property
+    def symsize(self) -> list[int]:
+        return list(self.desc.shape or ())
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.tensor}, {self.desc.dtype}, {self.desc.shape})"
+
+
+_local = threading.local()
+
+
+def current_graph() -> GeGraph:
+    stack = getattr(_local, "stack", None)
+    if not stack:
+        raise ConversionError("GE conversion: no graph is being built (use `with GeGraph():`)")
+    return stack[-1]
+
+
+class GeGraph:
+    """A GE graph under construction: ``with GeGraph("name") as g: ...``."""
+
+    def __init__(self, name: str = "graph"):
+        self.name = name
+        self.ops: list[OpDef] = []
+        self._names: dict[str, int] = {}
+        self.notes: list[str] = []  # comments written at the top of the pbtxt
+
+    def __enter__(self) -> GeGraph:
+        _local.stack = getattr(_local, "stack", []) + [self]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _local.stack.pop()
+
+    def unique_name(self, base: str) -> str:
+        n = self._names.get(base, 0)
+        self._names[base] = n + 1
+        name = base if n == 0 else f"{base}_{n}"
+        while name in self._names and n:  # a user name that collides with a generated one
+            n += 1
+            name = f"{base}_{n}"
+        self._names.setdefault(name, 1)
+        return name
+
+    def add(self, op: OpDef) -> OpDef:
+        self.ops.append(op)
+        return op
+
+    def op(self, name: str) -> OpDef:
+        for o in self.ops:
+            if o.name == name:
+                return o
+        raise KeyError(name)
+
+    # -- built-in nodes --------------------------------------------------------------------
+
+    def data(self, index: int, dtype: torch.dtype | None, shape, name: str | None = None) -> Tensor:
+        desc = Desc("x", ir.proto_dtype(dtype), _shape(shape))
+        op = OpDef(self.unique_name(name or "Data"), "Data", [], [desc],
+                   [dataclasses.replace(desc, name="y")], {"index": ("Int", int(index))})
+        return Tensor(self.add(op))
+
+    def const(self, dtype: torch.dtype | None, shape, name: str | None = None,
+              value: Sequence | None = None) -> Tensor:
+        """A Const node. ``value`` (a short list) is written; a graph constant such as a
+        frozen weight is written with its descriptor only (attr ``_op_sdk_value_omitted``)."""
+        desc = Desc("y", ir.proto_dtype(dtype), _shape(shape))
+        attrs: dict[str, tuple[str, Any]] = {}
+        if value is not None:
+            attrs["value"] = ("Tensor", (desc, list(value)))
+        else:
+            attrs["value"] = ("Tensor", (desc, None))
+            attrs["_op_sdk_value_omitted"] = ("Bool", True)
+        op = OpDef(self.unique_name(name or "Const"), "Const", [], [], [desc], attrs)
+        return Tensor(self.add(op))
+
+    def net_output(self, outputs: Sequence[Tensor | None]) -> OpDef:
+        op = OpDef(self.unique_name("NetOutput"), "NetOutput")
+        for i, t in enumerate(outputs):
+            if t is None:
+                continue
+            op.inputs.append(t.tensor)
+            op.input_desc.append(dataclasses.replace(t.desc, name=f"x{i}"))
+        return self.add(op)
+
+    # -- text ------------------------------------------------------------------------------
+
+    def model_pbtxt(self, model_name: str | None = None) -> str:
+        """The graph as a GE ``ModelDef`` in protobuf text format."""
+        from op_sdk.converters import pbtxt
+
+        return pbtxt.model(self, model_name or self.name)
+
+
+def _shape(shape) -> tuple[int, ...] | None:
+    if shape is None:
+        return None
+    dims = []
+    for d in shape:
+        try:
+            dims.append(int(d))
+        except (TypeError, ValueError):  # a symbolic size: unknown at compile time
+            dims.append(-1)
+    return tuple(dims)
+
+
+def desc_from_value(value, name: str = "") -> Desc:
+    """A descriptor from an FX node's value (a FakeTensor), or an empty one."""
+    if isinstance(value, torch.Tensor):
+        return Desc(name, ir.proto_dtype(value.dtype), _shape(value.shape))
+    return Desc(name)
+
+
+# -- building Ascend IR operators ----------------------------------------------------------
+
+
+def _check_attr(proto: ir.IrPrototype, a: ir.IrAttr, value: Any) -> Any:
+    where = f"GE conversion: {proto.type}: attribute '{a.name}' ({a.type})"
+    if a.type in ("Int", "Type"):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConversionError(f"{where} must be an int, got {value!r}")
+        return int(value)
+    if a.type == "Float":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConversionError(f"{where} must be a float, got {value!r}")
+        return float(value)
+    if a.type == "Bool":
+        if not isinstance(value, bool):
+            raise ConversionError(f"{where} must be a bool, got {value!r}")
+        return value
+    if a.type == "String":
+        if not isinstance(value, str):
+            raise ConversionError(f"{where} must be a str, got {value!r}")
+        return value
+    item = {"ListInt": int, "ListFloat": (int, float), "ListBool": bool, "ListString": str}[a.type]
+    if not isinstance(value, (list, tuple)) or not all(
+            isinstance(v, item) and (a.type == "ListBool" or not isinstance(v, bool))
+            for v in value):
+        raise ConversionError(f"{where} must be a list of {a.type[4:].lower()}, got {value!r}")
+    return [float(v) for v in value] if a.type == "ListFloat" else list(value)
+
+
+def _same(a: ir.IrAttr, value: Any) -> bool:
+    d = a.default
+    if a.type == "Float":
+        return float(value) == float(d)
+    if a.type == "ListFloat":
+        return [float(v) for v in value] == [float(v) for v in d]
+    return value == d
+
+
+def bind(proto: ir.IrPrototype, args: tuple, kwargs: dict,
+         tensor_type: type | tuple = None) -> tuple[dict, dict]:
+    """Split a call into {input: Tensor | list | None} and {attr: value}, per prototype,
+    raising on anything the prototype does not have."""
+    tensor_type = tensor_type or Tensor
+    inputs: dict[str, Any] = {}
+    if len(args) > len(proto.inputs):
+        raise ConversionError(f"GE conversion: {proto.type} takes {len(proto.inputs)} inputs "
+                              f"({', '.join(i.name for i in proto.inputs)}), got {len(args)} "
+                              f"positional arguments")
+    for spec, value in zip(proto.inputs, args):
+        inputs[spec.name] = value
+    attrs: dict[str, Any] = {}
+    input_names = {i.name for i in proto.inputs}
+    attr_names = {a.name for a in proto.attrs}
+    for k, v in kwargs.items():
+        if k in input_names:
+            if k in inputs:
+                raise ConversionError(f"GE conversion: {proto.type}: input '{k}' given twice")
+            inputs[k] = v
+        elif k in attr_names:
+            attrs[k] = v
+        else:
+            raise ConversionError(
+                f"GE conversion: {proto.type} has no input or attribute '{k}' (inputs: "
+                f"{', '.join(sorted(input_names)) or '-'}; attributes: "
+                f"{', '.join(sorted(attr_names)) or '-'})")
+    for spec in proto.inputs:
+        v = inputs.get(spec.name)
+        if v is None and not spec.optional:
+            raise ConversionError(f"GE conversion: {proto.type}: required input '{spec.name}' "
+                                  f"is missing")
+        if v is not None and not (isinstance(v, tensor_type) or (
+                spec.dynamic and isinstance(v, (list, tuple))
+                and all(isinstance(t, tensor_type) for t in v))):
+            raise ConversionError(f"GE conversion: {proto.type}: input '{spec.name}' must be a "
+                                  f"GE tensor{' list' if spec.dynamic else ''}, got "
+                                  f"{type(v).__name__}")
+    for a in proto.attrs:
+        if a.name not in attrs or attrs[a.name] is None:
+            if a.required:
+                raise ConversionError(f"GE conversion: {proto.type}: required attribute "
+                                      f"'{a.name}' ({a.type}) is missing")
+            attrs.pop(a.name, None)
+            continue
+        attrs[a.name] = _check_attr(proto, a, attrs[a.name])
+    return inputs, attrs
+
+
+def build(op_type: str, *args, node_name: str | None = None, **kwargs):
+    """Add one Ascend IR operator to the current graph; returns its output Tensor, or a
+    tuple of them for a multi-output prototype."""
+    from op_sdk.converters import torchair_bridge
+
+    if torchair_bridge.active():  # converting inside TorchAir: let its builder write it
+        return torchair_bridge.build(op_type, args, kwargs, node_name)
+    proto = ir.prototype(op_type)
+    inputs, attrs = bind(proto, args, kwargs)
+    graph = current_graph()
+    op = OpDef(graph.unique_name(node_name or op_type), op_type)
+    for spec in proto.inputs:
+        v = inputs.get(spec.name)
+        if v is None:
+            continue
+        for i, t in enumerate(v if isinstance(v, (list, tuple)) else [v]):
+            op.inputs.append(t.tensor)
+            op.input_desc.append(dataclasses.replace(
+                t.desc, name=f"{spec.name}{i}" if spec.dynamic else spec.name, attrs={}))
+    for a in proto.attrs:  # prototype order; optional defaults left out
+        if a.name in attrs and (a.required or not _same(a, attrs[a.name])):
+            op.attrs[a.name] = (a.type, attrs[a.name])
+    op.output_desc = [Desc(o) for o in proto.outputs]
+    graph.add(op)
+    outs = tuple(Tensor(op, i) for i in range(len(proto.outputs)))
+    return outs[0] if len(outs) == 1 else outs
+
+
+class _Ge:
+    """``ge.<IrType>(inputs..., attr=value, ...)``: builds an Ascend IR operator of the pinned
+    prototype table; ``ge.custom_op(type, ...)`` the same by name. Inputs are positional (in
+    prototype order) or keywords; attributes are keywords."""
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name not in ir.PROTOTYPES:
+            raise AttributeError(f"ge.{name}: no Ascend IR prototype of that name in the pinned "
+                                 f"table (op_sdk.converters.ir.PROTOTYPES); register one with "
+                                 f"op_sdk.converters.register_prototype")
+
+        def op(*args, node_name: str | None = None, **kwargs):
+            return build(name, *args, node_name=node_name, **kwargs)
+
+        op.__name__ = name
+        op.__doc__ = ir.PROTOTYPES[name].reg_op()
+        return op
+
+    @staticmethod
+    def custom_op(op_type: str, *args, node_name: str | None = None, **kwargs):
+        return build(op_type, *args, node_name=node_name, **kwargs)
+
+    @staticmethod
+    def Const(value, dtype: torch.dtype | None = None, node_name: str | None = None) -> Tensor:
+        """A small constant (a scalar or a list of numbers)."""
+        from op_sdk.converters import torchair_bridge
+
+        if torchair_bridge.active():
+            return torchair_bridge.const(value, dtype, node_name)
+        values = list(value) if isinstance(value, (list, tuple)) else [value]
+        if dtype is None:
+            dtype = torch.float32 if any(isinstance(v, float) for v in values) else torch.int64
+        shape = [len(values)] if isinstance(value, (list, tuple)) else []
+        return current_graph().const(dtype, shape, node_name, values)
+
+
+ge = _Ge()

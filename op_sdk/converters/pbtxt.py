@@ -1,0 +1,148 @@
+"""GE IR protobuf text: a :class:`~op_sdk.converters.graph.GeGraph` written as a
+``ge.proto.ModelDef`` message in protobuf's text format, field names and enum names as in
+CANN's ``ge_ir.proto`` (what TorchAir's ``debug.graph_dump.type = "pbtxt"`` writes, and
+what ``google.protobuf.text_format.Parse(text, ModelDef())`` reads)."""
+
+from __future__ import annotations
+
+import struct
+
+__all__ = ["model", "quote"]
+
+_PACK = {"DT_INT64": "q", "DT_INT32": "i", "DT_FLOAT": "f", "DT_INT8": "b", "DT_UINT8": "B",
+         "DT_BOOL": "?", "DT_DOUBLE": "d"}
+_LIST_VAL_TYPE = {"ListString": ("s", "VT_LIST_STRING"), "ListInt": ("i", "VT_LIST_INT"),
+                  "ListFloat": ("f", "VT_LIST_FLOAT"), "ListBool": ("b", "VT_LIST_BOOL")}
+
+
+def quote(data: str | bytes) -> str:
+    """A protobuf text-format string literal (C escapes; non-ASCII bytes as octal)."""
+    raw = data.encode() if isinstance(data, str) else data
+    out = []
+    for b in raw:
+        c = chr(b)
+        if c in "\"'\\":
+            out.append("\\" + c)
+        elif c == "\n":
+            out.append("\\n")
+        elif c == "\t":
+            out.append("\\t")
+        elif c == "\r":
+            out.append("\\r")
+        elif 32 <= b < 127:
+            out.append(c)
+        else:
+            out.append(f"\\{b:03o}")
+    return '"' + "".join(out) + '"'
+
+
+def _float(v: float) -> str:
+    if v != v:
+        return "nan"
+    if v in (float("inf"), float("-inf")):
+        return "inf" if v > 0 else "-inf"
+    return repr(float(v))
+
+
+class _Writer:
+    def __init__(self):
+        self.lines: list[str] = []
+        self.depth = 0
+
+    def field(self, name: str, value: str) -> None:
+        self.lines.append("  " * self.depth + f"{name}: {value}")
+
+    def open(self, name: str) -> None:
+        self.lines.append("  " * self.depth + f"{name} {{")
+        self.depth += 1
+
+    def close(self) -> None:
+        self.depth -= 1
+        self.lines.append("  " * self.depth + "}")
+
+
+def _desc(w: _Writer, field: str, d) -> None:
+    w.open(field)
+    if d.name:
+        w.field("name", quote(d.name))
+    w.field("dtype", d.dtype)
+    if d.shape is not None:
+        w.open("shape")
+        for dim in d.shape:
+            w.field("dim", str(int(dim)))
+        w.close()
+    w.field("layout", quote(d.layout))
+    for key, (typ, value) in sorted(d.attrs.items()):
+        _attr(w, key, typ, value)
+    w.close()
+
+
+def _attr(w: _Writer, key: str, typ: str, value) -> None:
+    w.open("attr")
+    w.field("key", quote(key))
+    w.open("value")
+    if typ in ("Int", "Type"):
+        w.field("i", str(int(value)))
+    elif typ == "Float":
+        w.field("f", _float(value))
+    elif typ == "Bool":
+        w.field("b", "true" if value else "false")
+    elif typ == "String":
+        w.field("s", quote(value))
+    elif typ in _LIST_VAL_TYPE:
+        short, val_type = _LIST_VAL_TYPE[typ]
+        w.open("list")
+        for v in value:
+            if typ == "ListString":
+                w.field(short, quote(v))
+            elif typ == "ListFloat":
+                w.field(short, _float(v))
+            elif typ == "ListBool":
+                w.field(short, "true" if v else "false")
+            else:
+                w.field(short, str(int(v)))
+        w.field("val_type", val_type)
+        w.close()
+    elif typ == "Tensor":
+        desc, data = value
+        w.open("t")
+        _desc(w, "desc", desc)
+        if data is not None:
+            fmt = _PACK.get(desc.dtype)
+            if fmt is None:
+                raise ValueError(f"GE IR text: cannot write a {desc.dtype} constant")
+            w.field("data", quote(struct.pack("<" + fmt * len(data), *data)))
+        w.close()
+    else:
+        raise ValueError(f"GE IR text: attribute {key!r} has unknown type {typ!r}")
+    w.close()
+    w.close()
+
+
+def _op(w: _Writer, op) -> None:
+    w.open("op")
+    w.field("name", quote(op.name))
+    w.field("type", quote(op.type))
+    for i in op.inputs:
+        w.field("input", quote(i))
+    for key, (typ, value) in op.attrs.items():
+        _attr(w, key, typ, value)
+    for d in op.input_desc:
+        _desc(w, "input_desc", d)
+    for d in op.output_desc:
+        _desc(w, "output_desc", d)
+    w.close()
+
+
+def model(graph, name: str) -> str:
+    w = _Writer()
+    for note in graph.notes:
+        for line in str(note).splitlines():
+            w.lines.append(f"# {line}")
+    w.field("name", quote(name))
+    w.open("graph")
+    w.field("name", quote(graph.name))
+    for op in graph.ops:
+        _op(w, op)
+    w.close()
+    return "\n".join(w.lines) + "\n"

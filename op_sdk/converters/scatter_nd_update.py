@@ -1,0 +1,16 @@
+"""npu_scatter_nd_update -> TensorMove + ScatterNdUpdate (a copy, updated);
+npu_scatter_nd_update_ -> ScatterNdUpdate on the input itself."""
+
+import torch
+
+from op_sdk.converters import ge, register_fx_node_ge_converter
+
+
+@register_fx_node_ge_converter(torch.ops.npu.npu_scatter_nd_update.default)
+def convert_npu_scatter_nd_update(input, indices, updates, meta_outputs=None):
+    return ge.ScatterNdUpdate(ge.TensorMove(input), indices, updates)
+
+
+@register_fx_node_ge_converter(torch.ops.npu.npu_scatter_nd_update_.default)
+def convert_npu_scatter_nd_update_(input, indices, updates, meta_outputs=None):
+    return ge.ScatterNdUpdate(input, indices, updates)
