@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 import op_sdk
+from op_sdk.converters import GeIr
 
 SCHEMA = "silu_mul_quant(Tensor gate, Tensor up) -> (Tensor, Tensor)"
 
@@ -61,22 +62,10 @@ silu_mul_quant = op_sdk.define_op(
     fake=fake,
     kernels={"cpu": cpu_kernel},  # other devices run the reference
     doc="silu(gate) * up, then per-token dynamic int8 quantisation.",
+    # its GE converter, declared: the Ascend IR SiluMulQuant (inputs gate, up; outputs y,
+    # scale, as kernels/ascendc/silu_mul_quant/op_graph declares it), derived from the schema
+    ge=GeIr("SiluMulQuant", outputs=("y", "scale")),
 )
-
-# Its Ascend IR: the prototype (as kernels/ascendc/silu_mul_quant/op_graph declares it) and
-# the converter that writes the operator as that IR, in op_sdk's GE graph (a "pbtxt" graph
-# dump) and, with torch_npu installed, in TorchAir's (op_sdk.converters.register_with_torchair).
-from op_sdk.converters import (IrInput, IrPrototype, ge,  # noqa: E402
-                               register_fx_node_ge_converter, register_prototype)
-
-register_prototype(IrPrototype("SiluMulQuant", (IrInput("gate"), IrInput("up")), ("y", "scale"),
-                               source="kernels/ascendc/silu_mul_quant"))
-
-
-@register_fx_node_ge_converter(torch.ops.my_ops.silu_mul_quant.default)
-def convert_silu_mul_quant(gate, up, meta_outputs=None):
-    return ge.SiluMulQuant(gate, up)
-
 
 def main() -> None:
     gate = torch.randn(257, 512, dtype=torch.bfloat16)

@@ -190,6 +190,7 @@ def define_op(
     namespace: str = "npu",
     doc: str = "",
     benchmarks: tuple[Benchmark, ...] = (),
+    ge=None,
 ) -> OpDef:
     """Declare and register one operator.
 
@@ -205,6 +206,8 @@ def define_op(
                    namespace, same arguments); the in-place kernels, fake and
                    functionalization are derived from it.
     benchmarks:    how the kernel benchmark times it (``Benchmark``), one per case.
+    ge:            its GE converter, declared (``op_sdk.converters.GeIr``): the Ascend IR
+                   prototype and converter are derived from the schema (docs/converters.md).
     """
     name = schema.split("(", 1)[0].strip()
     qualname = f"{namespace}::{name}"
@@ -245,6 +248,10 @@ def define_op(
         _register_autograd(opdef, lib)
 
     _REGISTRY[qualname] = opdef
+    if ge is not None:
+        from op_sdk.converters.spec import attach
+
+        attach(opdef, ge)
     return opdef
 
 

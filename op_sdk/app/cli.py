@@ -2,7 +2,8 @@
 
 Subcommands: ``demo`` (compile the embedded model and show what the fusions did),
 ``report`` (HTML / Markdown report of a compile), ``bench`` (benchmark suite and plots),
-``ops`` (the registered operators), ``docs`` (regenerate the generated documentation). A user's mistake prints one line and exits 2.
+``ops`` (the registered operators), ``new-op`` (a new operator's deliverables and tests),
+``docs`` (regenerate the generated documentation). A user's mistake prints one line and exits 2.
 """
 
 from __future__ import annotations
@@ -166,6 +167,19 @@ def _version_line() -> str:
     return f"op-sdk {__version__} ({where}; torch {torch.__version__})"
 
 
+def _cmd_new_op(args) -> int:
+    from op_sdk.app import new_op
+
+    written = new_op.write(args.name, args.schema, args.out, namespace=args.namespace,
+                           force=args.force)
+    root = os.path.join(args.out, args.name)
+    print(f"wrote {len(written)} files under {root}:")
+    for path in written:
+        print(f"  {os.path.relpath(path, root)}")
+    print(f"run their tests: python -m pytest {root}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="op-sdk", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=_version_line())
@@ -212,6 +226,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output (NPU levels included)")
     p.set_defaults(run=_cmd_ops)
 
+    p = sub.add_parser("new-op", help="write a new operator's deliverables and their tests")
+    p.add_argument("name", help="the operator's name (lower case; an in-place one ends with _)")
+    p.add_argument("--schema", required=True,
+                   help='its schema, e.g. "my_op(Tensor x, float alpha=1.0) -> Tensor"')
+    p.add_argument("--namespace", default="my_ops", help="torch.ops namespace (default my_ops)")
+    p.add_argument("--out", default=".", help="folder to write <name>/ into (default .)")
+    p.add_argument("--force", action="store_true", help="overwrite a non-empty <name>/")
+    p.set_defaults(run=_cmd_new_op)
+
     p = sub.add_parser("docs", help="regenerate docs/options.md and the operator table")
     p.add_argument("--check", action="store_true", help="only report what is out of date (exit 1)")
     p.set_defaults(run=_cmd_docs)
@@ -224,7 +247,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args)
     except (UsageError, ValueError) as exc:
-        print(f"op-sdk {args.command}: error: {exc}", file=sys.stderr)
+        msg = str(exc)
+        msg = msg[len(args.command) + 2:] if msg.startswith(f"{args.command}: ") else msg
+        print(f"op-sdk {args.command}: error: {msg}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"op-sdk {args.command}: error: {exc.strerror or exc}: "

@@ -35,10 +35,11 @@ import torch
 from op_sdk.converters import ir
 from op_sdk.converters.graph import ConversionError, Desc, GeGraph, OpDef, Tensor, ge
 from op_sdk.converters.ir import IrAttr, IrInput, IrPrototype, register_prototype
+from op_sdk.converters.spec import GeIr
 
 __all__ = ["ge", "register_fx_node_ge_converter", "converter_for", "converters", "convert_fx",
            "register_with_torchair", "GeGraph", "Tensor", "OpDef", "Desc", "ConversionError",
-           "IrPrototype", "IrInput", "IrAttr", "register_prototype", "Spec", "UNCONVERTED"]
+           "IrPrototype", "IrInput", "IrAttr", "register_prototype", "Spec", "UNCONVERTED", "GeIr"]
 
 # The type of the placeholder node that stands for an FX node with no converter in a
 # non-strict conversion (a graph dump): inputs and outputs as the node's, attribute
@@ -69,7 +70,7 @@ def _load_builtin() -> None:
         return
     _loaded = True
     for mod in pkgutil.iter_modules(__path__):
-        if mod.name not in ("ir", "graph", "pbtxt", "torchair_bridge") \
+        if mod.name not in ("ir", "graph", "pbtxt", "torchair_bridge", "spec") \
                 and not mod.name.startswith("_"):
             importlib.import_module(f"{__name__}.{mod.name}")
 

@@ -116,7 +116,7 @@ class IrAttr:
 
     @property
     def required(self) -> bool:
-        return self.default is REQUIRED
+        return self.default is REQUIRED  # a default of None: no default, written when given
 
 
 @dataclasses.dataclass(frozen=True)
