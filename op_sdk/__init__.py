@@ -47,3 +47,17 @@ def __getattr__(name):
 
 def __dir__():
     return sorted(set(globals()) | set(_LAZY))
+
+
+def _register_converters_with_torchair() -> None:
+    """TorchAir already imported: give it op_sdk's GE converters of the operators it has
+    none of (otherwise op_sdk.converters.register_with_torchair() does it when called)."""
+    import sys
+
+    if "torchair" in sys.modules or "torch_npu.dynamo.torchair" in sys.modules:
+        from op_sdk.converters import register_with_torchair
+
+        register_with_torchair()
+
+
+_register_converters_with_torchair()

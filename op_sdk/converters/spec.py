@@ -127,3 +127,7 @@ def attach(opdef, spec: GeIr) -> None:
 
     convert.__name__ = f"convert_{opdef.name}"
     register_fx_node_ge_converter(opdef.op)(convert)
+    from op_sdk.converters import torchair_bridge
+
+    if torchair_bridge.registered():  # op_sdk's converters are with TorchAir: this one too
+        torchair_bridge.register({opdef.op: convert})

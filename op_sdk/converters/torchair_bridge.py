@@ -24,6 +24,12 @@ __all__ = ["active", "build", "const", "register", "torchair_available"]
 
 _local = threading.local()
 _REGISTERED: set = set()  # the operators op_sdk registered its converter of
+_DONE = False
+
+
+def registered() -> bool:
+    """Whether register() has run in this process (with TorchAir present)."""
+    return _DONE
 
 
 def active() -> bool:
@@ -211,6 +217,8 @@ def register(converters: dict) -> list:
         from torchair._ge_concrete_graph.fx2ge_converter import register_fx_node_ge_converter
     except ImportError:
         return []
+    global _DONE
+    _DONE = True
     done = []
     for op, fn in converters.items():
         if op.namespace in ("aten", "prims"):

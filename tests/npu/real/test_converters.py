@@ -260,13 +260,34 @@ def _plugin():
         spec.loader.exec_module(mod)
 
 
+def test_import_after_torchair_registers_and_later_operators_follow(tmp_path):
+    """`import torchair` before `import op_sdk` registers op_sdk's converters at import; an
+    operator defined afterwards with ge=GeIr(...) is registered with TorchAir too."""
+    import subprocess
+
+    code = (
+        "import torch, torch_npu, torchair\n"
+        "import op_sdk\n"
+        "from torchair._ge_concrete_graph.fx2ge_converter import _get_converter\n"
+        "assert _get_converter(torch.ops.npu.npu_add_rms_norm_quant.default) is not None\n"
+        "from op_sdk.converters import GeIr\n"
+        "op_sdk.define_op('later_op(Tensor x) -> Tensor', namespace='later_ns',\n"
+        "                 reference=lambda x: x.clone(), ge=GeIr('LaterOp'))\n"
+        "assert _get_converter(torch.ops.later_ns.later_op.default).op_sdk_converter\n"
+        "print('ok')\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-3000:]
+
+
 def test_register_with_torchair_fills_only_the_gaps():
     _plugin()
     before = {op: getattr(op, "_ge_converter", None) for op in
               (torch.ops.npu.npu_add_rms_norm.default, torch.ops.npu.npu_quant_matmul.default)}
-    done = register_with_torchair()
-    assert set(done) == {torch.ops.npu.npu_add_rms_norm_quant.default,
-                         torch.ops.my_ops.silu_mul_quant.default}
+    register_with_torchair()  # (op_sdk may have registered at import, TorchAir being there)
+    done = set(torchair_bridge._REGISTERED)
+    assert done == {torch.ops.npu.npu_add_rms_norm_quant.default,
+                    torch.ops.my_ops.silu_mul_quant.default}
     for op, conv in before.items():  # TorchAir's own stay
         assert getattr(op, "_ge_converter", None) is conv
     assert register_with_torchair() == []  # once
