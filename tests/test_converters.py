@@ -94,6 +94,9 @@ def check_prototypes(graph: GeGraph) -> None:
         for ref in op.inputs:
             name, _, index = ref.rpartition(":")
             assert name in outputs and int(index) < outputs[name], (op.name, ref)
+        control = [i for i in op.inputs if i.endswith(":-1")]  # control edges: last, no desc
+        assert op.inputs[len(op.inputs) - len(control):] == control, op.name
+        data_inputs = len(op.inputs) - len(control)
         if op.type in ir.BUILTIN_TYPES or op.type == UNCONVERTED:
             continue
         proto = ir.PROTOTYPES[op.type]
@@ -102,8 +105,10 @@ def check_prototypes(graph: GeGraph) -> None:
         assert names == [n for n in order if n in names], (op.type, names)
         assert {i.name for i in proto.inputs if not i.optional} <= set(names), (op.type, names)
         assert [d.name for d in op.output_desc] == list(proto.outputs), op.type
-        assert len(op.inputs) == len(op.input_desc)
+        assert data_inputs == len(op.input_desc)
         for key, (typ, value) in op.attrs.items():
+            if key.startswith("_"):  # scope attributes (stream labels), not the prototype's
+                continue
             a = proto.attr(key)
             assert typ == a.type, (op.type, key)
             assert isinstance(value, ir.ATTR_TYPES[a.type]), (op.type, key, value)

@@ -157,6 +157,59 @@ def _target_name(target) -> str:
     return getattr(target, "__name__", str(target))
 
 
+_AIR = ("air.scope_enter.default", "air.scope_exit.default", "air.record.default",
+        "air.wait.default")
+_BOOL_SCOPE_ATTRS = ("_op_exec_never_timeout", "_enable_inner_parallel")
+
+
+class _Streams:
+    """TorchAir's air scope operators in a converted graph, as TorchAir converts them: a
+    scope's attributes (``_user_stream_label`` names the stream) are set on every operator
+    converted inside it; ``record`` is a control edge from the last operator converted on
+    the current stream, and ``wait`` adds those edges (``"<op>:-1"`` inputs) to the next
+    operator converted on its stream."""
+
+    def __init__(self):
+        self.stack: list[dict] = []
+        self.last: dict[str, OpDef] = {}
+        self.pending: dict[str, list[str]] = {}
+
+    def current(self) -> str:
+        for attrs in reversed(self.stack):
+            if "_user_stream_label" in attrs:
+                return attrs["_user_stream_label"]
+        return ""
+
+    def handle(self, target: str, args: list):
+        if target == "air.scope_enter.default":
+            self.stack.append(dict(zip(args[0], args[1])))
+        elif target == "air.scope_exit.default":
+            if not self.stack:
+                raise ConversionError("GE conversion: air.scope_exit without a scope_enter")
+            self.stack.pop()
+        elif target == "air.record.default":
+            last = self.last.get(self.current())
+            return f"{last.name}:-1" if last is not None else None
+        else:  # wait
+            edges = [t for t in args[0] if isinstance(t, str)]
+            edges += [f"{t.op.name}:-1" for t in args[0] if isinstance(t, Tensor)]
+            self.pending.setdefault(self.current(), []).extend(edges)
+        return None
+
+    def placed(self, ops: list) -> None:
+        if not ops:
+            return
+        stream = self.current()
+        for op in ops:
+            for attrs in self.stack:
+                for key, v in attrs.items():
+                    op.attrs[key] = ("Bool", v == "True") if key in _BOOL_SCOPE_ATTRS \
+                        else ("String", str(v))
+        edges = self.pending.pop(stream, [])
+        ops[0].inputs.extend(e for e in edges if e not in ops[0].inputs)
+        self.last[stream] = ops[-1]
+
+
 def convert_fx(gm: torch.fx.GraphModule, name: str = "graph", *, strict: bool = True) -> GeGraph:
     """The FX graph ``gm`` (nodes with ``meta["val"]``, as Dynamo / AOTAutograd make them)
     as a GE graph. ``strict``: a node with no converter raises :class:`ConversionError`
@@ -175,9 +228,14 @@ def convert_fx(gm: torch.fx.GraphModule, name: str = "graph", *, strict: bool = 
             return {k: value(v) for k, v in a.items()}
         return a
 
+    streams = _Streams()
     with GeGraph(name) as g:
         index = 0
         for node in gm.graph.nodes:
+            if node.op == "call_function" and str(node.target) in _AIR:
+                env[node] = streams.handle(str(node.target), value(list(node.args)))
+                continue
+            first_op = len(g.ops)
             val = node.meta.get("val")
             if node.op == "placeholder":
                 dtype = val.dtype if isinstance(val, torch.Tensor) else torch.int64
@@ -207,6 +265,7 @@ def convert_fx(gm: torch.fx.GraphModule, name: str = "graph", *, strict: bool = 
                             f"op_sdk.converters.register_fx_node_ge_converter")
                     missing[target] = missing.get(target, 0) + 1
                     env[node] = _placeholder(g, node, args)
+                    streams.placed(g.ops[first_op:])
                     continue
                 try:
                     result = conv(*args, meta_outputs=_specs(val), **kwargs)
@@ -214,6 +273,7 @@ def convert_fx(gm: torch.fx.GraphModule, name: str = "graph", *, strict: bool = 
                     raise ConversionError(f"{e} (FX node '{node.name}')") from None
                 _fill_descs(result, val)
                 env[node] = result
+                streams.placed(g.ops[first_op:])
             elif node.op == "output":
                 outs = node.args[0]
                 flat = outs if isinstance(outs, (list, tuple)) else [outs]
@@ -222,7 +282,7 @@ def convert_fx(gm: torch.fx.GraphModule, name: str = "graph", *, strict: bool = 
             else:
                 raise ConversionError(f"GE conversion: FX node '{node.name}' ({node.op}) "
                                       f"cannot be converted")
-    used = {i.rsplit(":", 1)[0] for op in g.ops for i in op.inputs}
+    used = {i.rsplit(":", 1)[0] for op in g.ops for i in op.inputs}  # (control edges too)
     g.ops = [op for op in g.ops if op.type != "Const" or op.name in used]  # unread constants
     if missing:
         g.notes.append(f"{sum(missing.values())} node(s) with no GE converter, written as "
