@@ -10,7 +10,6 @@ tests/npu/real/test_converters.py and test_ge_schema_parses_dumps below."""
 from __future__ import annotations
 
 import glob
-import importlib.util
 import os
 import pathlib
 import re
@@ -25,6 +24,7 @@ import op_sdk
 from op_sdk.converters import (UNCONVERTED, ConversionError, GeGraph, convert_fx, converter_for,
                                ge, ir)
 from op_sdk.library import registered_ops
+from tests import plugin_example
 from tests.ops import gather
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -347,13 +347,7 @@ def _default(text: str, typ: str):
 
 
 def _plugin():
-    spec = importlib.util.spec_from_file_location("plugin_fused_op",
-                                                  ROOT / "examples" / "plugin_fused_op.py")
-    if "plugin_fused_op" not in sys.modules:
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["plugin_fused_op"] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules["plugin_fused_op"]
+    return plugin_example.load()
 
 
 def test_ascendc_prototypes_match_the_pinned_table():

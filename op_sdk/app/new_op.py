@@ -178,12 +178,7 @@ def _files(p: dict) -> dict[str, str]:
         {{
             using namespace opsdk_ascendc;
             {kcamel}TilingData t{{}};
-            BlockSplit s = SplitRows(numRows, coreNum);
-            t.numRows = numRows;
-            t.numCols = numCols;
-            t.blockDim = s.blockDim;
-            t.rowsPerBlock = s.rowsPerBlock;
-            t.formerBlocks = s.formerBlocks;
+            BlockSplit s = SetRowSplit(t, numRows, numCols, coreNum);
             if (numCols == 0) return t;
             auto whole = [&](uint64_t rows) {{ return 2 * (1 + {n_out}) * rows * AlignElems(numCols, xSize) * xSize; }};
             uint64_t maxRows = s.rowsPerBlock + (s.formerBlocks ? 1 : 0);

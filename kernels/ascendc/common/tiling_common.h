@@ -39,6 +39,20 @@ inline BlockSplit SplitRows(uint64_t numRows, uint32_t coreNum)
     return s;
 }
 
+// A tiling's row split (its fields numRows, numCols, blockDim, rowsPerBlock, formerBlocks) for
+// numRows rows of numCols elements over coreNum cores; returns the split.
+template <typename T>
+inline BlockSplit SetRowSplit(T &t, uint64_t numRows, uint32_t numCols, uint32_t coreNum)
+{
+    BlockSplit s = SplitRows(numRows, coreNum);
+    t.numRows = numRows;
+    t.numCols = numCols;
+    t.blockDim = s.blockDim;
+    t.rowsPerBlock = s.rowsPerBlock;
+    t.formerBlocks = s.formerBlocks;
+    return s;
+}
+
 // The largest number of rows (<= maxRows, <= MAX_BLOCK_COUNT) whose buffers, as bytesFor(rows)
 // counts them, fit ubSize; 0 when not even one row fits.
 template <typename F>

@@ -15,9 +15,7 @@ CANN's prototype registry) answered "compatible"; nothing reaches ACL or GE."""
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
-import pathlib
 import sys
 
 import pytest
@@ -40,10 +38,10 @@ import op_sdk  # noqa: E402,F401
 from op_sdk.converters import ConversionError, convert_fx, converter_for, ir  # noqa: E402
 from op_sdk.converters import register_with_torchair  # noqa: E402
 from op_sdk.converters import torchair_bridge  # noqa: E402
+from tests import plugin_example  # noqa: E402
 from tests.ops import gather  # noqa: E402
 from tests.test_converters import IR_TYPE, _op, _qualname, fx_of_call  # noqa: E402
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
 compat_ir.is_cann_compat = lambda *args, **kwargs: ""  # CANN's prototype registry is not here
 # the SoC whose converter path op_sdk's mirrors (Atlas A2 / A3, not arch35); TorchAir asks
 # the device, which is not here
@@ -252,12 +250,7 @@ def test_converter_comparison_sees_a_difference():
 
 
 def _plugin():
-    spec = importlib.util.spec_from_file_location("plugin_fused_op",
-                                                  ROOT / "examples" / "plugin_fused_op.py")
-    if "plugin_fused_op" not in sys.modules:
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["plugin_fused_op"] = mod
-        spec.loader.exec_module(mod)
+    return plugin_example.load()
 
 
 def test_import_after_torchair_registers_and_later_operators_follow(tmp_path):

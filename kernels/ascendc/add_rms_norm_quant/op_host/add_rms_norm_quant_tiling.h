@@ -46,12 +46,7 @@ inline AddRmsNormQuantTilingData TilingAddRmsNormQuantCommon(uint64_t numRows, u
 {
     using namespace opsdk_ascendc;
     AddRmsNormQuantTilingData t{};
-    BlockSplit s = SplitRows(numRows, coreNum);
-    t.numRows = numRows;
-    t.numCols = numCols;
-    t.blockDim = s.blockDim;
-    t.rowsPerBlock = s.rowsPerBlock;
-    t.formerBlocks = s.formerBlocks;
+    BlockSplit s = SetRowSplit(t, numRows, numCols, coreNum);
     t.epsilon = epsilon;
     t.avgFactor = numCols ? 1.0f / static_cast<float>(numCols) : 0.0f;
     t.hasBeta = f.hasBeta;

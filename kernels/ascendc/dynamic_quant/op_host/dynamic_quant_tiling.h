@@ -30,12 +30,7 @@ inline DynamicQuantTilingData TilingDynamicQuant(uint64_t numRows, uint32_t numC
 {
     using namespace opsdk_ascendc;
     DynamicQuantTilingData t{};
-    BlockSplit s = SplitRows(numRows, coreNum);
-    t.numRows = numRows;
-    t.numCols = numCols;
-    t.blockDim = s.blockDim;
-    t.rowsPerBlock = s.rowsPerBlock;
-    t.formerBlocks = s.formerBlocks;
+    BlockSplit s = SetRowSplit(t, numRows, numCols, coreNum);
     t.hasSmooth = hasSmooth ? 1 : 0;
     if (numCols == 0 || hasGroupIndex) return t;
     auto fixed = [&](uint64_t n) {  // smooth (raw, fp32), x / |x| in fp32, half tmp, work, scalar

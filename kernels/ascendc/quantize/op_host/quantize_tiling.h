@@ -33,12 +33,7 @@ inline QuantizeTilingData TilingQuantizeCommon(uint64_t numRows, uint32_t numCol
 {
     using namespace opsdk_ascendc;
     QuantizeTilingData t{};
-    BlockSplit s = SplitRows(numRows, coreNum);
-    t.numRows = numRows;
-    t.numCols = numCols;
-    t.blockDim = s.blockDim;
-    t.rowsPerBlock = s.rowsPerBlock;
-    t.formerBlocks = s.formerBlocks;
+    BlockSplit s = SetRowSplit(t, numRows, numCols, coreNum);
     t.perTensor = scaleLen == 1 ? 1 : 0;
     t.hasZero = hasZero ? 1 : 0;
     if (numCols == 0 || (scaleLen != 1 && scaleLen != numCols)) return t;

@@ -30,12 +30,7 @@ inline RmsNormTilingData TilingRmsNorm(uint64_t numRows, uint32_t numCols, uint3
 {
     using namespace opsdk_ascendc;
     RmsNormTilingData t{};
-    BlockSplit s = SplitRows(numRows, coreNum);
-    t.numRows = numRows;
-    t.numCols = numCols;
-    t.blockDim = s.blockDim;
-    t.rowsPerBlock = s.rowsPerBlock;
-    t.formerBlocks = s.formerBlocks;
+    BlockSplit s = SetRowSplit(t, numRows, numCols, coreNum);
     t.epsilon = epsilon;
     t.avgFactor = numCols ? 1.0f / static_cast<float>(numCols) : 0.0f;
     if (numCols == 0) return t;  // tilingKey 0: nothing to do (the host rejects it)

@@ -28,12 +28,7 @@ inline SiluMulQuantTilingData TilingSiluMulQuant(uint64_t numRows, uint32_t numC
 {
     using namespace opsdk_ascendc;
     SiluMulQuantTilingData t{};
-    BlockSplit s = SplitRows(numRows, coreNum);
-    t.numRows = numRows;
-    t.numCols = numCols;
-    t.blockDim = s.blockDim;
-    t.rowsPerBlock = s.rowsPerBlock;
-    t.formerBlocks = s.formerBlocks;
+    BlockSplit s = SetRowSplit(t, numRows, numCols, coreNum);
     if (numCols == 0) return t;
     auto fixed = [&](uint64_t n) {  // h, tmp, |h| / int32 in fp32, half tmp, work, scalar
         return 3 * AlignElems(n, 4) * 4 + AlignElems(n, 2) * 2 + ReduceWorkBytes(n) + BLOCK_BYTES;
