@@ -1,7 +1,7 @@
 """TorchAir's ``air`` scope operators, for CPU and CUDA.
 
-    scope_enter(str[] keys, str[] values, bool need_execute=False) -> ()
-    scope_exit(bool need_execute=False) -> ()
+    scope_enter(str[] keys, str[] values, bool need_execute=False) -> None
+    scope_exit(bool need_execute=False) -> None
     record(*, Device? device=None) -> Tensor       an event token
     wait(Tensor[] x) -> ()                         wait for the tokens' records
     wait_tensor(Tensor self, Tensor dependency) -> Tensor
@@ -83,9 +83,9 @@ def _wait_tensor_fake(self: torch.Tensor, dependency: torch.Tensor) -> torch.Ten
 
 
 _SCHEMAS = {
-    "scope_enter": ("scope_enter(str[] keys, str[] values, bool need_execute=False) -> ()",
+    "scope_enter": ("scope_enter(str[] keys, str[] values, bool need_execute=False) -> None",
                     _scope_enter, _scope_enter),
-    "scope_exit": ("scope_exit(bool need_execute=False) -> ()", _scope_exit, _scope_exit),
+    "scope_exit": ("scope_exit(bool need_execute=False) -> None", _scope_exit, _scope_exit),
     "record": ("record(*, Device? device=None) -> Tensor", _record, _record),
     "wait": ("wait(Tensor[] x) -> ()", _wait, _wait),
     "wait_tensor": ("wait_tensor(Tensor self, Tensor dependency) -> Tensor", _wait_tensor,

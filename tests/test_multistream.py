@@ -86,9 +86,9 @@ def _compile(fn, mode="reduce-overhead", **slots):
 
 def test_schemas_are_torchairs():
     assert str(torch.ops.air.scope_enter.default._schema) == \
-        "air::scope_enter(str[] keys, str[] values, bool need_execute=False) -> ()"
+        "air::scope_enter(str[] keys, str[] values, bool need_execute=False) -> NoneType"
     assert str(torch.ops.air.scope_exit.default._schema) == \
-        "air::scope_exit(bool need_execute=False) -> ()"
+        "air::scope_exit(bool need_execute=False) -> NoneType"
     assert str(torch.ops.air.record.default._schema) == \
         "air::record(*, Device? device=None) -> Tensor"
     assert str(torch.ops.air.wait.default._schema) == "air::wait(Tensor[] x) -> ()"
