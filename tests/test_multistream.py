@@ -485,3 +485,53 @@ def test_cuda_program_runs_nodes_on_their_side_stream():
     torch.cuda.synchronize()
     assert torch.equal(out, x.cos() + x.sin())
     assert ("side", x.device.index) in streams._CUDA_STREAMS
+
+
+# -- visibility: the HTML / Markdown report and the Chrome trace ------------------------------
+
+def test_report_pages_draw_a_lane_per_stream_and_the_trace(tmp_path):
+    from op_sdk.app.report import stream_data, trace_data
+    from op_sdk.app.report_page import render_html, render_markdown
+
+    def fn(x, w):
+        with npu_stream_switch("lane_b"):
+            y = torch.relu(x @ w)
+        z = (x @ w.t()).sin()
+        return y + z
+
+    opt, backend = _compile(fn)
+    x, w = torch.randn(256, 256), torch.randn(256, 256)
+    opt(x, w)
+    traced = trace_data(lambda: opt(x, w), str(tmp_path))
+    data = {"title": "t", "streams": stream_data(op_sdk.explain(backend)), "trace": traced}
+    html, md = render_html(data), render_markdown(data)
+    assert html.count('class="lane"') == 2 and ">lane_b</text>" in html and ">main</text>" in html
+    assert "| lane_b | scope_enter, mm, relu, scope_exit |" in md
+    # the worker's operators are in the trace, on a thread of their own
+    threads = traced["threads"]
+    by_stream = {s: tid for tid, t in threads.items() for s in t["streams"]}
+    assert set(by_stream) == {"main", "lane_b"} and by_stream["main"] != by_stream["lane_b"]
+    assert threads[by_stream["lane_b"]]["ops"] >= 2  # mm and relu at least
+    assert os.path.getsize(traced["path"]) > 0
+
+
+def test_moe_example_puts_the_shared_expert_on_its_own_stream():
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples"))
+    try:
+        import moe_multistream as moe
+    finally:
+        sys.path.pop(0)
+    block = moe.MoEBlock(hidden=64, inter=32, experts=4, shared_inter=64).eval()
+    x = torch.randn(1, 16, 64)
+    with torch.no_grad():
+        ref = block(x)
+        compiled, backend = moe.compile_block(block, multi_stream=True)
+        _LOG.clear()
+        for _ in range(10):
+            torch.testing.assert_close(compiled(x), ref, rtol=1e-5, atol=1e-5)
+    lanes = op_sdk.explain(backend).reports[-1].graphs[0].nodes_by_stream()
+    shared = lanes[moe.SHARED_STREAM]
+    assert shared[0].startswith("scope_enter") and shared[-1].startswith("scope_exit")
+    assert sum(n.startswith("mm") for n in shared) == 2           # gate_up and down
+    assert sum(n.startswith("mm") for n in lanes["main"]) == 1 + 2 * 4  # router + experts
+    assert any(n.startswith("wait") for n in lanes["main"])
