@@ -535,3 +535,79 @@ def test_moe_example_puts_the_shared_expert_on_its_own_stream():
     assert sum(n.startswith("mm") for n in shared) == 2           # gate_up and down
     assert sum(n.startswith("mm") for n in lanes["main"]) == 1 + 2 * 4  # router + experts
     assert any(n.startswith("wait") for n in lanes["main"])
+
+
+def test_callers_on_several_threads_share_the_workers():
+    # two side streams that wait for each other, run from three caller threads at once:
+    # every run completes with its own result
+    # (stream a waits for b and b for a: queued crosswise on the two workers, two runs would
+    # each wait for the other's job)
+    def fn(x):
+        with npu_stream_switch("cross_a"):
+            a = T.tid(x.cos(), "a")
+            ta = torch.ops.air.record()
+        with npu_stream_switch("cross_b"):
+            torch.ops.air.wait([ta])
+            b = T.tid(a.sin(), "b")
+            tb = torch.ops.air.record()
+        with npu_stream_switch("cross_a"):
+            torch.ops.air.wait([tb])
+            a2 = T.tid(b.exp(), "a2")
+        c = x * 2
+        return a + b + c + a2
+
+    opt, _ = _compile(fn)
+    x = torch.randn(64)
+    ref = x.cos() + x.cos().sin() + x * 2 + x.cos().sin().exp()
+    opt(x)
+    errors = []
+
+    def caller():
+        try:
+            for _ in range(200):
+                assert torch.equal(opt(x), ref)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=caller) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "the callers deadlocked"
+    assert not errors, errors
+
+
+def test_debug_log_shows_the_graph_a_user_pass_left(caplog):
+    import logging
+
+    opt, _ = _compile(_SeedModel(), post_grad_custom_pre_pass=_seed_pass)
+    with caplog.at_level(logging.DEBUG, logger="op_sdk"):
+        opt(torch.randn(3, 3))
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "graph after the user pass config.post_grad_custom_pre_pass (_seed_pass)" in text
+    assert "torch.ops.air.scope_enter.default" in text and "air.wait.default" in text
+    assert op_sdk.logger is logging.getLogger("op_sdk")
+
+
+def test_a_write_in_the_middle_of_the_graph_is_a_barrier_for_every_stream():
+    # main: a long matmul, then buf.add_(1); side stream, after the write in graph order:
+    # reads buf. Without the barrier the worker would read buf while the matmul runs.
+    g = torch.fx.Graph()
+    x, buf = g.placeholder("x"), g.placeholder("buf")
+    slow = g.call_function(torch.ops.aten.mm.default, (x, x))
+    slow = g.call_function(torch.ops.aten.mm.default, (slow, x))
+    g.call_function(torch.ops.aten.add_.Tensor, (buf, 1))
+    g.call_function(torch.ops.air.scope_enter.default, (["_user_stream_label"], ["after_write"]))
+    seen = g.call_function(torch.ops.aten.clone.default, (buf,))
+    g.call_function(torch.ops.air.scope_exit.default, ())
+    g.output((seen, slow))
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    program = streams.executor_for(gm, [])
+    write = next(n for n in gm.graph.nodes if n.target == torch.ops.aten.add_.Tensor)
+    first_on_side = program.side["after_write"][0]
+    assert write in program.plan.deps[first_on_side]
+    for _ in range(20):
+        x, buf = torch.randn(384, 384), torch.zeros(1024)
+        out, _ = program([x, buf])
+        assert torch.equal(out, torch.ones(1024))

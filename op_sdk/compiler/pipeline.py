@@ -230,8 +230,13 @@ class PassPipeline:
         except Exception as exc:
             raise UserPassError(f"op_sdk: the graph left by the user pass {what} is invalid: "
                                 f"{exc}") from exc
+        import logging
+
         from op_sdk.compiler import streams
 
+        log = logging.getLogger("op_sdk")
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("graph after the user pass %s:\n%s", what, gm.graph)
         try:
             streams.check(gm.graph)
         except streams.ScopeError as exc:

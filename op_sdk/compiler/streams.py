@@ -172,9 +172,14 @@ def plan(graph: Graph) -> StreamPlan:
     streams = [MAIN] + [s for s in dict.fromkeys(stream.values()) if s != MAIN]
     last: dict[str, Node] = {}         # the last node issued so far on each stream
     deps: dict[Node, list[Node]] = {}
+    barrier: Node | None = None        # the last node that writes memory
+    after_barrier: dict[str, Node] = {}
     for node in nodes:
         mine = stream[node]
         need: list[Node] = []
+        if barrier is not None and stream[barrier] != mine and after_barrier.get(mine) is not barrier:
+            need.append(barrier)       # what comes after a write sees it, on every stream
+            after_barrier[mine] = barrier
         inputs = list(node.all_input_nodes)
         if _kind(node) == _WAIT:
             inputs = [t for t in inputs if _kind(t) == _RECORD]
@@ -185,6 +190,8 @@ def plan(graph: Graph) -> StreamPlan:
             need.extend(n for s, n in last.items() if s != mine)
         deps[node] = list(dict.fromkeys(need))
         last[mine] = node
+        if _writes(node):
+            barrier = node
     signals = {d for ds in deps.values() for d in ds}
     return StreamPlan(nodes, stream, deps, signals, streams)
 
@@ -277,6 +284,9 @@ def worker_threads() -> dict[str, int]:
         return {name: w.thread.ident for name, w in _WORKERS.items()}
 
 
+_ENQUEUE_LOCK = threading.Lock()
+
+
 class _Call:
     """The state of one run of a CPU stream program."""
 
@@ -317,10 +327,16 @@ class CpuStreamProgram:
         args.clear()  # boxed calling convention: the graph owns its inputs now
         grad = torch.is_grad_enabled()
         finished = []
-        for name, nodes in self.side.items():
-            end = threading.Event()
-            finished.append(end)
-            _worker(name).jobs.put(self._job(name, nodes, call, end, grad))
+        workers = [(_worker(name), name, nodes) for name, nodes in self.side.items()]
+        # One run's jobs enter all its workers' queues at once: runs from several threads
+        # are then queued in the same order on every worker, so a job never waits behind a
+        # later run's job that waits for it (which, with streams that wait for each other,
+        # would deadlock)
+        with _ENQUEUE_LOCK:
+            for worker, name, nodes in workers:
+                end = threading.Event()
+                finished.append(end)
+                worker.jobs.put(self._job(name, nodes, call, end, grad))
         try:
             with record_function("op_sdk.stream:main"):
                 for node in self.main:
