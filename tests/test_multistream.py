@@ -611,3 +611,31 @@ def test_a_write_in_the_middle_of_the_graph_is_a_barrier_for_every_stream():
         x, buf = torch.randn(384, 384), torch.zeros(1024)
         out, _ = program([x, buf])
         assert torch.equal(out, torch.ones(1024))
+
+
+def test_the_cpu_executor_frees_an_intermediate_once_its_users_ran():
+    import weakref
+
+    refs = []
+
+    def keep(x):
+        refs.append(weakref.ref(x))
+        return x.clone()
+
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    g.call_function(torch.ops.air.scope_enter.default, (["_user_stream_label"], ["frees"]))
+    big = g.call_function(torch.ops.aten.cos.default, (x,))      # read by keep only
+    kept = g.call_function(keep, (big,))
+    small = g.call_function(torch.ops.aten.sum.default, (kept,))
+    token = g.call_function(torch.ops.air.record.default, ())
+    g.call_function(torch.ops.air.scope_exit.default, ())
+    g.call_function(torch.ops.air.wait.default, ([token],))
+    # on the main stream, after the wait: is `big` still held?
+    alive = g.call_function(lambda x: torch.tensor(refs[-1]() is not None), (x,))
+    g.output((small, alive))
+    program = streams.executor_for(torch.fx.GraphModule(torch.nn.Module(), g), [])
+    for _ in range(5):
+        x = torch.randn(4096)
+        small_v, alive_v = program([x])
+        assert torch.equal(small_v, x.cos().sum()) and not bool(alive_v)

@@ -157,6 +157,7 @@ class StreamPlan:
     deps: dict[Node, list[Node]]       # nodes of other streams to wait for
     signals: set[Node]                 # nodes some other stream waits for
     streams: list[str]                 # MAIN first, then the side streams in order of appearance
+    users: dict[Node, int] = dataclasses.field(default_factory=dict)  # node -> its users
 
     def by_stream(self) -> dict[str, list[Node]]:
         out: dict[str, list[Node]] = {s: [] for s in self.streams}
@@ -193,7 +194,8 @@ def plan(graph: Graph) -> StreamPlan:
         if _writes(node):
             barrier = node
     signals = {d for ds in deps.values() for d in ds}
-    return StreamPlan(nodes, stream, deps, signals, streams)
+    users = {n: len(n.users) for n in nodes if n.op != "output"}
+    return StreamPlan(nodes, stream, deps, signals, streams, users)
 
 
 def _fetch(env: dict, arg):
@@ -290,11 +292,21 @@ _ENQUEUE_LOCK = threading.Lock()
 class _Call:
     """The state of one run of a CPU stream program."""
 
-    def __init__(self, signals):
+    def __init__(self, signals, users):
         self.env: dict[Node, Any] = {}
         self.done = {n: threading.Event() for n in signals}
         self.error: BaseException | None = None
         self.lock = threading.Lock()
+        self.users = dict(users)       # users not run yet, per value
+
+    def release(self, node: Node) -> None:
+        """``node`` ran: drop each input value whose users all ran (the memory of
+        intermediates goes back as the single-stream executor gives it back)."""
+        for dep in node.all_input_nodes:
+            with self.lock:
+                left = self.users[dep] = self.users[dep] - 1
+            if left == 0:
+                self.env.pop(dep, None)
 
     def fail(self, exc: BaseException) -> None:
         with self.lock:
@@ -320,7 +332,7 @@ class CpuStreamProgram:
         from torch.profiler import record_function
 
         p = self.plan
-        call = _Call(p.signals)
+        call = _Call(p.signals, p.users)
         placeholders = [n for n in self.main if n.op == "placeholder"]
         for node, value in zip(placeholders, args):
             call.env[node] = value
@@ -351,6 +363,7 @@ class CpuStreamProgram:
                         return _fetch(call.env, node.args[0])
                     _run_node(node, call.env)
                     self._signal(call, node)
+                    call.release(node)
         except BaseException as exc:
             call.fail(exc)
             for end in finished:
@@ -370,6 +383,7 @@ class CpuStreamProgram:
                         self._wait(call, node)
                         _run_node(node, call.env)
                         self._signal(call, node)
+                        call.release(node)
             except BaseException as exc:
                 call.fail(exc)
             finally:
