@@ -2,11 +2,20 @@
 
 from op_sdk import ops  # noqa: F401  (defines torch.ops.npu.*, registers the native kernels)
 from op_sdk.library import Benchmark, OpDef, define_op, functionalize_inplace, get_op, registered_ops  # noqa: E402
+from op_sdk import _air as _air  # noqa: E402
+from op_sdk.library import torch_npu_module as _torch_npu_module  # noqa: E402
+
+_air.define(_torch_npu_module() is not None)  # torch.ops.air.scope_enter / scope_exit / record / wait
 
 from op_sdk._version import __version__  # noqa: E402,F401
+
+import logging as _logging  # noqa: E402
+
+# TorchAir's ``torchair.logger``: at DEBUG the pipeline logs the graph each user pass leaves
+logger = _logging.getLogger("op_sdk")
 __all__ = ["include_dirs", "Benchmark", "OpDef", "define_op", "functionalize_inplace", "get_op", "registered_ops",
            "CompilerConfig", "get_npu_backend", "register_replacement", "verify_replacement",
-           "PatternRegistry", "explain"]
+           "PatternRegistry", "explain", "scope", "logger"]
 
 # The compiler API is imported on first use: `import op_sdk` stays free of torch._dynamo /
 # torch._inductor and registers no fusion pattern.
@@ -17,6 +26,7 @@ _LAZY = {
     "PatternRegistry": "op_sdk.patterns.registry",
     "verify_replacement": "op_sdk.patterns.verify",
     "explain": "op_sdk.compiler.explain",
+    "scope": "op_sdk.scope",
 }
 
 
@@ -40,7 +50,8 @@ def __getattr__(name):
         raise AttributeError(f"module 'op_sdk' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(module), name)
+    imported = importlib.import_module(module)
+    value = imported if module == f"op_sdk.{name}" else getattr(imported, name)
     globals()[name] = value
     return value
 

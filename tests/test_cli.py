@@ -71,7 +71,8 @@ def test_user_errors_are_one_line_and_exit_nonzero(args, words):
 @pytest.fixture(scope="module")
 def report_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("report")
-    res = op_sdk_cmd("report", *SMALL, "--aux-layer", "0", "--tokens", "4", "--out", str(out))
+    res = op_sdk_cmd("report", *SMALL, "--aux-layer", "0", "--tokens", "4", "--out", str(out),
+                     "--trace")
     assert res.returncode == 0, res.stderr[-3000:]
     return out
 
@@ -85,6 +86,17 @@ def test_report_has_regions_near_misses_and_dumps(report_dir):
     assert "```mermaid" in md and "flowchart TD" in md
     assert any(f.endswith(".txt") for f in os.listdir(report_dir / "dumps"))
     assert "transpose_batchmatmul" in html  # all five fusions run with --fusions all
+
+
+def test_report_trace_is_a_chrome_trace_of_one_compiled_call(report_dir):
+    import json
+
+    events = json.loads((report_dir / "trace.json").read_text())["traceEvents"]
+    names = {e.get("name") for e in events}
+    assert any(str(n).startswith("Torch-Compiled Region") for n in names)
+    assert any(str(n).startswith("npu::") for n in names)  # the fused operators ran
+    html = (report_dir / "report.html").read_text()
+    assert 'id="trace-threads"' in html and "trace.json" in html
 
 
 def test_report_renders_in_headless_chromium(report_dir, tmp_path):

@@ -107,9 +107,11 @@ def _cmd_report(args) -> int:
     os.makedirs(args.out, exist_ok=True)
     _writable_file(os.path.join(args.out, "report.html"))
     paths = run_report(cfg, args.out, batch=args.batch, tokens=args.tokens, mode=args.mode,
-                       fusions=args.fusions)
+                       fusions=args.fusions, trace=args.trace)
     print(paths["explanation"].summary())
     print(f"\nwrote {paths['html']}\nwrote {paths['markdown']}\ngraph dumps in {paths['dumps']}")
+    if "trace" in paths:
+        print(f"wrote {paths['trace']} (Chrome trace of one compiled call, every thread)")
     return 0
 
 
@@ -203,6 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fusions", default="all",
                    help="in max-autotune: all, opaque or torchair (which fusions run)")
     p.add_argument("--out", default="op_sdk_report", help="output folder")
+    p.add_argument("--trace", action="store_true",
+                   help="also profile one compiled call into OUT/trace.json (Chrome trace, "
+                        "every thread: the CPU stream workers of multi-stream graphs too)")
     p.set_defaults(run=_cmd_report)
 
     p = sub.add_parser("bench", help="run the benchmark suite; write results and plots")

@@ -24,9 +24,32 @@ def compiler_config(mode: str = "max-autotune", fusions: str = "all"):
     return config
 
 
+def stream_data(explanation) -> list[dict]:
+    """The report's "streams" entries: one per graph with air stream scopes."""
+    out = []
+    for r in explanation.reports:
+        for g in r.graphs:
+            if g.streams:
+                out.append({"graph": f"compile #{r.index} {g.graph} graph",
+                            "execution": g.stream_execution, "nodes": dict(g.streams),
+                            "lanes": g.nodes_by_stream()})
+    return out
+
+
+def trace_data(fn, out_dir: str) -> dict:
+    """Profile one call of ``fn`` into ``out_dir``/trace.json; the report's "trace" entry."""
+    from op_sdk.app.trace import thread_summary, write_trace
+
+    path = os.path.join(out_dir, "trace.json")
+    write_trace(fn, path)
+    return {"path": path, **thread_summary(path)}
+
+
 def run_report(cfg: DecoderConfig, out_dir: str, batch: int = 1, tokens: int = 8,
-               mode: str = "max-autotune", fusions: str = "all") -> dict[str, str]:
-    """Compile once with graph dumps on; returns {"html", "markdown", "dumps"} paths."""
+               mode: str = "max-autotune", fusions: str = "all",
+               trace: bool = False) -> dict[str, str]:
+    """Compile once with graph dumps on; returns {"html", "markdown", "dumps"} paths (and
+    "trace", the Chrome trace of one compiled call, with ``trace``)."""
     import op_sdk
 
     cfg.validate()
@@ -43,7 +66,9 @@ def run_report(cfg: DecoderConfig, out_dir: str, batch: int = 1, tokens: int = 8
 
     with torch.no_grad(), inductor_config.patch(fx_graph_cache=False):
         ref = logits_of(model(ids))
-        out = logits_of(torch.compile(model, backend=backend, dynamic=False)(ids))
+        compiled = torch.compile(model, backend=backend, dynamic=False)
+        out = logits_of(compiled(ids))
+        traced = trace_data(lambda: compiled(ids), out_dir) if trace else None
     explanation = op_sdk.explain(backend)
     dumps = sorted(explanation.dumps) or sorted(glob.glob(os.path.join(dump_dir, "*")))
     data = {
@@ -62,6 +87,8 @@ def run_report(cfg: DecoderConfig, out_dir: str, batch: int = 1, tokens: int = 8
         "skipped": {k: v for r in explanation.reports for g in r.graphs
                     for k, v in g.fusions_skipped.items()},
         "dumps": [{"name": os.path.relpath(p, out_dir), "text": _read(p)} for p in dumps[:8]],
+        "streams": stream_data(explanation),
+        "trace": traced,
     }
     html_path = os.path.join(out_dir, "report.html")
     md_path = os.path.join(out_dir, "report.md")
@@ -69,8 +96,11 @@ def run_report(cfg: DecoderConfig, out_dir: str, batch: int = 1, tokens: int = 8
         f.write(render_html(data))
     with open(md_path, "w") as f:
         f.write(render_markdown(data))
-    return {"html": html_path, "markdown": md_path, "dumps": dump_dir,
-            "explanation": explanation}
+    paths = {"html": html_path, "markdown": md_path, "dumps": dump_dir,
+             "explanation": explanation}
+    if traced:
+        paths["trace"] = traced["path"]
+    return paths
 
 
 def _read(path: str, limit: int = 60_000) -> str:

@@ -3,7 +3,8 @@ no scripts, no network) and as Markdown with Mermaid diagrams.
 
 Input is plain data (see ``op_sdk.compiler.explain.report_data``):
 ``{"title", "facts": {k: v}, "fusions": [rows], "regions": [region], "near_misses": [..],
-"dumps": [{"name", "text"}]}`` where a region is ``{"fusion", "variant", "before": graph,
+"dumps": [{"name", "text"}], "streams": [{"graph", "execution", "nodes": {node: stream}}],
+"trace": {"path", "threads": {tid: {"streams", "ops", "busy_us"}}, "overlap_us"} or None}`` where a region is ``{"fusion", "variant", "before": graph,
 "after": graph}`` and a graph is ``{"nodes": [{"id", "label", "kind"}], "edges": [[src, dst]]}``
 with kind one of "input", "op", "fused", "output".
 """
@@ -80,6 +81,43 @@ def svg_graph(graph: dict, title: str = "") -> str:
     return "".join(out)
 
 
+def svg_lanes(streams: dict[str, str], title: str = "") -> str:
+    """An SVG picture of a graph's streams: a lane (column) per stream, the main stream
+    first; ``streams`` maps node -> stream in graph order, one row per node, so what is
+    issued beside what is visible."""
+    names = list(dict.fromkeys(["main", *streams.values()]))
+    if "main" not in streams.values():
+        names.remove("main")
+    top, row_h = (40 if title else 22), 26
+    width = len(names) * (_BOX_W + _GAP_X) + _GAP_X
+    height = top + len(streams) * row_h + 10
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" role="img">']
+    if title:
+        out.append(f'<text x="6" y="13" font-size="12" font-family="sans-serif" '
+                   f'font-weight="bold">{html.escape(title)}</text>')
+    for k, name in enumerate(names):
+        x = _GAP_X + k * (_BOX_W + _GAP_X)
+        out.append(f'<g class="lane"><rect x="{x - 6}" y="{top - 20}" width="{_BOX_W + 12}" '
+                   f'height="{height - top + 16}" fill="{_LANE_FILL[k % len(_LANE_FILL)]}" '
+                   f'stroke="#bbb" rx="6"/><text x="{x + _BOX_W / 2}" y="{top - 6}" '
+                   f'font-size="12" font-family="sans-serif" text-anchor="middle" '
+                   f'font-weight="bold">{html.escape(name)}</text></g>')
+    for r, (node, name) in enumerate(streams.items()):
+        x = _GAP_X + names.index(name) * (_BOX_W + _GAP_X)
+        y = top + r * row_h
+        label = node if len(node) <= 34 else node[:33] + "…"
+        out.append(f'<g class="node"><rect x="{x}" y="{y}" width="{_BOX_W}" height="{row_h - 4}" '
+                   f'rx="5" fill="#fde2cf" stroke="#666"/><text x="{x + _BOX_W / 2}" '
+                   f'y="{y + row_h / 2 + 2}" font-size="11" font-family="monospace" '
+                   f'text-anchor="middle">{html.escape(label)}</text></g>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+_LANE_FILL = ("#f4f6fa", "#eef8ee", "#fbf3e6", "#f3eef8")
+
+
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
 h1{font-size:22px} h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd}
@@ -108,7 +146,8 @@ def _context(data: dict, pictures) -> dict:
     return {"title": data.get("title", "op_sdk fusion report"), "facts": data.get("facts", {}),
             "fusions": data.get("fusions", []), "regions": regions,
             "skipped": data.get("skipped", {}), "near_misses": data.get("near_misses", []),
-            "dumps": data.get("dumps", [])}
+            "dumps": data.get("dumps", []), "streams": data.get("streams", []),
+            "trace": data.get("trace")}
 
 
 def render_html(data: dict) -> str:
@@ -119,7 +158,10 @@ def render_html(data: dict) -> str:
         return {"before_svg": Markup(svg_graph(reg["before"], "before")),
                 "after_svg": Markup(svg_graph(reg["after"], "after"))}
 
-    return _template("report.html.j2").render(css=_CSS, **_context(data, pictures))
+    context = _context(data, pictures)
+    context["streams"] = [{**g, "svg": Markup(svg_lanes(g["nodes"], g["graph"]))}
+                          for g in context["streams"]]
+    return _template("report.html.j2").render(css=_CSS, **context)
 
 
 def mermaid(graph: dict) -> str:

@@ -85,6 +85,10 @@ class NpuBackend:
                     report, "inductor-cpp" if cpp else "inductor")
                 if cpp:
                     patches.update(executors.CPP_WRAPPER_PATCHES)
+                if _has_stream_scopes(gm):
+                    # Inductor's locality reordering would move nodes across the scope
+                    # boundaries (scope_enter / exit have no data edges)
+                    patches["reorder_for_locality"] = False
                 if cfg.experimental_config.frozen_parameter.value:
                     pipeline.frozen_inputs = list(example_inputs)
                 try:
@@ -139,6 +143,11 @@ class NpuBackend:
         from torch._inductor.decomposition import select_decomp_table
 
         return {**select_decomp_table(), **self.custom_decompositions}
+
+
+def _has_stream_scopes(gm: torch.fx.GraphModule) -> bool:
+    return any(n.op == "call_function" and str(n.target).startswith("air.scope_enter")
+               for n in gm.graph.nodes)
 
 
 def get_npu_backend(compiler_config: CompilerConfig | None = None,

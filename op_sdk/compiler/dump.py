@@ -3,10 +3,11 @@
 Files are named as TorchAir names them, ``{path}/{name}_rank_{rank}_pid_{pid}_ts_{ts}.{type}``,
 with ``name`` = ``graph_{compile}_{kind}_{stage index}_{stage}_{before|after}``.
 "txt" writes the FX IR listing with shapes, "py" the GraphModule's Python code, both
-before and after each pass. "pbtxt" writes, once per graph after the last pass, the graph
+before and after each pass; a node inside an air stream scope is marked with its stream. "pbtxt" writes, once per graph after the last pass, the graph
 converted to Ascend IR by op_sdk's GE converters (op_sdk.converters) as the graph engine's
 (GE) protobuf text, a ``ge.proto.ModelDef``: the fused operators as their Ascend IR types
-with their prototypes' input / output / attribute names; a node with no converter is
+with their prototypes' input / output / attribute names, each operator of a stream scope
+with its ``_user_stream_label`` attribute as TorchAir writes it; a node with no converter is
 written as an ``OpSdkUnconverted`` placeholder (attribute ``_fx_target`` names it) and
 listed in a comment at the top of the file.
 """
@@ -69,8 +70,8 @@ class GraphDumper:
             text = convert_fx(gm, name, strict=False).model_pbtxt(name)
         elif self.type == "py":
             gm.recompile()
-            text = gm.print_readable(print_output=False, include_stride=True,
-                                     include_device=True)
+            text = _stream_header(gm.graph) + gm.print_readable(
+                print_output=False, include_stride=True, include_device=True)
         else:
             text = _listing(gm.graph)
         file = self.file_name(name)
@@ -79,13 +80,36 @@ class GraphDumper:
         return file
 
 
+def _streams(graph: torch.fx.Graph) -> dict:
+    """Each node's stream where the graph has air stream scopes (else {})."""
+    from op_sdk.compiler import streams
+
+    if not streams.has_streams(graph):
+        return {}
+    try:
+        return streams.stream_of(graph)
+    except streams.ScopeError:
+        return {}  # malformed scopes: the pipeline's check names the node
+
+
+def _stream_header(graph: torch.fx.Graph) -> str:
+    on = {n.name: s for n, s in _streams(graph).items() if s != "main"}
+    if not on:
+        return ""
+    return "".join(f"# stream {s}: {n}\n" for n, s in on.items())
+
+
 def _listing(graph: torch.fx.Graph) -> str:
-    """The FX IR listing, one node a line, with each value's shape and dtype."""
+    """The FX IR listing, one node a line, with each value's shape and dtype, and the stream
+    of each node inside an air stream scope."""
+    stream = _streams(graph)
     lines = []
     for node in graph.nodes:
         v = node.meta.get("val")
         meta = ""
         if isinstance(v, torch.Tensor):
             meta = f"  # {str(v.dtype).replace('torch.', '')}{list(v.shape)}"
+        if stream.get(node, "main") != "main":
+            meta += f"  # stream: {stream[node]}"
         lines.append(f"{node.format_node()}{meta}")
     return "\n".join(lines) + "\n"

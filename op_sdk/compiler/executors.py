@@ -4,7 +4,8 @@
   post-grad custom passes (see pipeline.py). The fused operators are custom ops, which
   Inductor keeps as opaque extern kernels; it fuses everything around them.
 * ``eager``: the graph runs as captured, op by op (``debug.run_eagerly``, and
-  reduce-overhead on CPU).
+  reduce-overhead on CPU); a graph with air stream scopes runs each stream on a worker
+  thread (CPU) or a side stream (CUDA), see streams.py.
 * ``cudagraphs``: the same graph, recorded once and replayed as a CUDA graph
   (reduce-overhead with CUDA inputs), through PyTorch's CUDA-graph trees. Graphs CUDA
   graphs cannot hold (CPU tensors, input mutations, incompatible ops) fall back to eager,
@@ -47,8 +48,13 @@ def _lower_prims_for_eager(gm: torch.fx.GraphModule) -> None:
 def eager(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]):
     from torch._dynamo.backends.debugging import boxed_nop
 
+    from op_sdk.compiler import streams
+
     _lower_prims_for_eager(gm)
     gm.graph.eliminate_dead_code()
+    program = streams.executor_for(gm, example_inputs)  # air stream scopes: one per stream
+    if program is not None:
+        return program
     return boxed_nop(gm, list(example_inputs))
 
 

@@ -10,6 +10,10 @@
                                    (op_sdk/compiler/prepack.py)
     5. post_grad_custom_post_pass  the user's pass (if set)
 
+After each user pass and at the end, the air stream scopes (TorchAir's scope_enter /
+scope_exit / record / wait, see streams.py) are checked: balanced, every wait after its
+record, no node reading a later one; an error names the node.
+
 A user pass follows the manual's contract ``(gm, example_inputs, config) -> None``: it
 mutates ``gm`` in place, its return value is ignored; an exception it raises, or an
 invalid graph it leaves, fails the compile with an error naming it.
@@ -178,6 +182,21 @@ class PassPipeline:
         if self.dumper.enabled and not self.dumper.per_stage and STAGES[-1] in stages \
                 and record is not None:
             self._dump(gm, f"{label}_ge", record)  # the converted graph, after the last pass
+        self._streams(gm, report, stages)
+
+    def _streams(self, gm, report, stages) -> None:
+        """The air stream scopes: checked (an error names the node), recorded in the report;
+        for Inductor, which runs a graph as one stream, removed (streams.lower_for_inductor)."""
+        from op_sdk.compiler import streams
+
+        if not streams.has_streams(gm.graph):
+            return
+        if report.executor.startswith("inductor"):
+            report.streams.update(streams.lower_for_inductor(gm.graph))
+            gm.recompile()
+        else:
+            streams.check(gm.graph)
+            report.streams = streams.stream_map(gm.graph)
 
     def _dump(self, gm, name, record) -> None:
         file = self.dumper.dump(gm, name)
@@ -217,6 +236,18 @@ class PassPipeline:
         except Exception as exc:
             raise UserPassError(f"op_sdk: the graph left by the user pass {what} is invalid: "
                                 f"{exc}") from exc
+        import logging
+
+        from op_sdk.compiler import streams
+
+        log = logging.getLogger("op_sdk")
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("graph after the user pass %s:\n%s", what, gm.graph)
+        try:
+            streams.check(gm.graph)
+        except streams.ScopeError as exc:
+            raise UserPassError(f"op_sdk: the graph left by the user pass {what} has malformed "
+                                f"stream scopes: {exc}") from exc
 
     def _remove_noop_ops(self, gm, example_inputs, report) -> None:
         from op_sdk.compiler.noop_removal import remove_noop_ops

@@ -48,6 +48,9 @@ class GraphReport:
     # and read at least once)
     effects: dict = dataclasses.field(default_factory=dict)
     regions: list = dataclasses.field(default_factory=list)  # pictures of a few matches
+    # node name -> stream, for graphs with air stream scopes (op_sdk/compiler/streams.py);
+    # empty when the graph runs on one stream
+    streams: dict[str, str] = dataclasses.field(default_factory=dict)
 
     # -- recording (called by the pattern machinery) --------------------------------------
 
@@ -94,7 +97,29 @@ class GraphReport:
             lines.append(f"  not run: {name}: {why}")
         for m in self.near_misses:
             lines.append(f"  near miss: {m}")
+        if self.streams:
+            lines.append(f"  streams ({self.stream_execution}):")
+            for stream, nodes in self.nodes_by_stream().items():
+                lines.append(f"    {stream}: {', '.join(nodes)}")
         return "\n".join(lines)
+
+    def nodes_by_stream(self) -> dict[str, list[str]]:
+        """Stream -> its nodes (graph order), the main stream first."""
+        out: dict[str, list[str]] = {}
+        for node, stream in self.streams.items():
+            out.setdefault(stream, []).append(node)
+        if "main" in out:
+            out = {"main": out.pop("main"), **out}
+        return out
+
+    @property
+    def stream_execution(self) -> str:
+        """How the streams run with this graph's executor."""
+        if self.executor.startswith("inductor"):
+            return "Inductor runs them in order on one thread"
+        if self.executor == "cudagraphs":
+            return "CUDA side streams, captured into the CUDA graph"
+        return "concurrently: CPU worker threads, or CUDA side streams"
 
 
 @dataclasses.dataclass
@@ -136,6 +161,7 @@ class CompileReport:
                 "effects": [{"fusion": f, "variant": v, **e}
                             for (f, v), e in sorted(g.effects.items())],
                 "regions": list(g.regions),
+                "streams": dict(g.streams),
             }
         return {"index": self.index, "mode": self.mode, "seconds": self.seconds,
                 "cache": self.cache, "graphs": [graph(g) for g in self.graphs]}

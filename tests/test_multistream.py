@@ -1,0 +1,685 @@
+"""Multi-stream execution (TorchAir's air scope operators): eager semantics, the manual's
+custom-pass example in every mode and slot, the well-formedness check, the CPU workers
+(threads, concurrency, ordering, errors) and the compile report."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+import torch
+
+import op_sdk
+from op_sdk.compiler import streams
+from op_sdk.compiler.pipeline import UserPassError
+from op_sdk.scope import npu_stream_switch, npu_wait_tensor
+
+# -- test operators: record the thread they ran on; block until another op ran ------------
+
+_LOG: list[tuple[str, int]] = []
+_LOG_LOCK = threading.Lock()
+_GATE = threading.Event()
+_lib = torch.library.Library("op_sdk_mstest", "DEF")  # noqa: TOR901
+_lib.define("tid(Tensor x, str tag) -> Tensor")
+_lib.define("gate_wait(Tensor x) -> Tensor")
+_lib.define("gate_open(Tensor x) -> Tensor")
+_lib.define("boom(Tensor x) -> Tensor")
+
+
+def _tid(x, tag):
+    with _LOG_LOCK:
+        _LOG.append((tag, threading.get_ident()))
+    return x.clone()
+
+
+def _gate_wait(x):
+    if not _GATE.wait(timeout=20):
+        raise RuntimeError("gate_wait: gate_open never ran while gate_wait blocked: "
+                           "the streams did not run concurrently")
+    return x.clone()
+
+
+def _gate_open(x):
+    _GATE.set()
+    return x.clone()
+
+
+def _boom(x):
+    raise ValueError("boom on purpose")
+
+
+for _name, _fn in (("tid", _tid), ("gate_wait", _gate_wait), ("gate_open", _gate_open),
+                   ("boom", _boom)):
+    _lib.impl(_name, _fn, "CPU")
+    torch.library.register_fake(f"op_sdk_mstest::{_name}",
+                                (lambda x, *a: torch.empty_like(x)), lib=_lib)
+
+T = torch.ops.op_sdk_mstest
+
+
+@pytest.fixture(autouse=True)
+def _no_compile_caches():
+    # the report is written by the passes, which a cache hit skips
+    from torch._functorch import config as fconfig
+    from torch._inductor import config as iconfig
+
+    with iconfig.patch(fx_graph_cache=False), fconfig.patch(enable_autograd_cache=False):
+        yield
+
+
+def _compile(fn, mode="reduce-overhead", **slots):
+    cfg = op_sdk.CompilerConfig()
+    if mode != "max-autotune":
+        cfg.mode = mode
+    for slot, fn_pass in slots.items():
+        setattr(cfg, slot, fn_pass)
+    backend = op_sdk.get_npu_backend(compiler_config=cfg)
+    torch._dynamo.reset()
+    return torch.compile(fn, backend=backend, dynamic=False), backend
+
+
+# -- the operators -------------------------------------------------------------------------
+
+def test_schemas_are_torchairs():
+    assert str(torch.ops.air.scope_enter.default._schema) == \
+        "air::scope_enter(str[] keys, str[] values, bool need_execute=False) -> NoneType"
+    assert str(torch.ops.air.scope_exit.default._schema) == \
+        "air::scope_exit(bool need_execute=False) -> NoneType"
+    assert str(torch.ops.air.record.default._schema) == \
+        "air::record(*, Device? device=None) -> Tensor"
+    assert str(torch.ops.air.wait.default._schema) == "air::wait(Tensor[] x) -> ()"
+    assert str(torch.ops.air.wait_tensor.default._schema) == \
+        "air::wait_tensor(Tensor self, Tensor dependency) -> Tensor"
+
+
+def test_air_ops_are_not_npu_operators():
+    assert not [o for o in op_sdk.registered_ops() if o.namespace == "air"]
+
+
+def test_dead_code_elimination_keeps_the_scope_operators():
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    g.call_function(torch.ops.air.scope_enter.default, (["_user_stream_label"], ["s"]))
+    y = g.call_function(torch.ops.aten.neg.default, (x,))
+    rec = g.call_function(torch.ops.air.record.default, ())
+    g.call_function(torch.ops.air.scope_exit.default, ())
+    g.call_function(torch.ops.air.wait.default, ([rec],))
+    g.output(y)
+    before = [n.target for n in g.nodes]
+    g.eliminate_dead_code()
+    assert [n.target for n in g.nodes] == before
+
+
+def test_eager_semantics_are_in_order_and_unchanged():
+    x, w = torch.randn(8, 8), torch.randn(8, 8)
+    with npu_stream_switch("s1", 1):
+        y = torch.relu(x @ w)
+    token = op_sdk.ops.record()
+    op_sdk.ops.wait([token])
+    z = npu_wait_tensor(x.sin(), y)
+    assert torch.equal(z, x.sin()) and torch.equal(y, torch.relu(x @ w))
+    assert z.data_ptr() != x.data_ptr()
+    with pytest.raises(ValueError, match="at least one token"):
+        op_sdk.ops.wait([])
+    with pytest.raises(TypeError, match="stream_tag"):
+        npu_stream_switch("")
+    with pytest.raises(ValueError, match="pair up"):
+        torch.ops.air.scope_enter(["a", "b"], ["x"])
+
+
+# -- the manual's example (shared/seeds 002) -------------------------------------------------
+
+class _SeedModel(torch.nn.Module):
+    def forward(self, x):
+        mm = torch.mm(x, x)
+        abs = torch.abs(mm)
+        add = torch.add(abs, 1)
+        sub = torch.sub(x, mm)
+        return add, sub
+
+
+def _seed_pass(gm, example_inputs, config):
+    fx_graph = gm.graph
+    for node in fx_graph.nodes:
+        if node.op == "call_function" and node.target == torch.ops.aten.mm.default:
+            with fx_graph.inserting_before(node):
+                fx_graph.call_function(torch.ops.air.scope_enter.default,
+                                       args=(["_user_stream_label"], ["stream_1"]))
+        if node.op == "call_function" and node.target == torch.ops.aten.abs.default:
+            with fx_graph.inserting_after(node):
+                record_node = fx_graph.call_function(torch.ops.air.record.default, args=())
+            with fx_graph.inserting_after(record_node):
+                fx_graph.call_function(torch.ops.air.scope_exit.default, args=())
+        if node.op == "call_function" and node.target == torch.ops.aten.sub.Tensor:
+            with fx_graph.inserting_before(node):
+                fx_graph.call_function(torch.ops.air.wait.default, args=([record_node],))
+
+
+@pytest.mark.parametrize("slot", ["post_grad_custom_pre_pass", "post_grad_custom_post_pass"])
+@pytest.mark.parametrize("mode", ["max-autotune", "reduce-overhead"])
+def test_manual_example_gives_the_eager_result(mode, slot):
+    model = _SeedModel()
+    opt, backend = _compile(model, mode, **{slot: _seed_pass})
+    for _ in range(3):
+        x = torch.randn(3, 3)
+        out, ref = opt(x), model(x)
+        for a, b in zip(out, ref):
+            torch.testing.assert_close(a, b)
+            if mode == "reduce-overhead":
+                assert torch.equal(a, b)
+    graph = op_sdk.explain(backend).reports[-1].graphs[0]
+    by_stream = graph.nodes_by_stream()
+    assert by_stream["stream_1"][0].startswith("scope_enter")
+    assert [n for n in by_stream["stream_1"] if n.startswith(("mm", "abs"))] == ["mm", "abs_1"]
+    assert any(n.startswith("wait") for n in by_stream["main"])
+    assert "sub" in by_stream["main"] and "add" in by_stream["main"]
+
+
+# -- malformed scopes ----------------------------------------------------------------------
+
+def _insert(kind):
+    def bad(gm, example_inputs, config):
+        g = gm.graph
+        first = next(n for n in g.nodes if n.op == "call_function")
+        with g.inserting_before(first):
+            if kind == "exit_only":
+                g.call_function(torch.ops.air.scope_exit.default, ())
+            elif kind == "enter_only":
+                g.call_function(torch.ops.air.scope_enter.default,
+                                (["_user_stream_label"], ["lonely"]))
+            elif kind == "wait_on_tensor":
+                g.call_function(torch.ops.air.wait.default, ([first.args[0]],))
+            elif kind == "unpaired_keys":
+                g.call_function(torch.ops.air.scope_enter.default,
+                                (["_user_stream_label", "x"], ["s"]))
+                g.call_function(torch.ops.air.scope_exit.default, ())
+    return bad
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("exit_only", r"scope_exit\w* \(torch.ops.air.scope_exit\) has no torch.ops.air.scope_enter"),
+    ("enter_only", r"scope_enter without a matching scope_exit: scope_enter\w* \['lonely'\]"),
+    ("wait_on_tensor", r"wait\w* \(torch.ops.air.wait\) waits for 'arg0_1', which is not a "
+                       r"torch.ops.air.record"),
+    ("unpaired_keys", r"scope_enter\w* \(torch.ops.air.scope_enter\) has 2 keys"),
+])
+def test_malformed_scopes_are_rejected_naming_the_node(kind, message):
+    opt, _ = _compile(lambda x: (x + 1).sin(), post_grad_custom_pre_pass=_insert(kind))
+    with pytest.raises(Exception, match=message) as info:
+        opt(torch.randn(4))
+    assert "post_grad_custom_pre_pass" in str(info.value)
+
+
+def test_a_node_reading_a_later_node_is_a_cycle():
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    a = g.call_function(torch.ops.aten.neg.default, (x,))
+    b = g.call_function(torch.ops.aten.sin.default, (a,))
+    g.output(b)
+    a.args = (b,)  # a reads b, b reads a
+    with pytest.raises(streams.ScopeError, match=r"neg_default \(aten.neg.default\) reads sin_default, which is "
+                                                 r"defined after it"):
+        streams.check(g)
+
+
+def test_wait_before_its_record_is_rejected():
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    w = g.call_function(torch.ops.air.wait.default, ([x],))
+    rec = g.call_function(torch.ops.air.record.default, ())
+    w.args = ([rec],)
+    g.output(x)
+    with pytest.raises(streams.ScopeError, match=r"wait_default \(air.wait.default\) reads record_default, which "
+                                                 r"is defined after it"):
+        streams.check(g)
+
+
+# -- CPU execution ---------------------------------------------------------------------------
+
+def _threads_model(x):
+    a = T.tid(x, "main_before")
+    with npu_stream_switch("side_a"):
+        b = T.tid(x, "side_a")
+    with npu_stream_switch("side_b"):
+        c = T.tid(x, "side_b")
+    d = T.tid(x, "main_after")
+    return a + b + c + d
+
+
+def test_each_stream_runs_on_its_own_worker_thread():
+    opt, backend = _compile(_threads_model)
+    x = torch.randn(16)
+    _LOG.clear()
+    out = opt(x)
+    assert torch.equal(out, 4 * x)
+    threads = dict(_LOG)
+    main = threading.get_ident()
+    workers = streams.worker_threads()
+    assert threads["main_before"] == main and threads["main_after"] == main
+    assert threads["side_a"] == workers["side_a"] != main
+    assert threads["side_b"] == workers["side_b"] not in (main, workers["side_a"])
+    # the workers are reused by the next call and by other graphs
+    _LOG.clear()
+    opt(x)
+    assert dict(_LOG)["side_a"] == workers["side_a"]
+
+
+def test_the_streams_run_concurrently():
+    # gate_wait, first in graph order, blocks until gate_open (on the main stream) runs:
+    # run in order on one thread, this fails after its timeout
+    def fn(x):
+        with npu_stream_switch("gate"):
+            a = T.gate_wait(x)
+        b = T.gate_open(x * 2)
+        return a, b
+
+    opt, _ = _compile(fn)
+    for _ in range(20):
+        _GATE.clear()
+        x = torch.randn(8)
+        a, b = opt(x)
+        assert torch.equal(a, x) and torch.equal(b, x * 2)
+
+
+def test_record_and_wait_order_the_streams_many_times():
+    def fn(x):
+        with npu_stream_switch("producer"):
+            y = T.tid(x.cos(), "side_work")
+            token = torch.ops.air.record()
+        torch.ops.air.wait([token])
+        z = T.tid(x.sin(), "after_wait")
+        return y, z
+
+    opt, _ = _compile(fn)
+    for _ in range(100):
+        _LOG.clear()
+        x = torch.randn(32)
+        y, z = opt(x)
+        assert [tag for tag, _ in _LOG] == ["side_work", "after_wait"]
+        assert torch.equal(y, x.cos()) and torch.equal(z, x.sin())
+
+
+def test_data_dependencies_across_streams_are_waited_for_many_times():
+    def fn(x, w):
+        with npu_stream_switch("s1"):
+            h = torch.relu(x @ w)
+            h = h @ w
+        with npu_stream_switch("s2"):
+            g = torch.tanh(x @ w.t())
+        y = (x * 3).sum(-1, keepdim=True)
+        return h + g + y, npu_wait_tensor(y, h)
+
+    opt, _ = _compile(fn)
+    x, w = torch.randn(64, 64), torch.randn(64, 64)
+    ref = fn(x, w)
+    for _ in range(50):
+        out = opt(x, w)
+        for a, b in zip(out, ref):
+            assert torch.equal(a, b)
+
+
+def test_an_error_on_a_side_stream_reaches_the_caller_and_the_worker_survives():
+    def fn(x, fail: bool):
+        with npu_stream_switch("fails"):
+            y = T.boom(x) if fail else x.neg()
+        return y + x.sin()
+
+    bad, _ = _compile(lambda x: fn(x, True))
+    with pytest.raises(ValueError, match="boom on purpose"):
+        bad(torch.randn(4))
+    good, _ = _compile(lambda x: fn(x, False))
+    x = torch.randn(4)
+    assert torch.equal(good(x), x.neg() + x.sin())
+
+
+def test_grad_mode_and_training_graphs():
+    w = torch.randn(8, 8, requires_grad=True)
+
+    def fn(x):
+        with npu_stream_switch("train"):
+            y = torch.tanh(x @ w)
+        return (y * x.sin()).sum()
+
+    opt, _ = _compile(fn)
+    x = torch.randn(8, 8)
+    loss = opt(x)
+    loss.backward()
+    g1 = w.grad.clone()
+    w.grad = None
+    fn(x).backward()
+    torch.testing.assert_close(g1, w.grad)
+
+
+def test_input_mutation_waits_for_the_side_streams():
+    def fn(x, buf):
+        with npu_stream_switch("reader"):
+            y = T.tid(buf * 2, "read")
+        buf.add_(1)
+        return y
+
+    opt, _ = _compile(fn)
+    for _ in range(30):
+        buf = torch.randn(1024)
+        before = buf.clone()
+        y = opt(torch.randn(4), buf)
+        assert torch.equal(y, before * 2) and torch.equal(buf, before + 1)
+
+
+def test_stream_threads_env_var_sets_the_workers_intra_op_threads():
+    code = textwrap.dedent("""
+        import torch, op_sdk
+        from op_sdk.compiler import streams
+        torch.set_num_threads(2)
+        seen = {}
+        def probe(x):
+            seen["worker"] = torch.get_num_threads()
+            return x.clone()
+        lib = torch.library.Library("probe_ns", "DEF")
+        lib.define("probe(Tensor x) -> Tensor")
+        lib.impl("probe", probe, "CPU")
+        torch.library.register_fake("probe_ns::probe", lambda x: torch.empty_like(x), lib=lib)
+        def fn(x):
+            with op_sdk.scope.npu_stream_switch("s"):
+                y = torch.ops.probe_ns.probe(x)
+            return y + 1
+        cfg = op_sdk.CompilerConfig(); cfg.mode = "reduce-overhead"
+        out = torch.compile(fn, backend=op_sdk.get_npu_backend(compiler_config=cfg))(torch.ones(3))
+        print(seen["worker"], torch.get_num_threads(), out.tolist())
+    """)
+    env = dict(os.environ, OP_SDK_STREAM_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split()[:2] == ["1", "2"], out.stdout
+    env["OP_SDK_STREAM_THREADS"] = "zero"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert out.returncode != 0 and "OP_SDK_STREAM_THREADS must be a positive integer" in out.stderr
+
+
+# -- max-autotune, report ---------------------------------------------------------------------
+
+def test_max_autotune_keeps_model_code_scopes_and_reports_the_streams():
+    def fn(x, w):
+        with npu_stream_switch("s1"):
+            y = torch.relu(x @ w)
+        z = npu_wait_tensor(x.sin(), y)
+        return y + z
+
+    opt, backend = _compile(fn, "max-autotune")
+    x, w = torch.randn(16, 16), torch.randn(16, 16)
+    torch.testing.assert_close(opt(x, w), fn(x, w))
+    graph = op_sdk.explain(backend).reports[-1].graphs[0]
+    assert graph.executor.startswith("inductor")
+    assert graph.nodes_by_stream()["s1"] == ["scope_enter", "mm", "relu", "scope_exit"]
+    text = op_sdk.explain(backend).summary()
+    assert "streams (Inductor runs them in order on one thread):" in text
+    assert "s1: scope_enter, mm, relu, scope_exit" in text
+
+
+def test_report_shows_each_nodes_stream():
+    opt, backend = _compile(_SeedModel(), post_grad_custom_pre_pass=_seed_pass)
+    opt(torch.randn(3, 3))
+    explanation = op_sdk.explain(backend)
+    text = explanation.summary()
+    assert "streams (concurrently: CPU worker threads, or CUDA side streams):" in text
+    assert "stream_1: scope_enter_default, mm, abs_1, record_default, scope_exit_default" in text
+    graph = explanation.to_dict()["compiles"][-1]["graphs"][0]
+    assert graph["streams"]["mm"] == "stream_1" and graph["streams"]["sub"] == "main"
+
+
+def test_single_stream_graphs_have_no_stream_report():
+    opt, backend = _compile(lambda x: x.sin() + 1)
+    opt(torch.randn(4))
+    assert op_sdk.explain(backend).reports[-1].graphs[0].streams == {}
+    assert "streams" not in op_sdk.explain(backend).summary()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device: the side "
+                    "streams, events and record_stream of CudaStreamProgram run on CUDA only")
+@pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune"])
+def test_cuda_side_streams_give_the_single_stream_result(mode):
+    opt, backend = _compile(_SeedModel(), mode, post_grad_custom_pre_pass=_seed_pass)
+    model = _SeedModel()
+    for _ in range(3):
+        x = torch.randn(64, 64, device="cuda")
+        for a, b in zip(opt(x), model(x)):
+            torch.testing.assert_close(a, b)
+    if mode == "reduce-overhead":
+        assert op_sdk.explain(backend).reports[-1].graphs[0].executor == "cudagraphs"
+        assert ("stream_1", torch.cuda.current_device()) in streams._CUDA_STREAMS
+
+
+def _scoped_graph_module() -> torch.fx.GraphModule:
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    g.call_function(torch.ops.air.scope_enter.default, (["_user_stream_label"], ["side"]))
+    y = g.call_function(torch.ops.aten.cos.default, (x,))
+    g.call_function(torch.ops.air.scope_exit.default, ())
+    z = g.call_function(torch.ops.aten.sin.default, (x,))
+    g.output((g.call_function(torch.ops.aten.add.Tensor, (y, z)),))
+    return torch.fx.GraphModule(torch.nn.Module(), g)
+
+
+def test_cpu_program_on_a_hand_made_graph():
+    gm = _scoped_graph_module()
+    x = torch.randn(256)
+    program = streams.executor_for(gm, [x])
+    assert isinstance(program, streams.CpuStreamProgram)
+    assert program.plan.streams == ["main", "side"]
+    (out,) = program([x])
+    assert torch.equal(out, x.cos() + x.sin())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_program_runs_nodes_on_their_side_stream():
+    gm = _scoped_graph_module()
+    x = torch.randn(1 << 20, device="cuda")
+    program = streams.executor_for(gm, [x])
+    assert isinstance(program, streams.CudaStreamProgram)
+    (out,) = program([x])
+    torch.cuda.synchronize()
+    assert torch.equal(out, x.cos() + x.sin())
+    assert ("side", x.device.index) in streams._CUDA_STREAMS
+
+
+# -- visibility: the HTML / Markdown report and the Chrome trace ------------------------------
+
+def test_report_pages_draw_a_lane_per_stream_and_the_trace(tmp_path):
+    from op_sdk.app.report import stream_data, trace_data
+    from op_sdk.app.report_page import render_html, render_markdown
+
+    def fn(x, w):
+        with npu_stream_switch("lane_b"):
+            y = torch.relu(x @ w)
+        z = (x @ w.t()).sin()
+        return y + z
+
+    opt, backend = _compile(fn)
+    x, w = torch.randn(256, 256), torch.randn(256, 256)
+    opt(x, w)
+    traced = trace_data(lambda: opt(x, w), str(tmp_path))
+    data = {"title": "t", "streams": stream_data(op_sdk.explain(backend)), "trace": traced}
+    html, md = render_html(data), render_markdown(data)
+    assert html.count('class="lane"') == 2 and ">lane_b</text>" in html and ">main</text>" in html
+    assert "| lane_b | scope_enter, mm, relu, scope_exit |" in md
+    # the worker's operators are in the trace, on a thread of their own
+    threads = traced["threads"]
+    by_stream = {s: tid for tid, t in threads.items() for s in t["streams"]}
+    assert set(by_stream) == {"main", "lane_b"} and by_stream["main"] != by_stream["lane_b"]
+    assert threads[by_stream["lane_b"]]["ops"] >= 2  # mm and relu at least
+    assert os.path.getsize(traced["path"]) > 0
+
+
+def test_moe_example_puts_the_shared_expert_on_its_own_stream():
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples"))
+    try:
+        import moe_multistream as moe
+    finally:
+        sys.path.pop(0)
+    block = moe.MoEBlock(hidden=64, inter=32, experts=4, shared_inter=64).eval()
+    x = torch.randn(1, 16, 64)
+    with torch.no_grad():
+        ref = block(x)
+        compiled, backend = moe.compile_block(block, multi_stream=True)
+        _LOG.clear()
+        for _ in range(10):
+            torch.testing.assert_close(compiled(x), ref, rtol=1e-5, atol=1e-5)
+    lanes = op_sdk.explain(backend).reports[-1].graphs[0].nodes_by_stream()
+    shared = lanes[moe.SHARED_STREAM]
+    assert shared[0].startswith("scope_enter") and shared[-1].startswith("scope_exit")
+    assert sum(n.startswith("mm") for n in shared) == 2           # gate_up and down
+    assert sum(n.startswith("mm") for n in lanes["main"]) == 1 + 2 * 4  # router + experts
+    assert any(n.startswith("wait") for n in lanes["main"])
+
+
+def test_callers_on_several_threads_share_the_workers():
+    # two side streams that wait for each other, run from three caller threads at once:
+    # every run completes with its own result
+    # (stream a waits for b and b for a: queued crosswise on the two workers, two runs would
+    # each wait for the other's job)
+    def fn(x):
+        with npu_stream_switch("cross_a"):
+            a = T.tid(x.cos(), "a")
+            ta = torch.ops.air.record()
+        with npu_stream_switch("cross_b"):
+            torch.ops.air.wait([ta])
+            b = T.tid(a.sin(), "b")
+            tb = torch.ops.air.record()
+        with npu_stream_switch("cross_a"):
+            torch.ops.air.wait([tb])
+            a2 = T.tid(b.exp(), "a2")
+        c = x * 2
+        return a + b + c + a2
+
+    opt, _ = _compile(fn)
+    x = torch.randn(64)
+    ref = x.cos() + x.cos().sin() + x * 2 + x.cos().sin().exp()
+    opt(x)
+    errors = []
+
+    def caller():
+        try:
+            for _ in range(200):
+                assert torch.equal(opt(x), ref)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=caller) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "the callers deadlocked"
+    assert not errors, errors
+
+
+def test_debug_log_shows_the_graph_a_user_pass_left(caplog):
+    import logging
+
+    opt, _ = _compile(_SeedModel(), post_grad_custom_pre_pass=_seed_pass)
+    with caplog.at_level(logging.DEBUG, logger="op_sdk"):
+        opt(torch.randn(3, 3))
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "graph after the user pass config.post_grad_custom_pre_pass (_seed_pass)" in text
+    assert "torch.ops.air.scope_enter.default" in text and "air.wait.default" in text
+    assert op_sdk.logger is logging.getLogger("op_sdk")
+
+
+def test_a_write_in_the_middle_of_the_graph_is_a_barrier_for_every_stream():
+    # main: a long matmul, then buf.add_(1); side stream, after the write in graph order:
+    # reads buf. Without the barrier the worker would read buf while the matmul runs.
+    g = torch.fx.Graph()
+    x, buf = g.placeholder("x"), g.placeholder("buf")
+    slow = g.call_function(torch.ops.aten.mm.default, (x, x))
+    slow = g.call_function(torch.ops.aten.mm.default, (slow, x))
+    g.call_function(torch.ops.aten.add_.Tensor, (buf, 1))
+    g.call_function(torch.ops.air.scope_enter.default, (["_user_stream_label"], ["after_write"]))
+    seen = g.call_function(torch.ops.aten.clone.default, (buf,))
+    g.call_function(torch.ops.air.scope_exit.default, ())
+    g.output((seen, slow))
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    program = streams.executor_for(gm, [])
+    write = next(n for n in gm.graph.nodes if n.target == torch.ops.aten.add_.Tensor)
+    first_on_side = program.side["after_write"][0]
+    assert write in program.plan.deps[first_on_side]
+    for _ in range(20):
+        x, buf = torch.randn(384, 384), torch.zeros(1024)
+        out, _ = program([x, buf])
+        assert torch.equal(out, torch.ones(1024))
+
+
+def test_the_cpu_executor_frees_an_intermediate_once_its_users_ran():
+    import weakref
+
+    refs = []
+
+    def keep(x):
+        refs.append(weakref.ref(x))
+        return x.clone()
+
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    g.call_function(torch.ops.air.scope_enter.default, (["_user_stream_label"], ["frees"]))
+    big = g.call_function(torch.ops.aten.cos.default, (x,))      # read by keep only
+    kept = g.call_function(keep, (big,))
+    small = g.call_function(torch.ops.aten.sum.default, (kept,))
+    token = g.call_function(torch.ops.air.record.default, ())
+    g.call_function(torch.ops.air.scope_exit.default, ())
+    g.call_function(torch.ops.air.wait.default, ([token],))
+    # on the main stream, after the wait: is `big` still held?
+    alive = g.call_function(lambda x: torch.tensor(refs[-1]() is not None), (x,))
+    g.output((small, alive))
+    program = streams.executor_for(torch.fx.GraphModule(torch.nn.Module(), g), [])
+    for _ in range(5):
+        x = torch.randn(4096)
+        small_v, alive_v = program([x])
+        assert torch.equal(small_v, x.cos().sum()) and not bool(alive_v)
+
+
+# -- graph dumps ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", ["max-autotune", "reduce-overhead"])
+def test_dumps_show_the_streams(tmp_path, mode):
+    """The manual's example with its graph dumps: "pbtxt" writes the converted graph with
+    TorchAir's stream attribute on the scope's operators and the wait as a control edge;
+    "txt" marks each node of the scope with its stream."""
+    from tests.test_converters import parse_pbtxt
+
+    for kind in ("pbtxt", "txt"):
+        cfg = op_sdk.CompilerConfig()
+        if mode != "max-autotune":
+            cfg.mode = mode
+        cfg.post_grad_custom_post_pass = _seed_pass
+        cfg.debug.graph_dump.type = kind
+        cfg.debug.graph_dump.path = str(tmp_path / kind)
+        torch._dynamo.reset()
+        model = _SeedModel()
+        opt = torch.compile(model, backend=op_sdk.get_npu_backend(compiler_config=cfg))
+        x = torch.randn(3, 3)
+        for a, b in zip(opt(x), model(x)):
+            torch.testing.assert_close(a, b)
+    (pb,) = (tmp_path / "pbtxt").iterdir()
+    ops = parse_pbtxt(pb.read_text())["graph"][0]["op"]
+    by_type = {op["type"][0].strip('"'): op for op in ops}
+    label = {op["type"][0].strip('"'): [a["value"][0]["s"][0] for a in op.get("attr", [])
+                                        if a["key"][0] == '"_user_stream_label"'] for op in ops}
+    assert label["MatMulV2"] == ['"stream_1"']
+    assert label["Sub"] == [] and label["Add"] == []
+    abs_op = [op for op in ops if op["type"][0] == '"OpSdkUnconverted"'
+              and '"aten.abs.default"' in str(op["attr"])]
+    assert len(abs_op) == 1
+    abs_name = abs_op[0]["name"][0].strip('"')
+    assert f'"{abs_name}:-1"' in by_type["Sub"]["input"]  # wait: after the recorded abs
+    txt = [f for f in (tmp_path / "txt").iterdir() if "post_grad_custom_post_pass_after" in f.name]
+    assert txt, sorted(p.name for p in (tmp_path / "txt").iterdir())
+    listing = txt[0].read_text()
+    mm_line = [line for line in listing.splitlines() if "aten.mm.default" in line]
+    sub_line = [line for line in listing.splitlines() if "aten.sub.Tensor" in line]
+    assert mm_line and "# stream: stream_1" in mm_line[0]
+    assert sub_line and "# stream:" not in sub_line[0]
+    torch._dynamo.reset()
