@@ -61,6 +61,9 @@ silu_mul_quant = op_sdk.define_op(
     fake=fake,
     kernels={"cpu": cpu_kernel},  # other devices run the reference
     doc="silu(gate) * up, then per-token dynamic int8 quantisation.",
+    # on the NPU: the aclnn API CANN generates from this operator's Ascend C OpDef
+    # (kernels/ascendc/silu_mul_quant), bound OpPlugin-style (csrc/npu/silu_mul_quant.cpp)
+    aclnn=op_sdk.AclnnBinding("aclnnSiluMulQuant", outputs=("y", "scale")),
 )
 
 

@@ -2,9 +2,10 @@
 
 from op_sdk import ops  # noqa: F401  (defines torch.ops.npu.*, registers the native kernels)
 from op_sdk.library import Benchmark, OpDef, define_op, functionalize_inplace, get_op, registered_ops  # noqa: E402
+from op_sdk.npu_binding import AclnnBinding, BindingError  # noqa: E402
 
 from op_sdk._version import __version__  # noqa: E402,F401
-__all__ = ["include_dirs", "Benchmark", "OpDef", "define_op", "functionalize_inplace", "get_op", "registered_ops",
+__all__ = ["include_dirs", "AclnnBinding", "BindingError", "Benchmark", "OpDef", "define_op", "functionalize_inplace", "get_op", "registered_ops",
            "CompilerConfig", "get_npu_backend", "register_replacement", "verify_replacement",
            "PatternRegistry", "explain"]
 
