@@ -229,3 +229,21 @@ def test_setup_py_builds_no_binding_without_torch_npu():
     if op_sdk.library.torch_npu_module() is not None:
         pytest.skip("torch_npu is importable here")
     assert [e[0] for e in setup_extensions(nb.ROOT)] == ["op_sdk._C"]
+
+
+def test_deliverables_claim_no_more_than_the_tests_reach():
+    from op_sdk.app.deliverables import BINDING_LEVEL, npu_deliverables
+
+    assert BINDING_LEVEL == "compiles (x86, against torch_npu headers), registration-checked"
+    for opdef in op_sdk.registered_ops():
+        level = npu_deliverables(opdef)
+        assert level["hardware"] == "not verified"
+        if opdef.aclnn is None:
+            assert level["opplugin_binding"].startswith("none"), level
+        else:
+            # the level is what tests/npu/real/test_bindings.py establishes for every source
+            assert opdef.name in nb.binding_sources()
+            assert level["opplugin_binding"].startswith(
+                f"{opdef.aclnn.api} (CANN {opdef.aclnn.prototype.cann} prototype): {BINDING_LEVEL}")
+    missing = dataclasses.replace(op_sdk.get_op("npu_rms_norm"), name="npu_rms_norm_nowhere")
+    assert "declared, source not generated" in npu_deliverables(missing)["opplugin_binding"]
