@@ -36,8 +36,11 @@ CXX_FLAGS = ["-O3", "-std=c++20", "-fopenmp", "-fno-math-errno", "-ffp-contract=
 X86_FLAGS = ["-mavx2", "-mfma", "-mf16c"]
 
 # Headers shipped inside the package (op_sdk/include/), for code that builds against the
-# torch-free kernels: kernels/*.h, *.inl and csrc/*.h; and kernels/ascendc/ as it is.
-HEADER_DIRS = {"kernels": ("*.h", "*.inl"), "csrc": ("*.h",)}
+# torch-free kernels: kernels/*.h, *.inl and csrc/*.h; csrc/npu/ (the OpPlugin bindings'
+# sources); and kernels/ascendc/ as it is.
+HEADER_DIRS = {"kernels": ("*.h", "*.inl"), "csrc": ("*.h",),
+               # the OpPlugin bindings' sources (op_sdk.npu_binding reads them)
+               os.path.join("csrc", "npu"): ("*.h", "*.cpp")}
 
 
 class BuildPyWithHeaders(build_py):

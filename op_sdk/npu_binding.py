@@ -41,7 +41,10 @@ __all__ = ["AclnnBinding", "BindingError", "check_binding", "binding_plan", "gen
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-SOURCE_DIR = os.path.join(ROOT, "csrc", "npu")
+# csrc/npu of the source tree, or the installed package's copy (op_sdk/include/csrc/npu)
+SOURCE_DIR = next((d for d in (os.path.join(ROOT, "csrc", "npu"),
+                               os.path.join(HERE, "include", "csrc", "npu")) if os.path.isdir(d)),
+                  os.path.join(ROOT, "csrc", "npu"))
 
 
 class BindingError(ValueError):
@@ -532,17 +535,18 @@ def load_bindings(opdefs=None, directory: str | None = None) -> dict[str, str]:
 EXAMPLES = ("plugin_fused_op",)  # examples/ whose operators declare a binding
 
 
-def declared_bindings(examples: bool = True) -> list:
-    """The operators with an aclnn= declaration: op_sdk's own, and (in a source tree) the
-    examples' (imported for it)."""
+def declared_bindings(examples_dir: str | None = None) -> list:
+    """The operators with an aclnn= declaration: op_sdk's own, and the examples' (imported
+    for it from ``examples_dir``, default the source tree's examples/, when it is there)."""
     import importlib.util
     import sys
 
     from op_sdk import library
 
-    if examples:
+    examples_dir = examples_dir or os.path.join(ROOT, "examples")
+    if os.path.isdir(examples_dir):
         for name in EXAMPLES:
-            path = os.path.join(ROOT, "examples", f"{name}.py")
+            path = os.path.join(examples_dir, f"{name}.py")
             if name not in sys.modules and os.path.exists(path):
                 spec = importlib.util.spec_from_file_location(name, path)
                 module = importlib.util.module_from_spec(spec)

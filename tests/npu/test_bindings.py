@@ -17,7 +17,9 @@ from op_sdk import aclnn_prototypes as protos
 from op_sdk import npu_binding as nb
 from op_sdk.library import OpDef
 
-BINDINGS = nb.declared_bindings()
+# the tree these tests are in (its examples/ and setup.py; op_sdk may be installed elsewhere)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BINDINGS = nb.declared_bindings(os.path.join(ROOT, "examples"))
 IDS = [o.name for o in BINDINGS]
 
 
@@ -35,7 +37,7 @@ def test_committed_source_is_the_generated_one(opdef):
     path = nb.source_path(opdef)
     assert os.path.exists(path), f"{path} missing: run op_sdk.npu_binding.write_sources()"
     assert open(path).read() == nb.generate_source(opdef), (
-        f"{os.path.relpath(path, nb.ROOT)} differs from its aclnn= declaration; regenerate it "
+        f"{path} differs from its aclnn= declaration; regenerate it "
         "with op_sdk.npu_binding.write_sources()")
 
 
@@ -166,7 +168,7 @@ def test_prototype_entries_cite_their_source(api):
 
 
 def _opdef_file(folder):
-    return os.path.join(nb.ROOT, "kernels", "ascendc", folder, "op_host", f"{folder}_def.cpp")
+    return os.path.join(op_sdk.include_dirs()[0], "ascendc", folder, "op_host", f"{folder}_def.cpp")
 
 
 @pytest.mark.parametrize("folder,op_type,api", [
@@ -228,7 +230,9 @@ def test_setup_py_builds_no_binding_without_torch_npu():
 
     if op_sdk.library.torch_npu_module() is not None:
         pytest.skip("torch_npu is importable here")
-    assert [e[0] for e in setup_extensions(nb.ROOT)] == ["op_sdk._C"]
+    if not os.path.exists(os.path.join(ROOT, "setup.py")):
+        pytest.skip("no source tree beside the tests")
+    assert [e[0] for e in setup_extensions(ROOT)] == ["op_sdk._C"]
 
 
 def test_deliverables_claim_no_more_than_the_tests_reach():

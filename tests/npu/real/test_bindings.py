@@ -29,8 +29,9 @@ from op_sdk import npu_binding as nb
 from tests.npu.binding_build import build, build_all
 
 TORCH_NPU_DIR = os.path.dirname(torch_npu.__file__)
-ROOT = nb.ROOT
-BINDINGS = nb.declared_bindings()
+# the tree these tests are in (its examples/ and setup.py; op_sdk may be installed elsewhere)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+BINDINGS = nb.declared_bindings(os.path.join(ROOT, "examples"))
 NPU_BINDINGS = [o for o in BINDINGS if o.namespace == "npu"]
 
 
@@ -179,6 +180,8 @@ def test_deliverables_report_the_level_reached():
 def test_setup_py_builds_every_binding_with_torch_npu():
     from tests.npu.binding_build import setup_extensions
 
+    if not os.path.exists(os.path.join(ROOT, "setup.py")):
+        pytest.skip("no source tree beside the tests")
     ext = {e[0]: e for e in setup_extensions(ROOT, dict(os.environ))}
     names = sorted(nb.binding_sources())
     assert sorted(ext) == sorted(["op_sdk._C"] + [f"op_sdk.npu_bindings.{n}" for n in names])
