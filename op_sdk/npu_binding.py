@@ -216,6 +216,9 @@ def binding_plan(opdef, binding: AclnnBinding | None = None) -> list[_Bound]:
                         f"schema does not have ({', '.join(by_name)}); rule: each aclnn "
                         "parameter takes the argument of its name, or the one rename= or "
                         "constants= gives it")
+        if target in seen_args:
+            raise _fail(opdef, binding, f"argument '{target}' is passed again, to {where}; "
+                        "rule: each schema argument reaches one aclnn parameter")
         if target in binding.requires or target in binding.meta_only:
             raise _fail(opdef, binding, f"argument '{target}' is passed to {where} and also "
                         "listed in requires= / meta_only=")

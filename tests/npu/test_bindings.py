@@ -125,6 +125,8 @@ RMS = "rms(Tensor input, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor)"
     ("rms(Tensor input, Tensor gamma, int epsilon=1) -> (Tensor, Tensor)",
      nb.AclnnBinding("aclnnRmsNorm", outputs=("y", "rstd"), rename={"x": "input"}),
      ["argument 'epsilon' (int) cannot be passed to parameter 3 'epsilon' (double)"]),
+    (RMS, nb.AclnnBinding("aclnnRmsNorm", outputs=("y", "rstd"), rename={"x": "gamma"}),
+     ["argument 'gamma' is passed again, to parameter 2 'gamma'", "reaches one aclnn parameter"]),
     (RMS, nb.AclnnBinding("aclnnRmsNorm", outputs=("y", "rstd"), rename={"x": "input"},
                           requires={"epsilon": None}),
      ["requires= allows None for argument 'epsilon' (float)", "rule: None only for optional"]),
