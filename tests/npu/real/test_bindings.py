@@ -14,6 +14,7 @@ No binding's kernel is called: that would reach ACL. Nothing here is verified on
 """
 
 import dataclasses
+import glob
 import os
 import re
 import subprocess
@@ -188,3 +189,26 @@ def test_setup_py_builds_every_binding_with_torch_npu():
     for n in names:
         assert ext[f"op_sdk.npu_bindings.{n}"][1] == [f"csrc/npu/{n}.cpp"]
         assert ext[f"op_sdk.npu_bindings.{n}"][2] == {"CURRENT_VERSION": "12"}
+
+
+def test_cmake_configures_every_binding_with_torch_npu(tmp_path):
+    """CMakeLists.txt, configured where torch_npu imports, defines one library target per
+    binding with op-plugin's CURRENT_VERSION (building them is what the tests above do with
+    the same flags)."""
+    import shutil
+
+    cmake = shutil.which("cmake")
+    if cmake is None or not os.path.exists(os.path.join(ROOT, "CMakeLists.txt")):
+        pytest.skip("no cmake, or no source tree beside the tests")
+    out = subprocess.run([cmake, "-S", ROOT, "-B", str(tmp_path), f"-DPython3_EXECUTABLE={sys.executable}"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert f"op_sdk: torch_npu at {TORCH_NPU_DIR}: OpPlugin bindings of csrc/npu/ built" in out.stdout
+    targets = subprocess.run([cmake, "--build", str(tmp_path), "--target", "help"],
+                             capture_output=True, text=True, timeout=300).stdout
+    for name in nb.binding_sources():
+        assert f"op_sdk_binding_{name}" in targets, targets[-3000:]
+    # the compile flags: CMakeFiles/<target>.dir/flags.make (Makefiles) or build.ninja
+    files = glob.glob(str(tmp_path / "CMakeFiles" / "op_sdk_binding_*" / "flags.make"))
+    files += glob.glob(str(tmp_path / "build.ninja"))
+    assert "-DCURRENT_VERSION=12" in "".join(open(p).read() for p in files)
