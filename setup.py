@@ -36,8 +36,11 @@ CXX_FLAGS = ["-O3", "-std=c++20", "-fopenmp", "-fno-math-errno", "-ffp-contract=
 X86_FLAGS = ["-mavx2", "-mfma", "-mf16c"]
 
 # Headers shipped inside the package (op_sdk/include/), for code that builds against the
-# torch-free kernels: kernels/*.h, *.inl and csrc/*.h; and kernels/ascendc/ as it is.
-HEADER_DIRS = {"kernels": ("*.h", "*.inl"), "csrc": ("*.h",)}
+# torch-free kernels: kernels/*.h, *.inl and csrc/*.h; csrc/npu/ (the OpPlugin bindings'
+# sources); and kernels/ascendc/ as it is.
+HEADER_DIRS = {"kernels": ("*.h", "*.inl"), "csrc": ("*.h",),
+               # the OpPlugin bindings' sources (op_sdk.npu_binding reads them)
+               os.path.join("csrc", "npu"): ("*.h", "*.cpp")}
 
 
 class BuildPyWithHeaders(build_py):
@@ -65,8 +68,54 @@ ext = CppExtension(
     py_limited_api=False,
 )
 
+
+
+def torch_npu_dir() -> str | None:
+    """torch_npu's package directory where it imports here (its headers and libtorch_npu),
+    else None: without it the OpPlugin bindings are not built."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch_npu") is None:
+        return None
+    try:
+        import torch_npu
+    except Exception:  # installed without CANN: as good as absent
+        return None
+    return os.path.dirname(torch_npu.__file__)
+
+
+def npu_binding_extensions(npu_dir: str | None) -> list:
+    """One library per OpPlugin-style binding of csrc/npu/ (op_sdk/npu_bindings/<op>*.so),
+    with the flags of op_sdk.npu_binding.compile_command; none without torch_npu. Which of
+    them register is decided at run time (op_sdk.npu_binding.load_bindings)."""
+    if npu_dir is None:
+        return []
+    import torch
+
+    minor = int(torch.__version__.split(".")[1])
+    inc = os.path.join(npu_dir, "include")
+    out = []
+    for path in sorted(glob.glob(os.path.join(here, "csrc", "npu", "*.cpp"))):
+        name = os.path.basename(path)[:-4]
+        out.append(CppExtension(
+            name=f"op_sdk.npu_bindings.{name}",
+            sources=[os.path.relpath(path, here)],
+            include_dirs=[os.path.join(here, "csrc", "npu"), inc,
+                          os.path.join(inc, "third_party", "op-plugin"),
+                          os.path.join(inc, "third_party", "acl", "inc")],
+            # op-plugin's version of this torch (op_plugin/utils/Version.h: V2R<minor> = minor - 1)
+            define_macros=[("CURRENT_VERSION", str(minor - 1))],
+            extra_compile_args={"cxx": ["-O2", "-std=c++20"]},
+            library_dirs=[os.path.join(npu_dir, "lib")],
+            libraries=["torch_npu"],
+            extra_link_args=[f"-Wl,-rpath,{os.path.join(npu_dir, 'lib')}"],
+            py_limited_api=False,
+        ))
+    return out
+
+
 setup(
-    ext_modules=[ext],
+    ext_modules=[ext] + npu_binding_extensions(torch_npu_dir()),
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True),
               "build_py": BuildPyWithHeaders},
 )

@@ -62,10 +62,14 @@ silu_mul_quant = op_sdk.define_op(
     fake=fake,
     kernels={"cpu": cpu_kernel},  # other devices run the reference
     doc="silu(gate) * up, then per-token dynamic int8 quantisation.",
+    # on the NPU: the aclnn API CANN generates from this operator's Ascend C OpDef
+    # (kernels/ascendc/silu_mul_quant), bound OpPlugin-style (csrc/npu/silu_mul_quant.cpp)
+    aclnn=op_sdk.AclnnBinding("aclnnSiluMulQuant", outputs=("y", "scale")),
     # its GE converter, declared: the Ascend IR SiluMulQuant (inputs gate, up; outputs y,
     # scale, as kernels/ascendc/silu_mul_quant/op_graph declares it), derived from the schema
     ge=GeIr("SiluMulQuant", outputs=("y", "scale")),
 )
+
 
 def main() -> None:
     gate = torch.randn(257, 512, dtype=torch.bfloat16)

@@ -133,6 +133,10 @@ class OpDef:
     benchmarks: tuple[Benchmark, ...] = ()
     # the Python module that declared it (``op_sdk.ops.<slice>`` for the SDK's own)
     module: str = ""
+    # its OpPlugin-style eager binding (op_sdk.npu_binding.AclnnBinding), or None
+    aclnn: Any = None
+    # what op_sdk.npu_binding.load_bindings did with the binding ("registered", or why not)
+    binding_status: str = ""
 
     @property
     def slice(self) -> str:
@@ -190,6 +194,7 @@ def define_op(
     namespace: str = "npu",
     doc: str = "",
     benchmarks: tuple[Benchmark, ...] = (),
+    aclnn: Any = None,
     ge=None,
 ) -> OpDef:
     """Declare and register one operator.
@@ -206,6 +211,11 @@ def define_op(
                    namespace, same arguments); the in-place kernels, fake and
                    functionalization are derived from it.
     benchmarks:    how the kernel benchmark times it (``Benchmark``), one per case.
+    aclnn:         its OpPlugin-style eager binding on the NPU
+                   (``op_sdk.npu_binding.AclnnBinding``): checked here against the pinned
+                   aclnn prototype and the schema (``BindingError`` otherwise); its C++ is
+                   generated into csrc/npu/ and registered only where torch_npu lacks the
+                   operator.
     ge:            its GE converter, declared (``op_sdk.converters.GeIr``): the Ascend IR
                    prototype and converter are derived from the schema (docs/converters.md).
     """
@@ -220,7 +230,11 @@ def define_op(
                              f"choose from {sorted(_DISPATCH_KEYS)}")
     opdef = OpDef(namespace, name, schema, reference, fake, kernels, tuple(native),
                   backward, setup_context, functional, doc=doc, benchmarks=tuple(benchmarks),
-                  module=sys._getframe(1).f_globals.get("__name__", ""))
+                  module=sys._getframe(1).f_globals.get("__name__", ""), aclnn=aclnn)
+    if aclnn is not None:
+        from op_sdk import npu_binding
+
+        npu_binding.check_binding(opdef, aclnn)
     lib = _library(namespace)
 
     if namespace == "npu":
@@ -248,6 +262,8 @@ def define_op(
         _register_autograd(opdef, lib)
 
     _REGISTRY[qualname] = opdef
+    if aclnn is not None and _TORCH_NPU and _TORCH_NPU[0] is not None:
+        npu_binding.load_bindings([opdef])  # only where torch_npu lacks the operator
     if ge is not None:
         from op_sdk.converters.spec import attach
 

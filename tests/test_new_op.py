@@ -86,3 +86,24 @@ def test_refuses_to_overwrite(tmp_path, capsys):
     assert main(["new-op", "f", "--schema", "f(Tensor x) -> Tensor", "--out", str(tmp_path)]) == 0
     assert main(["new-op", "f", "--schema", "f(Tensor x) -> Tensor", "--out", str(tmp_path)]) == 2
     assert "exists and is not empty" in capsys.readouterr().err
+
+
+@pytest.mark.torch_npu_real
+@pytest.mark.parametrize("name,schema", KINDS, ids=[k[0] for k in KINDS])
+def test_generated_binding_compiles_against_torch_npu(tmp_path, name, schema):
+    """The OpPlugin binding `op-sdk new-op` writes compiles against the torch-npu wheel's
+    headers (op-plugin's EXEC_NPU_CMD_EXT, TORCH_LIBRARY_IMPL for PrivateUse1)."""
+    from op_sdk.app.ascendc_run import compile_binding
+    from tests.npu.torch_npu_env import prepare
+
+    env, why = prepare()
+    if env is None:
+        pytest.skip(why)
+    new_op.write(name, schema, str(tmp_path), namespace="gen_binding")
+    base = name.rstrip("_")
+    source = tmp_path / name / "npu" / f"{base}_opplugin.cpp"
+    compile_binding(source, env.include_dirs[0])
+    broken = tmp_path / "broken.cpp"  # the check compiles for real: a misspelt macro fails
+    broken.write_text(source.read_text().replace("EXEC_NPU_CMD_EXT(", "EXEC_NPU_CMD_EXTX(", 1))
+    with pytest.raises(RuntimeError, match="against torch_npu failed"):
+        compile_binding(broken, env.include_dirs[0])

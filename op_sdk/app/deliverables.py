@@ -11,25 +11,31 @@ or the CANN toolkit.
   (tests/ascendc/test_coverage.py fails for a folder without its test), hence "CPU-model
   tested"; its CANN build is not verified. Operators without a folder run CANN's own
   kernels on the NPU (torch_npu's aclnn calls): op_sdk ships none for them.
+* OpPlugin eager binding: csrc/npu/<operator>.cpp, generated from the operator's aclnn=
+  declaration (op_sdk.npu_binding) and checked against the pinned aclnn prototype table
+  (op_sdk/aclnn_prototypes.py) by tests/npu/test_bindings.py; tests/npu/real/test_bindings.py
+  compiles each on x86 against the torch_npu wheel's headers and registers it beside the
+  stubbed torch_npu, hence "compiles (x86, against torch_npu headers), registration-checked".
+  A binding is registered only for an operator the installed torch_npu lacks; what it did in
+  this process is reported too. Operators without a declaration: torch_npu's own binding.
 * GE converter: op_sdk/converters/<slice>.py (TorchAir's converter API). Each is checked
   against the pinned prototype table on every sample call and its GE IR text is parsed by
   the wheel's GE schema (tests/test_converters.py); for the operators TorchAir converts
   itself (TORCHAIR_CONVERTS) it writes what TorchAir's converter writes for the same call
   (tests/npu/real/test_converters.py), and TorchAir keeps using its own; for the others it
   is registered with TorchAir and runs through TorchAir's builder there: "graph-checked".
-* OpPlugin eager binding: none of op_sdk's yet (torch_npu's serves the operators it
-  defines).
 """
 
 from __future__ import annotations
 
 import os
 
-__all__ = ["LEVELS", "HARDWARE", "TORCHAIR_CONVERTS", "ascendc_root", "ge_converter",
-           "npu_deliverables"]
+__all__ = ["LEVELS", "HARDWARE", "BINDING_LEVEL", "TORCHAIR_CONVERTS", "ascendc_root",
+           "opplugin_binding", "ge_converter", "npu_deliverables"]
 
 LEVELS = ("source", "compiles", "CPU-model tested", "registration-checked", "graph-checked")
 HARDWARE = "not verified"
+BINDING_LEVEL = "compiles (x86, against torch_npu headers), registration-checked"
 
 # the operators TorchAir of torch-npu 2.13.0 has its own converter of (checked against the
 # wheel by tests/npu/real/test_converters.py)
@@ -61,6 +67,23 @@ def ascendc_kernel(opdef) -> str:
     return "CANN's own kernel (none of op_sdk's)"
 
 
+def opplugin_binding(opdef) -> str:
+    """The level of ``opdef``'s OpPlugin-style eager binding, in words."""
+    binding = getattr(opdef, "aclnn", None)
+    if binding is None:
+        if opdef.namespace == "op_sdk":
+            return "none (op_sdk's CPU-only operator)"
+        return "none of op_sdk's (torch_npu's own binding serves it)"
+    from op_sdk import npu_binding
+
+    proto = binding.prototype
+    if not os.path.isfile(npu_binding.source_path(opdef)):
+        return f"{proto.api}: declared, source not generated (csrc/npu/{opdef.name}.cpp)"
+    here = opdef.binding_status or "not loaded (no torch_npu in this process)"
+    return (f"{proto.api} (CANN {proto.cann} prototype): {BINDING_LEVEL}; "
+            f"in this process: {here}")
+
+
 def ge_converter(opdef) -> str:
     """The level of ``opdef``'s GE converter, in words."""
     from op_sdk.converters import converter_for
@@ -78,6 +101,6 @@ def ge_converter(opdef) -> str:
 def npu_deliverables(opdef) -> dict[str, str]:
     """{deliverable: its level} for one operator."""
     return {"ascendc_kernel": ascendc_kernel(opdef),
-            "opplugin_binding": "none of op_sdk's",
+            "opplugin_binding": opplugin_binding(opdef),
             "ge_converter": ge_converter(opdef),
             "hardware": HARDWARE}

@@ -6,9 +6,11 @@ what its outputs are called and which attributes it has, with their types and de
 The builder checks every call against it, so a converter cannot emit an input, output or
 attribute name the graph engine does not know.
 
-The table is pinned to CANN 8.5's operator prototypes (the ``op_graph/<op>_proto.h``
-headers of CANN's ops-nn / ops-transformer / ops-math repositories), the release torch-npu
-2.13.0 targets. Prototypes drift between releases (an output ``x`` once named ``x_out``,
+The table is pinned to the operator prototypes of the CANN release torch-npu 2.13.0 targets
+(8.5: its Meta functions test for CANN >= 8.5.0), as CANN's ``op_graph/<op>_proto.h`` headers
+declare them and TorchAir of that wheel generates its IR wrappers from them; the IR
+wrappers are what the tests compare against (no CANN header is read here). Prototypes
+drift between releases (an output ``x`` once named ``x_out``,
 attributes such as ``dst_type`` or ``group_size`` added later), so the table is checked
 against the IR wrappers TorchAir of torch-npu 2.13.0 generates from the same headers
 (``tests/npu/real/test_converters.py``), and the Ascend C kernels' own prototypes

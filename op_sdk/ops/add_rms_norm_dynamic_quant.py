@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from op_sdk.library import Benchmark, define_op
+from op_sdk.npu_binding import AclnnBinding
 from op_sdk.ops._common import (
     HALF_DTYPES,
     INT8,
@@ -107,6 +108,10 @@ npu_add_rms_norm_dynamic_quant = define_op(
     "Tensor? smooth_scale1=None, Tensor? smooth_scale2=None, Tensor? beta=None, "
     "float epsilon=1e-06, bool[2]? output_mask=None, int? y_dtype=None) "
     "-> (Tensor, Tensor, Tensor, Tensor, Tensor)",
+    # CANN 8.1.RC1's aclnnAddRmsNormDynamicQuant has no beta, output mask or output dtype
+    aclnn=AclnnBinding("aclnnAddRmsNormDynamicQuant",
+                       outputs=("y1", "y2", "x", "scale1", "scale2"),
+                       requires={"beta": None, "output_mask": None, "y_dtype": None}),
     reference=add_rms_norm_dynamic_quant_reference, fake=add_rms_norm_dynamic_quant_fake,
     native=("cpu",),
     doc="add + rms_norm (+ beta) + per-token dynamic int8 quantisation, up to two branches.",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from op_sdk.library import Benchmark, define_op
+from op_sdk.npu_binding import AclnnBinding
 from op_sdk.ops._common import (
     INT8,
     QINT8,
@@ -130,6 +131,9 @@ npu_add_rms_norm_quant = define_op(
     "Tensor? zero_points1, Tensor? beta=None, Tensor? scales2=None, Tensor? zero_points2=None, "
     "*, int axis=-1, float epsilon=1e-06, bool div_mode=True, int? dst_type=None) "
     "-> (Tensor, Tensor, Tensor)",
+    # CANN 8.1.RC1's aclnnAddRmsNormQuant has no beta and writes int8
+    aclnn=AclnnBinding("aclnnAddRmsNormQuant", outputs=("y1", "y2", "x"),
+                       requires={"beta": None, "dst_type": None}),
     reference=add_rms_norm_quant_reference, fake=add_rms_norm_quant_fake, native=("cpu",),
     doc="add + rms_norm (+ beta) + static quantisation (int8, float8, hifloat8), one or two "
         "scale sets.",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from op_sdk.library import Benchmark, define_op
+from op_sdk.npu_binding import AclnnBinding
 from op_sdk.ops._common import (
     FLOAT_DTYPES,
     INT4_MAX,
@@ -139,6 +140,10 @@ def dynamic_quant_fake(input, *, smooth_scales=None, group_index=None, dst_type=
 npu_dynamic_quant = define_op(
     "npu_dynamic_quant(Tensor input, *, Tensor? smooth_scales=None, Tensor? group_index=None, "
     "int? dst_type=None, str quant_mode=\"pertoken\", float dst_type_max=0.0) -> (Tensor, Tensor)",
+    # aclnnDynamicQuant: symmetric per-token int8 (dst_type None or torch.int8, code 1)
+    aclnn=AclnnBinding("aclnnDynamicQuant", outputs=("y", "scale"), rename={"x": "input"},
+                       requires={"group_index": None, "dst_type": (None, 1),
+                                 "quant_mode": "pertoken", "dst_type_max": 0.0}),
     reference=dynamic_quant_reference, fake=dynamic_quant_fake, native=("cpu",),
     doc="Symmetric dynamic quantisation per token (or tensor / channel) to int8 or int4.",
     benchmarks=(Benchmark(lambda t, h, dt: ((bench_randn(t, h, dtype=dt),),

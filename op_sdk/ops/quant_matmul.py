@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from op_sdk.library import Benchmark, define_op
+from op_sdk.npu_binding import AclnnBinding
 from op_sdk.ops._common import (
     BFLOAT16,
     FLOAT16,
@@ -264,6 +265,13 @@ npu_quant_matmul = define_op(
     "Tensor? pertoken_scale=None, Tensor? bias=None, int? output_dtype=None, "
     "int? x1_dtype=None, int? x2_dtype=None, int? pertoken_scale_dtype=None, "
     "int? scale_dtype=None, int[]? group_sizes=None, Tensor? y_scale=None) -> Tensor",
+    # CANN's own matmul kernel (no op_sdk Cube kernel); output_dtype reaches it through the
+    # output tensor, which the Meta function allocates in that dtype
+    aclnn=AclnnBinding("aclnnQuantMatmulV4", outputs=("out",), rename={"pertokenScaleOptional": "pertoken_scale"},
+                       constants={"transposeX1": "false", "transposeX2": "false"},
+                       requires={"x1_dtype": None, "x2_dtype": None, "pertoken_scale_dtype": None,
+                                 "scale_dtype": None, "group_sizes": None, "y_scale": None},
+                       meta_only=("output_dtype",)),
     reference=quant_matmul_reference, fake=quant_matmul_fake, native=("cpu",),
     doc="int8 x int8, int4 x int4 and int8 x int4 (per-group) matmul with per-channel / "
         "per-token dequantisation.",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from op_sdk.library import Benchmark, define_op
+from op_sdk.npu_binding import AclnnBinding
 from op_sdk.ops._common import bench_randn, check
 from op_sdk.ops._norm import _normalize, _rms_norm_grad, check_gamma, rstd_shape
 
@@ -58,6 +59,7 @@ def _rms_norm_backward(ctx, dy, drstd):
 
 npu_rms_norm = define_op(
     "npu_rms_norm(Tensor input, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor)",
+    aclnn=AclnnBinding("aclnnRmsNorm", outputs=("y", "rstd"), rename={"x": "input"}),
     reference=rms_norm_reference, fake=rms_norm_fake, native=("cpu",),
     backward=_rms_norm_backward, setup_context=_rms_norm_setup,
     doc="y = x * rstd * gamma over gamma's dims; rstd = 1/sqrt(mean(x^2) + eps).",

@@ -1,0 +1,571 @@
+"""OpPlugin-style eager bindings: an operator's NPU kernel in eager mode is a call of a
+CANN aclnn API through op-plugin's ``EXEC_NPU_CMD_EXT(aclnn<Op>, args...)``, registered
+with ``TORCH_LIBRARY_IMPL(<namespace>, PrivateUse1, m)``.
+
+An operator declares its binding with ``define_op(..., aclnn=AclnnBinding(...))``. The
+declaration names the aclnn API (its prototype comes from the pinned table,
+``op_sdk.aclnn_prototypes``) and only what cannot be derived: the names of the schema's
+returns, the aclnn parameters whose schema argument has another name, constants, and the
+schema arguments the API cannot take. From it:
+
+* ``check_binding`` checks the declaration against the prototype and the schema when the
+  operator is defined (errors name the operator, the argument and the rule);
+* ``generate_source`` writes the binding's C++ (csrc/npu/<operator>.cpp, committed; a test
+  keeps it equal to what the declaration generates): the aclnn arguments in prototype
+  order, the outputs allocated from the operator's Meta function, and a compile-time
+  check of every converted argument's C type against the prototype;
+* ``check_source`` reads the ``EXEC_NPU_CMD_EXT`` call of a binding source and checks its
+  argument order against the prototype (for sources edited by hand);
+* ``decide`` / ``load_bindings`` register a built binding only for operators the
+  installed torch_npu does not define (backfilling an older torch_npu; never two kernels
+  for one operator).
+
+Verification level (op_sdk.app.deliverables): the bindings compile on x86 against the
+torch_npu wheel's headers and load beside torch_npu with CANN replaced by stub libraries
+(tests/npu/real/test_bindings.py); no binding has run on Ascend hardware.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+import re
+from typing import Any
+
+from op_sdk.aclnn_prototypes import PROTOTYPES, AclnnParam, AclnnPrototype
+
+__all__ = ["AclnnBinding", "BindingError", "check_binding", "binding_plan", "generate_source",
+           "check_source", "decide", "load_bindings", "binding_sources", "source_path",
+           "library_path", "current_version", "declared_bindings", "write_sources"]
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+# csrc/npu of the source tree, or the installed package's copy (op_sdk/include/csrc/npu)
+SOURCE_DIR = next((d for d in (os.path.join(ROOT, "csrc", "npu"),
+                               os.path.join(HERE, "include", "csrc", "npu")) if os.path.isdir(d)),
+                  os.path.join(ROOT, "csrc", "npu"))
+
+
+class BindingError(ValueError):
+    """A binding declaration or source that contradicts the aclnn prototype or the schema."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AclnnBinding:
+    """How an operator calls its aclnn API.
+
+    api:       the aclnn API (``aclnnRmsNorm``); its prototype must be in the pinned table.
+    outputs:   a name for each of the schema's returns, in order; the aclnn output
+               parameter ``<name>Out`` (or ``out`` for a single return) writes it.
+    rename:    {aclnn parameter: schema argument} where the names differ (``{"x": "input"}``);
+               otherwise parameter ``smoothScale1Optional`` takes argument ``smooth_scale1``.
+    constants: {aclnn parameter: C++ literal} for parameters the schema has no argument for.
+    requires:  {schema argument: allowed value or tuple of values} for arguments the API
+               cannot take; the binding rejects any other value with an error that names
+               the argument (None: the argument must be absent).
+    meta_only: schema arguments that only choose the outputs' shape or dtype (the outputs
+               are allocated from the operator's Meta function, which reads them).
+    """
+
+    api: str
+    outputs: tuple[str, ...]
+    rename: dict[str, str] = dataclasses.field(default_factory=dict)
+    constants: dict[str, str] = dataclasses.field(default_factory=dict)
+    requires: dict[str, Any] = dataclasses.field(default_factory=dict)
+    meta_only: tuple[str, ...] = ()
+
+    @property
+    def prototype(self) -> AclnnPrototype:
+        return PROTOTYPES[self.api]
+
+
+# ---------------------------------------------------------------------------------------
+# The schema, as the binding sees it
+
+
+@dataclasses.dataclass(frozen=True)
+class _Arg:
+    name: str
+    type: str          # the schema type: Tensor, Tensor?, float, int, int?, bool, str, ...
+    kwarg_only: bool
+
+
+def _schema_args(opdef) -> tuple[list[_Arg], int]:
+    import torch
+
+    schema = torch._C.parse_schema(f"{opdef.qualname}{opdef.schema[len(opdef.name):]}")
+    text = str(schema)
+    inside = text[text.index("(") + 1: text.rindex(") ->")]
+    args, kwarg_only = [], False
+    for piece in _split_args(inside):  # "Tensor? smooth_scale1=None" -> ("Tensor?", ...)
+        if piece == "*":
+            kwarg_only = True
+            continue
+        m = re.fullmatch(r"(.+?)\s+(\w+)(=.*)?", piece.strip())
+        args.append(_Arg(m.group(2), re.sub(r"\(.*?\)", "", m.group(1)).strip(), kwarg_only))
+    assert [x.name for x in args] == [x.name for x in schema.arguments], text
+    return args, len(schema.returns)
+
+
+# schema type -> (C++ parameter type of the kernel, C type(s) EXEC_NPU_CMD_EXT converts it to)
+_CPP_TYPES = {
+    "Tensor": ("const at::Tensor&", ("aclTensor*",)),
+    "Tensor?": ("const c10::optional<at::Tensor>&", ("aclTensor*",)),
+    "float": ("double", ("double",)),
+    "int": ("int64_t", ("int64_t",)),
+    "bool": ("bool", ("bool",)),
+    "str": ("c10::string_view", ()),
+    "int?": ("c10::optional<int64_t>", ()),
+    "float?": ("c10::optional<double>", ()),
+    "int[]?": ("at::OptionalIntArrayRef", ("aclIntArray*",)),
+    "int[]": ("at::IntArrayRef", ("aclIntArray*",)),
+    "bool[2]?": ("c10::optional<std::array<bool, 2>>", ()),
+    "ScalarType": ("at::ScalarType", ("aclDataType",)),
+}
+# an int argument passed to a narrower or dtype parameter goes through a named conversion
+_CONVERSIONS = {("int", "int32_t"): "static_cast<int32_t>",
+                ("int", "aclDataType"): "static_cast<at::ScalarType>"}
+
+
+def _default_argument(param: AclnnParam) -> str:
+    """aclnn parameter name -> the schema argument of that name (``smoothScale1Optional``
+    -> ``smooth_scale1``, ``yOut`` -> output ``y``)."""
+    name = param.name
+    for suffix in ("Optional", "Out"):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            name = name[: -len(suffix)]
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", lambda m: "_" + m.group(1).lower(), name)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Bound:
+    param: AclnnParam
+    kind: str          # "arg", "output" or "constant"
+    target: str        # schema argument / output name / C++ literal
+    expr: str          # the C++ lvalue passed to EXEC_NPU_CMD_EXT
+    conversion: str = ""  # how expr is computed from target, when it is not target itself
+
+
+def _fail(opdef, binding, rule: str) -> BindingError:
+    return BindingError(f"{opdef.qualname} binding to {binding.api}: {rule}")
+
+
+def binding_plan(opdef, binding: AclnnBinding | None = None) -> list[_Bound]:
+    """Each aclnn parameter, in prototype order, with what the binding passes to it.
+    Raises BindingError where the declaration contradicts the prototype or the schema."""
+    binding = binding or opdef.aclnn
+    if binding.api not in PROTOTYPES:
+        raise _fail(opdef, binding, f"no prototype for {binding.api} in the pinned table "
+                    "(op_sdk/aclnn_prototypes.py); rule: every binding calls an API whose "
+                    "prototype is pinned with its CANN version")
+    proto = binding.prototype
+    args, n_returns = _schema_args(opdef)
+    by_name = {a.name: a for a in args}
+    names = {p.name for p in proto.params}
+    for table, what in ((binding.rename, "rename"), (binding.constants, "constants")):
+        for key in table:
+            if key not in names:
+                raise _fail(opdef, binding, f"{what}= names '{key}', which is no parameter of "
+                            f"{binding.api} ({', '.join(p.name for p in proto.params)})")
+    for key in list(binding.requires) + list(binding.meta_only) + list(binding.rename.values()):
+        if key not in by_name:
+            raise _fail(opdef, binding, f"'{key}' is no argument of the schema "
+                        f"({', '.join(by_name)})")
+    if len(binding.outputs) != n_returns or len(set(binding.outputs)) != n_returns:
+        raise _fail(opdef, binding, f"outputs= names {len(binding.outputs)} returns "
+                    f"{binding.outputs}, the schema has {n_returns}; rule: one distinct name "
+                    "per return, in schema order")
+
+    for arg in args:
+        if arg.type not in _CPP_TYPES:
+            raise _fail(opdef, binding, f"argument '{arg.name}' has type {arg.type}, which the "
+                        f"bindings do not handle ({', '.join(_CPP_TYPES)})")
+    for name, value in binding.requires.items():
+        values = value if isinstance(value, tuple) else (value,)
+        if None in values and not by_name[name].type.endswith("?"):
+            raise _fail(opdef, binding, f"requires= allows None for argument '{name}' "
+                        f"({by_name[name].type}), which cannot be None; rule: None only for "
+                        "optional arguments")
+
+    plan: list[_Bound] = []
+    seen_args: set[str] = set()
+    seen_outputs: list[str] = []
+    for i, p in enumerate(proto.params):
+        where = f"parameter {i + 1} '{p.name}' ({p.ctype})"
+        if p.name in binding.constants:
+            if p.output:
+                raise _fail(opdef, binding, f"{where} is an output; rule: outputs are the "
+                            "operator's returns, never constants")
+            plan.append(_Bound(p, "constant", binding.constants[p.name], p.name))
+            continue
+        target = binding.rename.get(p.name, _default_argument(p))
+        if p.output:
+            if p.name == "out" and len(binding.outputs) == 1 and p.name not in binding.rename:
+                target = binding.outputs[0]
+            if target not in binding.outputs:
+                raise _fail(opdef, binding, f"{where} is an output and no return is named "
+                            f"'{target}' (outputs={binding.outputs}); rule: the output "
+                            "parameter <name>Out writes the return named <name>")
+            seen_outputs.append(target)
+            plan.append(_Bound(p, "output", target, f"{target}_out"))
+            continue
+        arg = by_name.get(target)
+        if arg is None:
+            raise _fail(opdef, binding, f"{where} takes schema argument '{target}', which the "
+                        f"schema does not have ({', '.join(by_name)}); rule: each aclnn "
+                        "parameter takes the argument of its name, or the one rename= or "
+                        "constants= gives it")
+        if target in seen_args:
+            raise _fail(opdef, binding, f"argument '{target}' is passed again, to {where}; "
+                        "rule: each schema argument reaches one aclnn parameter")
+        if target in binding.requires or target in binding.meta_only:
+            raise _fail(opdef, binding, f"argument '{target}' is passed to {where} and also "
+                        "listed in requires= / meta_only=")
+        cpp, converts_to = _CPP_TYPES.get(arg.type, (None, ()))
+        want = p.ctype.replace("const ", "")
+        conversion = _CONVERSIONS.get((arg.type, want))
+        if cpp is None or (want not in converts_to and conversion is None):
+            raise _fail(opdef, binding, f"argument '{target}' ({arg.type}) cannot be passed "
+                        f"to {where}; rule: Tensor/Tensor? -> aclTensor*, float -> double, "
+                        "int -> int64_t (or int32_t / aclDataType through a conversion), "
+                        "bool -> bool, int[] -> aclIntArray*")
+        if arg.type == "Tensor?" and not p.optional:
+            raise _fail(opdef, binding, f"optional argument '{target}' (Tensor?) is passed to "
+                        f"{where}, which may not be null; rule: an optional tensor goes to an "
+                        "...Optional parameter (or one the table marks nullable), or is "
+                        "pinned with requires=")
+        seen_args.add(target)
+        expr = f"{target}_{want.lower()}" if conversion else target
+        plan.append(_Bound(p, "arg", target, expr, conversion or ""))
+    if sorted(seen_outputs) != sorted(binding.outputs):
+        missing = [o for o in binding.outputs if o not in seen_outputs]
+        raise _fail(opdef, binding, f"returns {missing} are written by no output parameter "
+                    f"of {binding.api}; rule: every return is an aclnn output")
+    unbound = [a.name for a in args if a.name not in seen_args and a.name not in
+               binding.requires and a.name not in binding.meta_only]
+    if unbound:
+        raise _fail(opdef, binding, f"schema argument(s) {unbound} reach no parameter of "
+                    f"{binding.api}; rule: every argument is passed, pinned with requires= "
+                    "(the binding rejects other values) or listed in meta_only=")
+    return plan
+
+
+def check_binding(opdef, binding: AclnnBinding) -> None:
+    """Raise BindingError unless ``binding`` agrees with its prototype and the schema."""
+    binding_plan(opdef, binding)
+
+
+# ---------------------------------------------------------------------------------------
+# C++
+
+
+def source_path(opdef) -> str:
+    return os.path.join(SOURCE_DIR, f"{opdef.name}.cpp")
+
+
+def _cpp_literal(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return repr(value)
+
+
+def _require_condition(arg: _Arg, value) -> str:
+    """C++ condition that holds when argument ``arg`` has the allowed ``value``."""
+    optional = arg.type.endswith("?")
+    if value is None:
+        return f"!{arg.name}.has_value()"
+    if arg.type == "str":
+        return f"{arg.name} == c10::string_view({_cpp_literal(value)})"
+    if optional:
+        return f"({arg.name}.has_value() && *{arg.name} == {_cpp_literal(value)})"
+    return f"{arg.name} == {_cpp_literal(value)}"
+
+
+def _ivalue(arg: _Arg, binding: AclnnBinding) -> str:
+    """The boxed value the Meta call gets for ``arg``."""
+    if arg.type in ("Tensor", "Tensor?"):
+        return f"op_sdk_npu::meta({arg.name})"
+    if binding.requires.get(arg.name, 0) is None and arg.type.endswith("?"):
+        return "c10::IValue()"  # pinned to None
+    if arg.type == "str":
+        return f"c10::IValue(std::string({arg.name}))"
+    if arg.type in ("int[]?",):
+        return f"({arg.name}.has_value() ? c10::IValue({arg.name}->vec()) : c10::IValue())"
+    if arg.type == "int[]":
+        return f"c10::IValue({arg.name}.vec())"
+    if arg.type == "bool[2]?":
+        return (f"({arg.name}.has_value() ? c10::IValue(std::vector<bool>({arg.name}->begin(), "
+                f"{arg.name}->end())) : c10::IValue())")
+    return f"c10::IValue({arg.name})"
+
+
+def generate_source(opdef, binding: AclnnBinding | None = None) -> str:
+    """The binding's C++ source, generated from its declaration."""
+    binding = binding or opdef.aclnn
+    plan = binding_plan(opdef, binding)
+    args, n_returns = _schema_args(opdef)
+    proto = binding.prototype
+    fn = f"{opdef.name}_npu"
+    ret = "at::Tensor" if n_returns == 1 else f"std::tuple<{', '.join(['at::Tensor'] * n_returns)}>"
+    params = ",\n    ".join(f"{_CPP_TYPES[a.type][0]} {a.name}" for a in args)
+    lines = [
+        f"// OpPlugin-style eager binding of {opdef.qualname} to {proto.api} (CANN {proto.cann}).",
+        f"// Generated by op_sdk.npu_binding from the aclnn= declaration in {opdef.module};",
+        "// edit the declaration, not this file (tests/npu/test_bindings.py keeps the two equal).",
+        "// Built only where torch_npu is importable; registered only when the installed",
+        f"// torch_npu does not define {opdef.qualname} (op_sdk.npu_binding.load_bindings).",
+        f"// Prototype ({proto.source}):",
+        f"//   {proto.signature()}",
+        '#include "binding.h"',
+        "",
+        f"OPSDK_ACLNN_PROTOTYPE({proto.api}, {', '.join(p.ctype for p in proto.params)});",
+        "",
+        "namespace {",
+        "",
+        f"{ret} {fn}(",
+        f"    {params}) {{",
+    ]
+    by_name = {a.name: a for a in args}
+    for name, value in binding.requires.items():
+        values = value if isinstance(value, tuple) else (value,)
+        cond = " || ".join(_require_condition(by_name[name], v) for v in values)
+        shown = " or ".join("None" if v is None else repr(v) for v in values)
+        lines.append(f"  TORCH_CHECK({cond},")
+        lines.append(f'              "{opdef.qualname}: argument \'{name}\' must be {shown} '
+                     f'for op_sdk\'s binding to {proto.api} (CANN {proto.cann}), which has '
+                     'no parameter for other values");')
+    ivalues = ", ".join(_ivalue(a, binding) for a in args)
+    lines.append(f'  auto outputs = op_sdk_npu::empty_outputs("{opdef.qualname}", {{{ivalues}}}, '
+                 f"{_device_arg(args)});")
+    for i, name in enumerate(binding.outputs):
+        lines.append(f"  at::Tensor {name}_out = outputs[{i}];")
+    for b in plan:  # EXEC_NPU_CMD_EXT takes lvalues: constants and conversions become locals
+        if b.kind == "constant":
+            lines.append(f"  const {b.param.ctype} {b.expr} = {b.target};")
+        elif b.conversion:
+            lines.append(f"  const auto {b.expr} = {b.conversion}({b.target});")
+    call = ", ".join(b.expr for b in plan)
+    lines.append(f"  OPSDK_CHECK_ACLNN_ARGS({proto.api}, {call});")
+    lines.append(f"  EXEC_NPU_CMD_EXT({proto.api}, {call});")
+    outs = ", ".join(f"{name}_out" for name in binding.outputs)
+    lines.append(f"  return {outs if n_returns == 1 else '{' + outs + '}'};")
+    lines += ["}", "", "}  // namespace", "",
+              f"TORCH_LIBRARY_IMPL({opdef.namespace}, PrivateUse1, m) {{",
+              f'  m.impl("{opdef.name}", TORCH_FN({fn}));', "}", ""]
+    return "\n".join(lines)
+
+
+def _device_arg(args: list[_Arg]) -> str:
+    first = next(a for a in args if a.type == "Tensor")
+    return f"{first.name}.device()"
+
+
+_CALL = re.compile(r"EXEC_NPU_CMD_EXT\(\s*(\w+)\s*,(.*?)\);", re.S)
+
+
+def _split_args(text: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        if ch in "(<{[":
+            depth += 1
+        elif ch in ")>}]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur.strip())
+    return [a for a in out if a]
+
+
+def check_source(opdef, source: str, binding: AclnnBinding | None = None) -> None:
+    """Check the ``EXEC_NPU_CMD_EXT`` call of a binding source against the prototype:
+    the API, the number of arguments, and, position by position, that each argument is
+    what the parameter of that position takes. Raises BindingError naming the operator,
+    the parameter and the argument."""
+    binding = binding or opdef.aclnn
+    plan = binding_plan(opdef, binding)
+    calls = _CALL.findall(source)
+    if len(calls) != 1:
+        raise _fail(opdef, binding, f"the source has {len(calls)} EXEC_NPU_CMD_EXT calls; "
+                    "rule: exactly one")
+    api, text = calls[0]
+    if api != binding.api:
+        raise _fail(opdef, binding, f"the source calls {api}; rule: the declared API")
+    got = _split_args(text)
+    if len(got) != len(plan):
+        raise _fail(opdef, binding, f"the call passes {len(got)} arguments, the prototype "
+                    f"has {len(plan)} ({binding.prototype.signature()}); rule: one argument "
+                    "per parameter, workspaceSize and executor excluded")
+    for i, (expr, bound) in enumerate(zip(got, plan)):
+        if re.sub(r"\s+", "", expr) != re.sub(r"\s+", "", bound.expr):
+            raise _fail(opdef, binding, f"argument {i + 1} is '{expr}', but parameter "
+                        f"{i + 1} '{bound.param.name}' ({bound.param.ctype}) takes "
+                        f"{bound.kind} '{bound.target}' ('{bound.expr}'); rule: the aclnn "
+                        "argument order is the prototype's")
+
+
+def binding_sources() -> dict[str, str]:
+    """{operator name: path} of the binding sources in csrc/npu/."""
+    return {os.path.basename(p)[:-4]: p for p in sorted(glob.glob(os.path.join(SOURCE_DIR, "*.cpp")))}
+
+
+# ---------------------------------------------------------------------------------------
+# Build flags (setup.py, CMake and the tests use the same)
+
+
+def current_version(torch_version: str) -> int:
+    """op-plugin's CURRENT_VERSION for a torch version: V2R<minor> is minor - 1
+    (op_plugin/utils/Version.h: V2R1 = 0, ..., V2R13 = 12)."""
+    major, minor = (int(x) for x in re.match(r"(\d+)\.(\d+)", torch_version).groups())
+    if major != 2:
+        raise ValueError(f"op-plugin versions exist for torch 2.x, not {torch_version}")
+    return minor - 1
+
+
+def include_dirs(torch_npu_dir: str) -> list[str]:
+    """csrc/npu and the torch_npu wheel's headers (op-plugin's under third_party/)."""
+    inc = os.path.join(torch_npu_dir, "include")
+    return [SOURCE_DIR, inc, os.path.join(inc, "third_party", "op-plugin"),
+            os.path.join(inc, "third_party", "acl", "inc")]
+
+
+def compile_command(source: str, output: str, torch_npu_dir: str, cxx: str = "g++") -> list[str]:
+    """The command that builds one binding library on this machine (the flags setup.py and
+    CMakeLists.txt use): torch's and torch_npu's headers, op-plugin's CURRENT_VERSION for
+    the installed torch, linked against libtorch_npu."""
+    import sysconfig
+
+    import torch
+    from torch.utils import cpp_extension
+
+    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
+    # the wheels' headers as system headers: their own warnings are not the binding's
+    system = (include_dirs(torch_npu_dir)[1:] + cpp_extension.include_paths()
+              + [sysconfig.get_paths()["include"]])
+    return [cxx, "-shared", "-fPIC", "-O1", "-std=c++20", "-Wall", "-Werror",
+            f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+            f"-DCURRENT_VERSION={current_version(torch.__version__)}", f"-I{SOURCE_DIR}",
+            *(f"-isystem{d}" for d in system), source, "-o", output,
+            f"-L{os.path.join(torch_npu_dir, 'lib')}", "-ltorch_npu",
+            *(f"-L{d}" for d in cpp_extension.library_paths()), "-ltorch", "-ltorch_cpu", "-lc10",
+            f"-Wl,-rpath,{os.path.join(torch_npu_dir, 'lib')}"]
+
+
+# ---------------------------------------------------------------------------------------
+# Registration: only for operators the installed torch_npu does not define
+
+
+def decide(opdefs, has_schema, has_kernel) -> dict[str, str]:
+    """{qualname: "register" or why not} for the operators with a binding.
+
+    has_schema(qualname) and has_kernel(qualname, dispatch_key) read a registry (the
+    dispatcher's, or a test's). A binding registers only when op_sdk defined the schema
+    itself (opdef.owned: torch_npu lacks the operator) and no PrivateUse1 kernel exists."""
+    out = {}
+    for opdef in opdefs:
+        if getattr(opdef, "aclnn", None) is None:
+            continue
+        q = opdef.qualname
+        if not opdef.owned:
+            out[q] = "skipped: torch_npu defines it (its own kernel serves it)"
+        elif has_kernel(q, "PrivateUse1"):
+            out[q] = "skipped: a PrivateUse1 kernel is already registered"
+        elif not has_schema(q):
+            out[q] = "skipped: the schema is not defined"
+        else:
+            out[q] = "register"
+    return out
+
+
+def binding_dir() -> str | None:
+    """Where the built binding libraries are (op_sdk/npu_bindings/), or None."""
+    d = os.path.join(HERE, "npu_bindings")
+    return d if os.path.isdir(d) else None
+
+
+def library_path(opdef, directory: str | None = None) -> str | None:
+    """The built binding library of ``opdef`` in ``directory`` (default: the package's
+    npu_bindings/): ``<operator>.so`` or setup.py's ``<operator>.<abi tag>.so``."""
+    directory = directory or binding_dir()
+    if directory is None:
+        return None
+    found = sorted(glob.glob(os.path.join(directory, f"{opdef.name}.so"))
+                   + glob.glob(os.path.join(directory, f"{opdef.name}.*.so")))
+    return found[0] if found else None
+
+
+def load_bindings(opdefs=None, directory: str | None = None) -> dict[str, str]:
+    """Load the built binding of every operator ``decide`` registers; returns
+    {qualname: status} and records it in each OpDef's ``binding_status``. Does nothing
+    without torch_npu (the libraries link libtorch_npu, and PrivateUse1 is its device)."""
+    import torch
+
+    from op_sdk import library
+
+    if library.torch_npu_module() is None:
+        return {}
+    opdefs = [o for o in (opdefs if opdefs is not None else library.registered_ops())
+              if o.aclnn is not None]
+
+    def has_schema(q):
+        return library._has_schema(*q.split("::"))
+
+    def has_kernel(q, key):
+        return torch._C._dispatch_has_kernel_for_dispatch_key(q, key)
+
+    status = decide(opdefs, has_schema, has_kernel)
+    for opdef in opdefs:
+        q = opdef.qualname
+        if status[q] == "register":
+            path = library_path(opdef, directory)
+            if path is None:
+                status[q] = "not built (op_sdk was built where torch_npu was not importable)"
+            else:
+                torch.ops.load_library(path)
+                status[q] = "registered"
+        opdef.binding_status = status[q]
+    return status
+
+
+# ---------------------------------------------------------------------------------------
+# The declared bindings, and their generated sources
+
+EXAMPLES = ("plugin_fused_op",)  # examples/ whose operators declare a binding
+
+
+def declared_bindings(examples_dir: str | None = None) -> list:
+    """The operators with an aclnn= declaration: op_sdk's own, and the examples' (imported
+    for it from ``examples_dir``, default the source tree's examples/, when it is there)."""
+    import importlib.util
+    import sys
+
+    from op_sdk import library
+
+    examples_dir = examples_dir or os.path.join(ROOT, "examples")
+    if os.path.isdir(examples_dir):
+        for name in EXAMPLES:
+            path = os.path.join(examples_dir, f"{name}.py")
+            if name not in sys.modules and os.path.exists(path):
+                spec = importlib.util.spec_from_file_location(name, path)
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[name] = module
+                spec.loader.exec_module(module)
+    return [o for o in library.registered_ops() if o.aclnn is not None]
+
+
+def write_sources() -> list[str]:
+    """(Re)generate csrc/npu/<operator>.cpp for every declared binding; returns the paths."""
+    os.makedirs(SOURCE_DIR, exist_ok=True)
+    paths = []
+    for opdef in declared_bindings():
+        path = source_path(opdef)
+        with open(path, "w") as f:
+            f.write(generate_source(opdef))
+        paths.append(path)
+    return paths
+

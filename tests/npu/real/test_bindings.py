@@ -1,0 +1,214 @@
+"""The OpPlugin-style eager bindings (csrc/npu/) beside the real torch_npu, which CANN stub
+libraries let import on x86 (run by tests/npu/test_torch_npu_real.py):
+
+* each binding compiles on x86 against the wheel's headers (op-plugin's EXEC_NPU_CMD_EXT,
+  -DCURRENT_VERSION for torch 2.13), and its compile-time check rejects arguments whose
+  converted C types contradict the aclnn prototype;
+* each library loads, and its TORCH_LIBRARY_IMPL(<ns>, PrivateUse1) kernel is accepted by the
+  dispatcher for the operator's schema (torch_npu's, for the npu operators);
+* the registration decision: beside torch_npu 2.13, which defines every npu operator op_sdk
+  binds, no npu binding registers (torch_npu's kernels stay), the plugin example's does;
+  against the real registry minus one operator (an older torch_npu), exactly that one would.
+
+No binding's kernel is called: that would reach ACL. Nothing here is verified on hardware.
+"""
+
+import dataclasses
+import glob
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch_npu
+
+import op_sdk
+from op_sdk import npu_binding as nb
+from tests.npu.binding_build import build, build_all
+
+TORCH_NPU_DIR = os.path.dirname(torch_npu.__file__)
+# the tree these tests are in (its examples/ and setup.py; op_sdk may be installed elsewhere)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+BINDINGS = nb.declared_bindings(os.path.join(ROOT, "examples"))
+NPU_BINDINGS = [o for o in BINDINGS if o.namespace == "npu"]
+
+
+@pytest.fixture(scope="module")
+def built():
+    return build_all({name: open(path).read() for name, path in nb.binding_sources().items()},
+                     TORCH_NPU_DIR)
+
+
+@pytest.fixture(scope="module")
+def libdir(built, tmp_path_factory):
+    """The built libraries under the names load_bindings looks for."""
+    d = tmp_path_factory.mktemp("npu_bindings")
+    for name, b in built.items():
+        if b.ok:
+            os.symlink(b.library, d / f"{name}.so")
+    return str(d)
+
+
+@pytest.mark.parametrize("name", sorted(nb.binding_sources()))
+def test_binding_compiles_against_torch_npu_headers(built, name):
+    b = built[name]
+    assert b.ok, f"{name} does not compile against torch_npu's headers:\n{b.errors[-6000:]}"
+    undefined = subprocess.run(["nm", "-D", "--undefined-only", b.library], capture_output=True,
+                               text=True, check=True).stdout
+    # the aclnn call goes through op-plugin's runtime (resolved in libtorch_npu), not a
+    # link-time CANN symbol
+    assert "GetApiFunc" in undefined and "aclnn" not in undefined.replace("GetApiFunc", "")
+
+
+def _variant(name: str, old: str, new: str) -> str:
+    source = open(nb.binding_sources()[name]).read()
+    assert source.count(old) == 2, old  # the compile-time check and the call
+    return source.replace(old, new)
+
+
+def test_compile_time_check_rejects_a_mistyped_argument_order():
+    """gamma and epsilon swapped: the converted types (double, aclTensor*) contradict the
+    prototype (const aclTensor*, double) at position 1: the build fails naming both."""
+    b = build("npu_rms_norm_swapped",
+              _variant("npu_rms_norm", "aclnnRmsNorm, input, gamma, epsilon,",
+                       "aclnnRmsNorm, input, epsilon, gamma,"), TORCH_NPU_DIR)
+    assert not b.ok
+    assert re.search(r"aclnn_argument_matches_prototype<1, const aclTensor\s?\*, double, false>",
+                     b.errors), b.errors[-4000:]
+
+
+def test_compile_time_check_rejects_a_missing_argument():
+    b = build("npu_add_rms_norm_short",
+              _variant("npu_add_rms_norm", "x1, x2, gamma, epsilon,", "x1, x2, gamma,"),
+              TORCH_NPU_DIR)
+    assert not b.ok
+    assert "the number of arguments differs from the aclnn prototype's" in b.errors, b.errors[-4000:]
+
+
+def _run(code: str) -> str:
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                         text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-6000:]
+    return out.stdout
+
+
+def _private_use1(dump: str) -> str:
+    return next((line for line in dump.splitlines() if line.startswith("PrivateUse1:")), "")
+
+
+def test_npu_bindings_stay_out_beside_torch_npu(libdir):
+    """torch_npu 2.13 defines every npu operator op_sdk binds: none registers, and each keeps
+    torch_npu's own PrivateUse1 kernel."""
+    status = nb.load_bindings(NPU_BINDINGS, directory=libdir)
+    assert status == {o.qualname: "skipped: torch_npu defines it (its own kernel serves it)"
+                      for o in NPU_BINDINGS}
+    for opdef in NPU_BINDINGS:
+        line = _private_use1(torch._C._dispatch_dump(opdef.qualname))
+        assert line and "csrc/npu" not in line and libdir not in line, line
+
+
+def test_plugin_binding_registers_beside_torch_npu(libdir):
+    """The plugin example's operator is no torch_npu operator: its binding registers a
+    PrivateUse1 kernel (the dispatcher checks its C++ signature against the schema)."""
+    out = _run(f"""
+        import importlib.util, sys, torch, torch_npu
+        assert torch.npu.is_available() is False
+        import op_sdk
+        from op_sdk import npu_binding as nb
+        spec = importlib.util.spec_from_file_location("plugin_fused_op", "examples/plugin_fused_op.py")
+        module = importlib.util.module_from_spec(spec); sys.modules["plugin_fused_op"] = module
+        spec.loader.exec_module(module)
+        opdef = op_sdk.get_op("silu_mul_quant", "my_ops")
+        assert opdef.binding_status.startswith("not built"), opdef.binding_status
+        print(nb.load_bindings([opdef], directory={libdir!r}))
+        print(torch._C._dispatch_dump("my_ops::silu_mul_quant"))
+        # loading again registers nothing twice: the kernel is there now
+        print(nb.load_bindings([opdef], directory={libdir!r}))
+    """)
+    assert "{'my_ops::silu_mul_quant': 'registered'}" in out, out
+    assert "{'my_ops::silu_mul_quant': 'skipped: a PrivateUse1 kernel is already registered'}" in out
+    line = _private_use1(out)
+    assert "silu_mul_quant.cpp" in line and "[ boxed unboxed ]" in line, out
+
+
+def test_each_npu_binding_signature_fits_torch_npus_schema(libdir):
+    """In a throwaway process, each npu binding is loaded on purpose over torch_npu's kernel:
+    the dispatcher accepts its C++ signature for torch_npu's schema (an inferred schema that
+    differs is an error at registration), so a backfill on an older torch_npu registers."""
+    names = [o.name for o in NPU_BINDINGS]
+    out = _run(f"""
+        import os, torch, torch_npu
+        assert torch.npu.is_available() is False
+        for name in {names!r}:
+            torch.ops.load_library(os.path.join({libdir!r}, name + ".so"))
+            dump = torch._C._dispatch_dump("npu::" + name)
+            line = [l for l in dump.splitlines() if l.startswith("PrivateUse1:")][0]
+            assert name + ".cpp" in line, (name, dump)
+            print("ok", name)
+    """)
+    assert [line for line in out.splitlines() if line.startswith("ok ")] == [f"ok {n}" for n in names], out
+
+
+@pytest.mark.parametrize("missing", NPU_BINDINGS, ids=lambda o: o.name)
+def test_backfill_decision_against_the_real_registry_minus_one_operator(missing):
+    """An older torch_npu that lacks ``missing``: op_sdk would then define its schema itself
+    (owned) and no PrivateUse1 kernel would exist; the decision, reading the real registry
+    for every other operator, registers exactly that binding."""
+    def has_kernel(q, key):
+        if q == missing.qualname:
+            return False
+        return torch._C._dispatch_has_kernel_for_dispatch_key(q, key)
+
+    assert torch._C._dispatch_has_kernel_for_dispatch_key(missing.qualname, "PrivateUse1")
+    opdefs = [dataclasses.replace(o, owned=(o.qualname == missing.qualname)) for o in NPU_BINDINGS]
+    status = nb.decide(opdefs, lambda q: op_sdk.library._has_schema(*q.split("::")), has_kernel)
+    assert [q for q, s in status.items() if s == "register"] == [missing.qualname], status
+
+
+def test_deliverables_report_the_level_reached():
+    from op_sdk.app.deliverables import BINDING_LEVEL, npu_deliverables
+
+    for opdef in NPU_BINDINGS:
+        level = npu_deliverables(opdef)
+        assert BINDING_LEVEL in level["opplugin_binding"]
+        assert "torch_npu defines it" in level["opplugin_binding"]
+        assert level["hardware"] == "not verified"
+
+
+def test_setup_py_builds_every_binding_with_torch_npu():
+    from tests.npu.binding_build import setup_extensions
+
+    if not os.path.exists(os.path.join(ROOT, "setup.py")):
+        pytest.skip("no source tree beside the tests")
+    ext = {e[0]: e for e in setup_extensions(ROOT, dict(os.environ))}
+    names = sorted(nb.binding_sources())
+    assert sorted(ext) == sorted(["op_sdk._C"] + [f"op_sdk.npu_bindings.{n}" for n in names])
+    for n in names:
+        assert ext[f"op_sdk.npu_bindings.{n}"][1] == [f"csrc/npu/{n}.cpp"]
+        assert ext[f"op_sdk.npu_bindings.{n}"][2] == {"CURRENT_VERSION": "12"}
+
+
+def test_cmake_configures_every_binding_with_torch_npu(tmp_path):
+    """CMakeLists.txt, configured where torch_npu imports, defines one library target per
+    binding with op-plugin's CURRENT_VERSION (building them is what the tests above do with
+    the same flags)."""
+    import shutil
+
+    cmake = shutil.which("cmake")
+    if cmake is None or not os.path.exists(os.path.join(ROOT, "CMakeLists.txt")):
+        pytest.skip("no cmake, or no source tree beside the tests")
+    out = subprocess.run([cmake, "-S", ROOT, "-B", str(tmp_path), f"-DPython3_EXECUTABLE={sys.executable}"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert f"op_sdk: torch_npu at {TORCH_NPU_DIR}: OpPlugin bindings of csrc/npu/ built" in out.stdout
+    targets = subprocess.run([cmake, "--build", str(tmp_path), "--target", "help"],
+                             capture_output=True, text=True, timeout=300).stdout
+    for name in nb.binding_sources():
+        assert f"op_sdk_binding_{name}" in targets, targets[-3000:]
+    # the compile flags: CMakeFiles/<target>.dir/flags.make (Makefiles) or build.ninja
+    files = glob.glob(str(tmp_path / "CMakeFiles" / "op_sdk_binding_*" / "flags.make"))
+    files += glob.glob(str(tmp_path / "build.ninja"))
+    assert "-DCURRENT_VERSION=12" in "".join(open(p).read() for p in files)

@@ -1,0 +1,255 @@
+"""The OpPlugin-style eager bindings without torch_npu (op_sdk.npu_binding): every aclnn=
+declaration agrees with its pinned prototype and its schema, the committed csrc/npu/
+sources are what the declarations generate, a binding source whose aclnn arguments are out
+of order is rejected naming the operator, parameter and argument, declaration errors name
+the operator, argument and rule, and the registration decision backfills exactly the
+operators torch_npu lacks. Compiling and loading them beside the real torch_npu:
+tests/npu/real/test_bindings.py."""
+
+import dataclasses
+import os
+import re
+
+import pytest
+
+import op_sdk
+from op_sdk import aclnn_prototypes as protos
+from op_sdk import npu_binding as nb
+from op_sdk.library import OpDef
+
+# the tree these tests are in (its examples/ and setup.py; op_sdk may be installed elsewhere)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BINDINGS = nb.declared_bindings(os.path.join(ROOT, "examples"))
+IDS = [o.name for o in BINDINGS]
+
+
+def test_the_bindings_declared():
+    names = {o.qualname for o in BINDINGS}
+    assert {"npu::npu_rms_norm", "npu::npu_add_rms_norm", "npu::npu_add_rms_norm_quant",
+            "npu::npu_add_rms_norm_dynamic_quant", "npu::npu_dynamic_quant",
+            "npu::npu_quant_matmul", "my_ops::silu_mul_quant"} <= names
+    # the matmul binds to CANN's own kernel, as op-plugin does
+    assert op_sdk.get_op("npu_quant_matmul").aclnn.api == "aclnnQuantMatmulV4"
+
+
+@pytest.mark.parametrize("opdef", BINDINGS, ids=IDS)
+def test_committed_source_is_the_generated_one(opdef):
+    path = nb.source_path(opdef)
+    assert os.path.exists(path), f"{path} missing: run op_sdk.npu_binding.write_sources()"
+    assert open(path).read() == nb.generate_source(opdef), (
+        f"{path} differs from its aclnn= declaration; regenerate it "
+        "with op_sdk.npu_binding.write_sources()")
+
+
+def test_no_stray_binding_source():
+    assert set(nb.binding_sources()) == {o.name for o in BINDINGS}
+
+
+@pytest.mark.parametrize("opdef", BINDINGS, ids=IDS)
+def test_source_argument_order_is_the_prototypes(opdef):
+    source = open(nb.source_path(opdef)).read()
+    nb.check_source(opdef, source)
+    # the call passes one argument per prototype parameter, and each aclnn output writes the
+    # return of its name
+    plan = nb.binding_plan(opdef)
+    assert len(plan) == len(opdef.aclnn.prototype.params)
+    for bound in plan:
+        if bound.kind == "output":
+            assert bound.param.name in (f"{bound.target}Out", "out")
+
+
+def _swap(source: str, api: str, i: int, j: int) -> str:
+    m = re.search(rf"EXEC_NPU_CMD_EXT\({api}, (.*?)\);", source)
+    args = m.group(1).split(", ")
+    args[i], args[j] = args[j], args[i]
+    return source[:m.start(1)] + ", ".join(args) + source[m.end(1):]
+
+
+@pytest.mark.parametrize("name,i,j,param", [
+    ("npu_add_rms_norm", 0, 1, "x1"),            # two tensors: only names tell them apart
+    ("npu_add_rms_norm_quant", 4, 5, "scales2Optional"),
+    ("npu_rms_norm", 3, 4, "yOut"),              # outputs swapped
+    ("npu_quant_matmul", 6, 7, "transposeX1"),   # constants swapped
+])
+def test_wrong_argument_order_is_detected(name, i, j, param):
+    opdef = op_sdk.get_op(name)
+    bad = _swap(open(nb.source_path(opdef)).read(), opdef.aclnn.api, i, j)
+    with pytest.raises(nb.BindingError) as err:
+        nb.check_source(opdef, bad)
+    msg = str(err.value)
+    assert opdef.qualname in msg and f"parameter {i + 1} '{param}'" in msg, msg
+    assert "rule: the aclnn argument order is the prototype's" in msg, msg
+
+
+def test_missing_or_extra_argument_is_detected():
+    opdef = op_sdk.get_op("npu_rms_norm")
+    source = open(nb.source_path(opdef)).read()
+    short = source.replace("EXEC_NPU_CMD_EXT(aclnnRmsNorm, input, gamma, epsilon,",
+                           "EXEC_NPU_CMD_EXT(aclnnRmsNorm, input, gamma,")
+    with pytest.raises(nb.BindingError, match="passes 4 arguments, the prototype has 5"):
+        nb.check_source(opdef, short)
+    other = source.replace("EXEC_NPU_CMD_EXT(aclnnRmsNorm,", "EXEC_NPU_CMD_EXT(aclnnAddRmsNorm,")
+    with pytest.raises(nb.BindingError, match="calls aclnnAddRmsNorm; rule: the declared API"):
+        nb.check_source(opdef, other)
+
+
+def _opdef(schema: str, namespace: str = "bindtest") -> OpDef:
+    name = schema.split("(", 1)[0]
+    return OpDef(namespace, name, schema, reference=lambda *a: None, fake=None, kernels={},
+                 native=(), backward=None, setup_context=None, functional=None,
+                 module="tests.npu.test_bindings")
+
+
+RMS = "rms(Tensor input, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor)"
+
+
+@pytest.mark.parametrize("schema,binding,words", [
+    (RMS, nb.AclnnBinding("aclnnNoSuchOp", outputs=("y", "rstd")),
+     ["no prototype for aclnnNoSuchOp", "pinned"]),
+    (RMS, nb.AclnnBinding("aclnnRmsNorm", outputs=("y", "rstd")),
+     ["parameter 1 'x'", "takes schema argument 'x'", "rule: each aclnn parameter takes"]),
+    (RMS, nb.AclnnBinding("aclnnRmsNorm", outputs=("y",), rename={"x": "input"}),
+     ["outputs= names 1 returns", "the schema has 2"]),
+    (RMS, nb.AclnnBinding("aclnnRmsNorm", outputs=("y", "r"), rename={"x": "input"}),
+     ["parameter 5 'rstdOut'", "no return is named 'rstd'"]),
+    (RMS, nb.AclnnBinding("aclnnRmsNorm", outputs=("y", "rstd"), rename={"x": "inp"}),
+     ["'inp' is no argument of the schema"]),
+    (RMS, nb.AclnnBinding("aclnnRmsNorm", outputs=("y", "rstd"), rename={"xx": "input"}),
+     ["rename= names 'xx', which is no parameter of aclnnRmsNorm"]),
+    ("rms(Tensor input, Tensor gamma, float epsilon=1e-06, bool flag=False) -> (Tensor, Tensor)",
+     nb.AclnnBinding("aclnnRmsNorm", outputs=("y", "rstd"), rename={"x": "input"}),
+     ["schema argument(s) ['flag'] reach no parameter", "requires="]),
+    ("rms(Tensor input, Tensor? gamma, float epsilon=1e-06) -> (Tensor, Tensor)",
+     nb.AclnnBinding("aclnnRmsNorm", outputs=("y", "rstd"), rename={"x": "input"}),
+     ["optional argument 'gamma' (Tensor?)", "parameter 2 'gamma'", "may not be null"]),
+    ("rms(Tensor input, Tensor gamma, int epsilon=1) -> (Tensor, Tensor)",
+     nb.AclnnBinding("aclnnRmsNorm", outputs=("y", "rstd"), rename={"x": "input"}),
+     ["argument 'epsilon' (int) cannot be passed to parameter 3 'epsilon' (double)"]),
+    (RMS, nb.AclnnBinding("aclnnRmsNorm", outputs=("y", "rstd"), rename={"x": "gamma"}),
+     ["argument 'gamma' is passed again, to parameter 2 'gamma'", "reaches one aclnn parameter"]),
+    (RMS, nb.AclnnBinding("aclnnRmsNorm", outputs=("y", "rstd"), rename={"x": "input"},
+                          requires={"epsilon": None}),
+     ["requires= allows None for argument 'epsilon' (float)", "rule: None only for optional"]),
+    ("rms(Tensor input, Tensor gamma, float epsilon=1e-06, float[] d=[]) -> (Tensor, Tensor)",
+     nb.AclnnBinding("aclnnRmsNorm", outputs=("y", "rstd"), rename={"x": "input"}),
+     ["argument 'd' has type float[], which the bindings do not handle"]),
+])
+def test_declaration_errors_name_operator_argument_and_rule(schema, binding, words):
+    with pytest.raises(nb.BindingError) as err:
+        nb.check_binding(_opdef(schema), binding)
+    msg = str(err.value)
+    assert msg.startswith(f"bindtest::rms binding to {binding.api}: "), msg
+    for w in words:
+        assert w in msg, msg
+
+
+def test_define_op_rejects_a_bad_declaration_before_defining_anything():
+    with pytest.raises(nb.BindingError, match="bindtest::rms_bad binding to aclnnRmsNorm"):
+        op_sdk.define_op("rms_bad(Tensor x, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor)",
+                         namespace="bindtest", reference=lambda x, g, e=1e-6: (x, x),
+                         aclnn=nb.AclnnBinding("aclnnRmsNorm", outputs=("y",)))
+    assert "bindtest::rms_bad" not in {o.qualname for o in op_sdk.registered_ops()}
+
+
+def test_requires_generates_a_check_naming_the_argument():
+    source = nb.generate_source(op_sdk.get_op("npu_add_rms_norm_quant"))
+    assert ("TORCH_CHECK(!beta.has_value(),\n              \"npu::npu_add_rms_norm_quant: argument "
+            "'beta' must be None for op_sdk's binding to aclnnAddRmsNormQuant") in source
+
+
+# ---- the pinned prototype table ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("api", sorted(protos.PROTOTYPES))
+def test_prototype_entries_cite_their_source(api):
+    proto = protos.PROTOTYPES[api]
+    assert proto.cann and proto.source
+    assert proto.signature().startswith(f"aclnnStatus {api}GetWorkspaceSize(")
+    assert proto.signature().endswith("uint64_t* workspaceSize, aclOpExecutor** executor)")
+    assert any(p.output for p in proto.params)
+
+
+def _opdef_file(folder):
+    return os.path.join(op_sdk.include_dirs()[0], "ascendc", folder, "op_host", f"{folder}_def.cpp")
+
+
+@pytest.mark.parametrize("folder,op_type,api", [
+    # op_sdk's plugin kernel: the table's entry is what CANN generates from our OpDef
+    ("silu_mul_quant", "SiluMulQuant", "aclnnSiluMulQuant"),
+    # CANN's own generated headers, reproduced from op_sdk's OpDefs of the same operators:
+    # the generation rule, and these OpDefs, agree with CANN 8.1.RC1
+    ("rms_norm", "RmsNorm", "aclnnRmsNorm"),
+    ("add_rms_norm", "AddRmsNorm", "aclnnAddRmsNorm"),
+])
+def test_generated_prototype_rule(folder, op_type, api):
+    assert protos.prototype_from_opdef(_opdef_file(folder), op_type) == protos.PROTOTYPES[api].params
+
+
+def test_prototype_parser_rejects_unknown_types():
+    with pytest.raises(ValueError, match="C type 'aclFoo\\*'"):
+        protos.parse_params("const aclTensor* x, aclFoo* y")
+
+
+# ---- registration decision --------------------------------------------------------------
+
+
+def test_without_torch_npu_every_binding_would_register():
+    """Here op_sdk defines every npu operator itself (no torch_npu): all are backfilled,
+    none has a PrivateUse1 kernel yet."""
+    import torch
+
+    if op_sdk.library.torch_npu_module() is not None:
+        pytest.skip("torch_npu is importable here")
+    status = nb.decide(BINDINGS, lambda q: True,
+                       lambda q, k: torch._C._dispatch_has_kernel_for_dispatch_key(q, k))
+    assert set(status.values()) == {"register"}, status
+    # and without torch_npu, load_bindings loads nothing (the libraries link libtorch_npu)
+    assert nb.load_bindings() == {}
+
+
+def test_decision_backfills_only_what_torch_npu_lacks():
+    """A registry where torch_npu defines every binding's operator but one: only that one
+    registers; an operator that already has a PrivateUse1 kernel never does."""
+    lacking = "npu::npu_add_rms_norm_quant"
+    opdefs = [dataclasses.replace(o, owned=(o.qualname == lacking or o.namespace != "npu"))
+              for o in BINDINGS]
+    status = nb.decide(opdefs, lambda q: True, lambda q, k: False)
+    assert status[lacking] == "register"
+    assert status["my_ops::silu_mul_quant"] == "register"
+    others = {q: s for q, s in status.items() if q not in (lacking, "my_ops::silu_mul_quant")}
+    assert others and all(s.startswith("skipped: torch_npu defines it") for s in others.values())
+    taken = nb.decide(opdefs, lambda q: True, lambda q, k: q == lacking and k == "PrivateUse1")
+    assert taken[lacking] == "skipped: a PrivateUse1 kernel is already registered"
+
+
+def test_current_version_is_op_plugins():
+    assert nb.current_version("2.13.0") == 12  # op_plugin/utils/Version.h: V2R13
+    assert nb.current_version("2.1.0+cpu") == 0
+
+
+def test_setup_py_builds_no_binding_without_torch_npu():
+    from tests.npu.binding_build import setup_extensions
+
+    if op_sdk.library.torch_npu_module() is not None:
+        pytest.skip("torch_npu is importable here")
+    if not os.path.exists(os.path.join(ROOT, "setup.py")):
+        pytest.skip("no source tree beside the tests")
+    assert [e[0] for e in setup_extensions(ROOT)] == ["op_sdk._C"]
+
+
+def test_deliverables_claim_no_more_than_the_tests_reach():
+    from op_sdk.app.deliverables import BINDING_LEVEL, npu_deliverables
+
+    assert BINDING_LEVEL == "compiles (x86, against torch_npu headers), registration-checked"
+    for opdef in op_sdk.registered_ops():
+        level = npu_deliverables(opdef)
+        assert level["hardware"] == "not verified"
+        if opdef.aclnn is None:
+            assert level["opplugin_binding"].startswith("none"), level
+        else:
+            # the level is what tests/npu/real/test_bindings.py establishes for every source
+            assert opdef.name in nb.binding_sources()
+            assert level["opplugin_binding"].startswith(
+                f"{opdef.aclnn.api} (CANN {opdef.aclnn.prototype.cann} prototype): {BINDING_LEVEL}")
+    missing = dataclasses.replace(op_sdk.get_op("npu_rms_norm"), name="npu_rms_norm_nowhere")
+    assert "declared, source not generated" in npu_deliverables(missing)["opplugin_binding"]
