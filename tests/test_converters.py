@@ -352,7 +352,11 @@ def _plugin():
 
 def test_ascendc_prototypes_match_the_pinned_table():
     _plugin()  # registers SiluMulQuant's prototype
-    headers = sorted(glob.glob(str(ROOT / "kernels" / "ascendc" / "*" / "op_graph" / "*_proto.h")))
+    from op_sdk.app.deliverables import ascendc_root
+
+    root = ascendc_root()  # the installed package's copy, or the source tree's
+    assert root is not None
+    headers = sorted(glob.glob(os.path.join(root, "*", "op_graph", "*_proto.h")))
     assert len(headers) >= 9
     for header in headers:
         (m,) = _REG.findall(pathlib.Path(header).read_text())

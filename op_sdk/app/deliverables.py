@@ -88,7 +88,11 @@ def ge_converter(opdef) -> str:
     """The level of ``opdef``'s GE converter, in words."""
     from op_sdk.converters import converter_for
 
-    if converter_for(opdef.op) is None:
+    try:
+        op = opdef.op
+    except AttributeError:  # a declaration whose operator is not defined in this process
+        return "none (operator not defined)"
+    if converter_for(op) is None:
         return "none (runs at compile time)" if opdef.qualname == "op_sdk::pack_quant_weight" \
             else "none"
     if opdef.namespace == "op_sdk":
