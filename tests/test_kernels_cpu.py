@@ -5,6 +5,7 @@ large all-zero output. Each operator's own kernel tests are in tests/ops/test_<s
 """
 
 import os
+import platform
 import subprocess
 import sys
 
@@ -111,7 +112,6 @@ def _cpu_flags():
 
 def _int8_gemm_paths():
     """(id, env, {"m:packed": expected kernel}) for every int8 GEMM path this CPU can run."""
-    import platform
     if platform.machine() not in ("x86_64", "AMD64"):
         return [("generic", {"OP_SDK_CPU_ISA": "generic"}, {"1:0": "aten", "1:1": "aten"})]
     flags = _cpu_flags()
@@ -157,6 +157,27 @@ def test_int8_gemm_every_path_bit_exact():
         digests[name] = next(line for line in result.stdout.splitlines()
                              if line.startswith("digest"))
     assert len(set(digests.values())) == 1, digests
+
+
+def test_int8_gemm_benchmark_records_the_path(tmp_path):
+    """benchmarks/bench_int8_gemm.py runs each path in a process with its ISA caps and
+    records which kernel ran and the environment."""
+    out = tmp_path / "g.json"
+    result = subprocess.run([sys.executable, "benchmarks/bench_int8_gemm.py", "--paths", "avx2",
+                             "--shapes", "2x64x40", "--calls", "2", "--out", str(out)],
+                            cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT),
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    import json
+    run = json.loads(out.read_text())["paths"]["avx2"]
+    assert run["env"]["ONEDNN_MAX_CPU_ISA"] == "AVX2"
+    assert run["machine"]["env"]["OP_SDK_CPU_ISA"] == "avx2"
+    (row,) = run["rows"]
+    assert (row["m"], row["k"], row["n"]) == (2, 64, 40)
+    if platform.machine() in ("x86_64", "AMD64"):
+        assert run["machine"]["op_sdk_kernels"]["isa"] == "avx2"
+        assert row["kernel"] == row["kernel_packed"] == "avx2"
+    assert row["npu_quant_matmul"]["min_us"] > 0 and row["weight_copy"]["min_us"] > 0
 
 
 # ---- the other code paths: AVX2, streaming stores ----------------------------------------
