@@ -6,11 +6,16 @@
 //   native_ops() -> list[tuple[str, str]]            (namespace, name) of each native operator
 //   register_kernels(ns, name) -> list[tuple[str, str]]
 //       (dispatch key, "" or the error) for each kernel of that operator
-//   cpu_isa() -> dict   the instruction set the kernels run ("generic", "avx2", "avx512")
-//       and whether the int8 GEMM paths exist on this CPU ("vnni", "amx")
+//   cpu_isa() -> dict   the instruction set the kernels run ("generic", "avx2", "avx2_vnni",
+//       "avx512") and whether the int8 GEMM paths exist on this CPU ("vnni": AVX-512 VNNI,
+//       "amx", "avx_vnni")
+//   int8_gemm(m, packed) -> str   the int8 GEMM npu_quant_matmul runs for m rows of x1 and
+//       an (n, k) row-major weight passed as w.t() (packed: quant_matmul_packed's copy):
+//       "avx512_vnni", "amx", "avx_vnni", "avx2" or "aten"
 #include <Python.h>
 
 #include "quant_matmul_amx.h"
+#include "quant_matmul_launch.h"
 #include "registry.h"
 
 namespace {
@@ -38,10 +43,18 @@ PyObject* register_kernels(PyObject*, PyObject* args) {
 }
 
 PyObject* cpu_isa(PyObject*, PyObject*) {
-  return Py_BuildValue("{s:s,s:O,s:O,s:s}", "isa", opk::isa_name(), "vnni",
+  return Py_BuildValue("{s:s,s:O,s:O,s:O,s:s}", "isa", opk::isa_name(), "vnni",
                        opk::has_avx512_vnni() ? Py_True : Py_False, "amx",
-                       opk::amx_available() ? Py_True : Py_False, "arch",
+                       opk::amx_available() ? Py_True : Py_False, "avx_vnni",
+                       opk::use_avx_vnni() ? Py_True : Py_False, "arch",
                        OPK_X86 ? "x86_64" : "portable");
+}
+
+PyObject* int8_gemm(PyObject*, PyObject* args) {
+  long long m = 0;
+  int packed = 0;
+  if (!PyArg_ParseTuple(args, "Lp", &m, &packed)) return nullptr;
+  return Py_BuildValue("s", opsdk::int8_gemm_name(opsdk::int8_gemm_choice(m, packed != 0, true)));
 }
 
 PyMethodDef methods[] = {
@@ -49,6 +62,8 @@ PyMethodDef methods[] = {
     {"register_kernels", register_kernels, METH_VARARGS,
      "register one operator's CPU and Autograd{CPU,CUDA} kernels; (key, error or '') each"},
     {"cpu_isa", cpu_isa, METH_NOARGS, "the instruction set the kernels use on this CPU"},
+    {"int8_gemm", int8_gemm, METH_VARARGS,
+     "the int8 GEMM npu_quant_matmul runs for m rows (packed: on a prepacked weight)"},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -2,7 +2,7 @@
 // quant_matmul_packed (csrc/quant_matmul_packed.cpp): its checks (check_quant_matmul, the
 // rules of op_sdk/ops/quant_matmul.py in the same words), the exact int32 product
 // (int8_product: the kernels of kernels/quant_matmul.h, kernels/quant_matmul_amx.h and
-// kernels/quant_matmul_packed.h, or ATen's int8 GEMM) and the dequantisation epilogue of
+// kernels/quant_matmul_avx2.h, kernels/quant_matmul_packed.h, or ATen's int8 GEMM) and the dequantisation epilogue of
 // kernels/quant_matmul.h, per (broadcast) batch (quant_matmul_impl).
 #pragma once
 
@@ -18,6 +18,7 @@
 #include "launch.h"
 #include "quant_matmul.h"
 #include "quant_matmul_amx.h"
+#include "quant_matmul_avx2.h"
 #include "quant_matmul_packed.h"
 
 namespace opsdk {
@@ -99,12 +100,22 @@ inline int64_t vnni_max_m() {
   static const int64_t v = env_limit("OP_SDK_QMM_VNNI_MAX_M", 3);
   return v;
 }
+// most rows for the kernels on a packed weight; the default is each kernel's measured
+// crossover with ATen's GEMM: AVX-512 VNNI / AMX 64, AVX-VNNI 32, AVX2 12
 inline int64_t packed_max_m() {
-  static const int64_t v = env_limit("OP_SDK_QMM_PACKED_MAX_M", 64);
+  static const int64_t v = env_limit("OP_SDK_QMM_PACKED_MAX_M",
+                                     opk::use_avx512() ? 64 : opk::use_avx_vnni() ? 32 : 12);
   return v;
 }
 inline int64_t amx_max_m() {
   static const int64_t v = std::min<int64_t>(64, env_limit("OP_SDK_QMM_AMX_MAX_M", 32));
+  return v;
+}
+// most rows for the AVX-VNNI / AVX2 kernels (kernels/quant_matmul_avx2.h) on an unpacked
+// weight, where no AVX-512 path is in use; by default their measured crossover with
+// ATen's GEMM (oneDNN capped at AVX2_VNNI / AVX2): 16 with AVX-VNNI, 12 with AVX2
+inline int64_t avx2_max_m() {
+  static const int64_t v = env_limit("OP_SDK_QMM_AVX2_MAX_M", opk::use_avx_vnni() ? 16 : 12);
   return v;
 }
 
@@ -113,14 +124,47 @@ inline bool is_transposed_rows(const at::Tensor& x2) {
   return x2.size(0) <= 1 || x2.stride(0) == 1;
 }
 
+// The int8 GEMM kernels of int8_product.
+enum class Int8Gemm { aten, vnni512, amx, avx_vnni, avx2 };
+
+// Which kernel int8_product runs for m rows: on a packed weight (packed), or in place on
+// an (n, k) row-major weight (nk) or another layout.
+inline Int8Gemm int8_gemm_choice(int64_t m, bool packed, bool nk) {
+  if (packed && m <= std::min<int64_t>(64, packed_max_m())) {
+    if (m <= 4 && opk::has_avx512_vnni()) return Int8Gemm::vnni512;
+    if (opk::amx_available()) return Int8Gemm::amx;
+    if (opk::use_avx_vnni()) return Int8Gemm::avx_vnni;
+    if (opk::isa() == opk::Isa::avx2) return Int8Gemm::avx2;
+  }
+  if (!nk) return Int8Gemm::aten;
+  if (opk::has_avx512_vnni() && m <= vnni_max_m()) return Int8Gemm::vnni512;
+  if (m <= amx_max_m() && opk::amx_available()) return Int8Gemm::amx;
+  if (m <= avx2_max_m() && opk::use_avx_vnni()) return Int8Gemm::avx_vnni;
+  if (m <= avx2_max_m() && opk::isa() == opk::Isa::avx2) return Int8Gemm::avx2;
+  return Int8Gemm::aten;
+}
+
+inline const char* int8_gemm_name(Int8Gemm g) {
+  switch (g) {
+    case Int8Gemm::vnni512: return "avx512_vnni";
+    case Int8Gemm::amx: return "amx";
+    case Int8Gemm::avx_vnni: return "avx_vnni";
+    case Int8Gemm::avx2: return "avx2";
+    default: return "aten";
+  }
+}
+
 // acc (m, n) int32, contiguous: the exact product of one batch. packed: the weight as
 // pack_quant_weight lays it out, or null.
 //
-// With a packed weight (kernels/quant_matmul_packed.h): AVX-512 VNNI for up to 4 rows,
-// AMX for up to OP_SDK_QMM_PACKED_MAX_M rows (default 64). Both read the weight at the
-// same rate; at a few rows AMX's tile set-up costs more than it saves. Otherwise (or
-// without a packed weight) the weight as it lies: VNNI / AMX when x2 is the transpose of
-// an (n, k) row-major weight and m is within their limits, ATen's int8 GEMM else.
+// With a packed weight (kernels/quant_matmul_packed.h) and up to OP_SDK_QMM_PACKED_MAX_M
+// rows (default 64): AVX-512 VNNI for up to 4 rows, AMX above; without AVX-512, AVX-VNNI
+// where the CPU has it, else AVX2 (kernels/quant_matmul_avx2.h). The VNNI kernels read the
+// weight at the same rate as AMX; at a few rows AMX's tile set-up costs more than it
+// saves. Otherwise (or without a packed weight) the weight as it lies: when x2 is the
+// transpose of an (n, k) row-major weight and m is within their limits, the in-place
+// AVX-512 VNNI / AMX kernels, or without AVX-512 the AVX-VNNI / AVX2 ones; ATen's int8
+// GEMM else.
 inline void int8_product(const at::Tensor& a, const at::Tensor& b, at::Tensor& acc,
                          const int8_t* packed) {
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
@@ -129,19 +173,22 @@ inline void int8_product(const at::Tensor& a, const at::Tensor& b, at::Tensor& a
     acc.zero_();
     return;
   }
-  bool vnni, amx;
-  if (packed != nullptr && m <= std::min<int64_t>(64, packed_max_m()) &&
-      ((m <= 4 && opk::has_avx512_vnni()) || opk::amx_available())) {
-    vnni = m <= 4 && opk::has_avx512_vnni();
-    amx = !vnni;
-  } else {
+  const bool nk = is_transposed_rows(b) && (n <= 1 || b.stride(1) >= k);
+  const Int8Gemm g = int8_gemm_choice(m, packed != nullptr, nk);
+  if (packed != nullptr && !(m <= std::min<int64_t>(64, packed_max_m()) && g != Int8Gemm::aten))
     packed = nullptr;
-    const bool nk = is_transposed_rows(b) && (n <= 1 || b.stride(1) >= k);
-    vnni = nk && opk::has_avx512_vnni() && m <= vnni_max_m();
-    amx = nk && !vnni && m <= amx_max_m() && opk::amx_available();
-  }
   const at::Tensor a_rows = a.stride(1) == 1 ? a : a.contiguous();
-  if (!vnni && !amx) {
+  if (g == Int8Gemm::aten && k == 1) {
+    // an outer product: ATen's int8 GEMM (torch 2.13, CPU) returns garbage for k = 1
+    const int8_t* ap = ptr<int8_t>(a_rows);
+    const int8_t* bp = ptr<int8_t>(b);
+    int32_t* cp = acc.data_ptr<int32_t>();
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        cp[i * n + j] = int32_t(ap[i * a_rows.stride(0)]) * int32_t(bp[j * b.stride(1)]);
+    return;
+  }
+  if (g == Int8Gemm::aten) {
     at::_int_mm_out(acc, a_rows, b);
     return;
   }
@@ -149,12 +196,13 @@ inline void int8_product(const at::Tensor& a, const at::Tensor& b, at::Tensor& a
   const int8_t* bp = ptr<int8_t>(b);
   const int64_t ldb = n <= 1 ? k : b.stride(1), kpad = opk::gemm_nt_padded_k(k);
   int32_t* cp = acc.data_ptr<int32_t>();
-  // ~64 KB of weight per task: in whole 16-column blocks / tiles, or 4-row groups of the
-  // in-place VNNI kernel
-  const int64_t step = packed != nullptr || amx ? 16 : 4;
+  // ~64 KB of weight per task: in whole 16-column blocks / tiles, or groups of 4 (2 for
+  // the AVX2 kernels) weight rows of the in-place kernels
+  const bool avx = g == Int8Gemm::avx_vnni || g == Int8Gemm::avx2;
+  const int64_t step = packed != nullptr || g == Int8Gemm::amx ? 16 : avx ? 2 : 4;
   const int64_t grain = std::max<int64_t>(1, (65536 / (packed != nullptr ? kpad : k)) / step);
   const int64_t tasks = (n + step - 1) / step;
-  if (amx) {
+  if (g == Int8Gemm::amx) {
     std::vector<int8_t> ap(size_t(opk::amx::amx_padded_rows(m) * kpad));
     opk::amx::prepare_a(ptr<int8_t>(a_rows), a_rows.stride(0), m, k, ap.data());
     at::parallel_for(0, tasks, grain, [&](int64_t g0, int64_t g1) {
@@ -166,15 +214,33 @@ inline void int8_product(const at::Tensor& a, const at::Tensor& b, at::Tensor& a
     });
     return;
   }
+  if (g == Int8Gemm::avx2) {
+    std::vector<int16_t> a16(size_t(m * kpad));
+    opk::int8_gemm_prepare_a16(ptr<int8_t>(a_rows), a_rows.stride(0), m, k, a16.data());
+    at::parallel_for(0, tasks, grain, [&](int64_t g0, int64_t g1) {
+      if (packed != nullptr)
+        opk::avx2mm::packed_gemm(a16.data(), m, packed, n, k, g0, g1, cp, n);
+      else
+        opk::avx2mm::gemm_nt(a16.data(), m, bp, ldb, k, g0 * 2, std::min(n, g1 * 2), cp, n);
+    });
+    return;
+  }
   std::vector<uint8_t> au(size_t(m * kpad));
   opk::int8_gemm_nt_prepare_a(ptr<int8_t>(a_rows), a_rows.stride(0), m, k, au.data());
   at::parallel_for(0, tasks, grain, [&](int64_t g0, int64_t g1) {
-    if (packed != nullptr)
+    if (g == Int8Gemm::avx_vnni) {
+      if (packed != nullptr)
+        opk::avxvnni::packed_gemm(au.data(), m, packed, opk::packed::column_sums(packed, n, k),
+                                  n, k, g0, g1, cp, n);
+      else
+        opk::avxvnni::gemm_nt(au.data(), m, bp, ldb, k, g0 * 2, std::min(n, g1 * 2), cp, n);
+    } else if (packed != nullptr) {
       opk::packed::vnni::gemm(au.data(), m, packed, n, k, g0, g1, cp, n);
-    else
+    } else {
       opk::vnni::int8_gemm_nt(au.data(), m, bp, ldb, k, g0 * 4, std::min(n, g1 * 4), cp, n);
+    }
   });
-#endif  // OPK_X86 (elsewhere vnni and amx are false: ATen's GEMM above)
+#endif  // OPK_X86 (elsewhere every choice is ATen's GEMM above)
 }
 
 // The checked operator: product (packed weight when given) and epilogue, per batch.

@@ -24,9 +24,13 @@ inline void small_m_block(const float* x, int64_t ldx, const T* w, int64_t ldw, 
 template <int MB, typename T>
 inline void small_m_rows(const float* x, int64_t ldx, const T* w, int64_t ldw, T* out,
                          int64_t ldo, int64_t k, int64_t n0, int64_t n1) {
+  // vectors per block: 4 with AVX-512's 32 registers (6 x 4 accumulators, 4 weight
+  // vectors, 1 broadcast), 2 with the 16 of AVX2 (6 x 2 + 2 + 1), where 6 x 4 would spill
+  // the accumulators to the stack on every step of k
+  constexpr int kNV = Vec::N >= 16 ? 4 : 2;
   int64_t j = n0;
-  for (; j + 4 * Vec::N <= n1; j += 4 * Vec::N)
-    small_m_block<MB, 4>(x, ldx, w, ldw, out, ldo, k, j, Full{});
+  for (; j + kNV * Vec::N <= n1; j += kNV * Vec::N)
+    small_m_block<MB, kNV>(x, ldx, w, ldw, out, ldo, k, j, Full{});
   for (; j + Vec::N <= n1; j += Vec::N)
     small_m_block<MB, 1>(x, ldx, w, ldw, out, ldo, k, j, Full{});
   if (j < n1) small_m_block<MB, 1>(x, ldx, w, ldw, out, ldo, k, j, int(n1 - j));
@@ -48,7 +52,7 @@ void small_m_matmul(const T* x, int64_t ldx, const T* w, int64_t ldw, T* out, in
     xr = xf;
     ldr = k;
   }
-  // 6 rows x 4 vectors: 24 accumulators, 4 weight vectors, 1 broadcast
+  // 6 rows at a time (small_m_rows: 6 x 4 or 6 x 2 accumulators)
   int64_t i = 0;
   for (; i + 6 <= m; i += 6) small_m_rows<6>(xr + i * ldr, ldr, w, ldw, out + i * ldo, ldo, k, n0, n1);
   switch (m - i) {

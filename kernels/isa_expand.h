@@ -21,11 +21,16 @@ namespace avx2 {
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")
+// GCC 12's _mm512_undefined_epi32 (`__m512i __Y = __Y;`) trips -Wuninitialized once
+// inlined into these bodies: a false positive of the intrinsic headers
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
 namespace opk {
 namespace avx512 {
 #include OPK_KERNEL_BODY
 }  // namespace avx512
 }  // namespace opk
+#pragma GCC diagnostic pop
 #pragma GCC pop_options
 #endif
 

@@ -57,19 +57,29 @@ void add_rms_norm_dynamic_quant_rows(const AddRmsNormDynamicQuantParams<T>& p, i
   const int64_t n = p.n;
   RowBuffer<float> buf(n);
   float* s = buf.data;
-  // ones stand in for an absent smooth scale of a running branch (x * 1 is exact)
-  const bool need_ones = (p.y1 != nullptr && p.smooth1 == nullptr) ||
-                         (p.y2 != nullptr && p.smooth2 == nullptr);
-  RowBuffer<T> ones(need_ones ? n : 0);
-  if (need_ones)
-    for (int64_t j = 0; j < n; ++j) ones.data[j] = from_float<T>(1.0f);
-  const T* sm1 = p.smooth1 != nullptr ? p.smooth1 : ones.data;
-  const T* sm2 = p.smooth2 != nullptr ? p.smooth2 : ones.data;
+  // gamma, beta and the smooth scales up-cast once per call (not once per row); ones stand
+  // in for an absent smooth scale of a running branch (x * 1 is exact)
+  const bool b1 = p.y1 != nullptr, b2 = p.y2 != nullptr;
+  RowBuffer<float> consts(n * (2 + int64_t(b1) + int64_t(b2)));
+  float* gamma = consts.data;
+  float* beta = gamma + n;
+  float* sm1 = beta + n;
+  float* sm2 = sm1 + (b1 ? n : 0);
+  auto up_cast = [n](const T* src, float* dst) {
+    for (int64_t j = 0; j < n; ++j) dst[j] = src != nullptr ? to_float(src[j]) : 1.0f;
+  };
+  up_cast(p.gamma, gamma);
+  if (p.beta != nullptr) up_cast(p.beta, beta);
+  if (b1) up_cast(p.smooth1, sm1);
+  if (b2) up_cast(p.smooth2, sm2);
   const float dmax = 127.0f;
   const Vec lo = set1(-128.0f), hi = set1(127.0f);
-  with_flags([&](auto has_beta, auto b1, auto b2, auto stream) {
-    constexpr bool kB1 = decltype(b1)::value, kB2 = decltype(b2)::value;
+  with_flags([&](auto has_beta, auto kb1, auto kb2, auto stream) {
+    constexpr bool kB1 = decltype(kb1)::value, kB2 = decltype(kb2)::value;
     constexpr bool kStream = decltype(stream)::value;
+    // one branch: the scratch row keeps its input y * smooth (pass 3 reads it as is)
+    constexpr bool kOne = kB1 != kB2;
+    const float* smo = kB1 ? sm1 : sm2;
     for (int64_t r = r0; r < r1; ++r) {
       // pass 1: read x1, x2 once; the fp32 sum stays in the scratch row
       const float rs = rstd_from_sumsq(
@@ -83,12 +93,19 @@ void add_rms_norm_dynamic_quant_rows(const AddRmsNormDynamicQuantParams<T>& p, i
           prefetch_row_part(p.x1 + (r + 1) * n, j);
           prefetch_row_part(p.x2 + (r + 1) * n, j);
         }
-        Vec y = load(s + j, tail) * vr * load(p.gamma + j, tail);
-        if constexpr (decltype(has_beta)::value) y = y + load(p.beta + j, tail);
-        store(s + j, y, tail);
-        if constexpr (kB1) m1 = max(m1, abs(y * load(sm1 + j, tail)));
-        if constexpr (kB2) m2 = max(m2, abs(y * load(sm2 + j, tail)));
+        Vec y = load(s + j, tail) * vr * load(gamma + j, tail);
+        if constexpr (decltype(has_beta)::value) y = y + load(beta + j, tail);
+        if constexpr (kOne) {
+          const Vec in = y * load(smo + j, tail);
+          store(s + j, in, tail);
+          m1 = max(m1, abs(in));
+        } else {
+          store(s + j, y, tail);
+          if constexpr (kB1) m1 = max(m1, abs(y * load(sm1 + j, tail)));
+          if constexpr (kB2) m2 = max(m2, abs(y * load(sm2 + j, tail)));
+        }
       });
+      if constexpr (kOne) m2 = m1;
       float a1 = 0.0f, a2 = 0.0f;
       if constexpr (kB1) {
         a1 = reduce_max(m1);
@@ -102,12 +119,17 @@ void add_rms_norm_dynamic_quant_rows(const AddRmsNormDynamicQuantParams<T>& p, i
       const Vec mul1 = set1(dynamic_mul(a1, dmax)), mul2 = set1(dynamic_mul(a2, dmax));
       for_each_vec(n, [&](int64_t j, auto tail) {
         Vec y = load(s + j, tail);
-        if constexpr (kB1)
-          put_q<kStream>(p.y1 + r * n + j, y * load(sm1 + j, tail) * mul1, lo, hi, tail);
-        if constexpr (kB2)
-          put_q<kStream>(p.y2 + r * n + j, y * load(sm2 + j, tail) * mul2, lo, hi, tail);
+        if constexpr (kOne) {
+          if constexpr (kB1) put_q<kStream>(p.y1 + r * n + j, y * mul1, lo, hi, tail);
+          else put_q<kStream>(p.y2 + r * n + j, y * mul2, lo, hi, tail);
+        } else {
+          if constexpr (kB1)
+            put_q<kStream>(p.y1 + r * n + j, y * load(sm1 + j, tail) * mul1, lo, hi, tail);
+          if constexpr (kB2)
+            put_q<kStream>(p.y2 + r * n + j, y * load(sm2 + j, tail) * mul2, lo, hi, tail);
+        }
       });
     }
     if constexpr (kStream) store_fence();  // order the streamed stores before the join
-  }, p.beta != nullptr, p.y1 != nullptr, p.y2 != nullptr, p.stream);
+  }, p.beta != nullptr, b1, b2, p.stream);
 }

@@ -4,7 +4,8 @@
 // one after the other; a block holds kpad / 4 rows of 64 bytes, row r = k-values
 // 4r..4r+3 of each of the 16 columns (column c at bytes 4c..4c+3), zero past k and past
 // n. That row is what VPDPBUSD / TDPBSSD take as their "B" operand (the VNNI order), so a
-// block is read front to back, once, by both kernels below, with no shuffles. Next to it,
+// block is read front to back, once, by both kernels below, with no shuffles; the AVX2 /
+// AVX-VNNI kernels of kernels/quant_matmul_avx2.h read a row as two 8-column vectors. Next to it,
 // each column's sum (int32), which the u8 x s8 VNNI product needs to correct its bias, and
 // the address of the weight it was packed from: the operator uses the packed copy only
 // while its x2 is still that weight.
@@ -38,6 +39,10 @@ inline int64_t source_of(const int8_t* packed, int64_t n, int64_t k) {
   int64_t v;
   std::memcpy(&v, packed + source_offset(n, k), sizeof(v));
   return v;
+}
+
+inline const int32_t* column_sums(const int8_t* packed, int64_t n, int64_t k) {
+  return reinterpret_cast<const int32_t*>(packed + weight_bytes(n, k));
 }
 
 // w: element (j, kk) at w[j * ldw + kk * ldk]. out: total_bytes(n, k) bytes.

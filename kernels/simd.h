@@ -21,6 +21,7 @@
 
 #if defined(__x86_64__) || defined(_M_X64)
 #define OPK_X86 1
+#include <cpuid.h>
 #include <immintrin.h>
 #else
 #define OPK_X86 0
@@ -121,23 +122,39 @@ inline fp16 from_float<fp16>(float f) {
 }
 
 // Run-time choice of the instruction set: the best the CPU has, or the one named by
-// OP_SDK_CPU_ISA (generic, avx2, avx512; a name the CPU or the build cannot run falls back
-// to the best that can). The tests use it to check every path on one machine.
-enum class Isa { generic = 0, avx2 = 1, avx512 = 2 };
+// OP_SDK_CPU_ISA (generic, avx2, avx2_vnni, avx512; a name the CPU or the build cannot run
+// falls back to the best that can, avx2_vnni to avx2). The tests use it to check every path
+// on one machine. avx2_vnni is avx2 plus the AVX-VNNI int8 GEMMs (kernels/quant_matmul_avx2.h):
+// every other kernel runs its avx2 body there.
+enum class Isa { generic = 0, avx2 = 1, avx2_vnni = 2, avx512 = 3 };
+#if OPK_X86
+// AVX-VNNI (VEX VPDPBUSD): CPUID.(EAX=7, ECX=1):EAX bit 4 (GCC 12's __builtin_cpu_supports
+// does not report it).
+inline bool cpu_has_avx_vnni() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d) == 0) return false;
+  return ((a >> 4) & 1u) != 0 && __builtin_cpu_supports("avx2");
+}
+#endif
 inline Isa detect_isa() {
 #if OPK_X86
   __builtin_cpu_init();
+  const bool vnni = cpu_has_avx_vnni();
   const Isa best = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")
                        ? Isa::avx512
-                       : Isa::avx2;
+                   : vnni ? Isa::avx2_vnni
+                          : Isa::avx2;
 #else
+  const bool vnni = false;
   const Isa best = Isa::generic;
 #endif
   const char* env = std::getenv("OP_SDK_CPU_ISA");
   if (env == nullptr) return best;
   if (std::strcmp(env, "generic") == 0) return Isa::generic;
   if (std::strcmp(env, "avx2") == 0 && best >= Isa::avx2) return Isa::avx2;
+  if (std::strcmp(env, "avx2_vnni") == 0 && best >= Isa::avx2)
+    return vnni ? Isa::avx2_vnni : Isa::avx2;
   return best;
 }
 inline Isa isa() {
@@ -145,19 +162,22 @@ inline Isa isa() {
   return v;
 }
 inline bool use_avx512() { return isa() == Isa::avx512; }
+// the AVX-VNNI int8 GEMMs: where the CPU has AVX-VNNI and no AVX-512 path is in use
+inline bool use_avx_vnni() { return isa() == Isa::avx2_vnni; }
 inline const char* isa_name() {
   switch (isa()) {
     case Isa::avx512: return "avx512";
+    case Isa::avx2_vnni: return "avx2_vnni";
     case Isa::avx2: return "avx2";
     default: return "generic";
   }
 }
 
-// Calls fn from the namespace of the instruction set in use.
+// Calls fn from the namespace of the instruction set in use (avx2_vnni: the avx2 body).
 #if OPK_X86
 #define OPK_ISA_CALL(fn, ...)                                                \
   (::opk::isa() == ::opk::Isa::avx512 ? ::opk::avx512::fn(__VA_ARGS__)      \
-   : ::opk::isa() == ::opk::Isa::avx2 ? ::opk::avx2::fn(__VA_ARGS__)        \
+   : ::opk::isa() >= ::opk::Isa::avx2 ? ::opk::avx2::fn(__VA_ARGS__)        \
                                       : ::opk::generic::fn(__VA_ARGS__))
 #else
 #define OPK_ISA_CALL(fn, ...) (::opk::generic::fn(__VA_ARGS__))

@@ -54,7 +54,17 @@ def register(namespace: str, name: str) -> dict[str, str]:
 
 
 def cpu_isa() -> dict:
-    """The instruction set the native kernels run on this CPU ("generic", "avx2" or
-    "avx512", OP_SDK_CPU_ISA applied) and whether the int8 GEMM paths exist ("vnni",
-    "amx"); {} when the extension is not loaded."""
+    """The instruction set the native kernels run on this CPU ("generic", "avx2",
+    "avx2_vnni" or "avx512", OP_SDK_CPU_ISA applied) and whether the int8 GEMM paths exist
+    ("vnni": AVX-512 VNNI, "amx", "avx_vnni"); {} when the extension is not loaded."""
     return dict(_STATE["module"].cpu_isa()) if load() else {}  # type: ignore[union-attr]
+
+
+def int8_gemm(m: int, packed: bool = False) -> str:
+    """The int8 GEMM npu_quant_matmul runs for ``m`` rows of x1 and an (n, k) row-major
+    weight passed as ``w.t()`` (``packed``: quant_matmul_packed on its prepacked copy):
+    "avx512_vnni", "amx", "avx_vnni", "avx2" or "aten" (ATen's int8 GEMM); "reference"
+    when the extension is not loaded."""
+    if not load():
+        return "reference"
+    return str(_STATE["module"].int8_gemm(int(m), bool(packed)))  # type: ignore[union-attr]

@@ -5,6 +5,7 @@ large all-zero output. Each operator's own kernel tests are in tests/ops/test_<s
 """
 
 import os
+import platform
 import subprocess
 import sys
 
@@ -31,8 +32,8 @@ _MATMUL_SCRIPT = r"""
 import torch
 from tests.ops import test_quant_matmul as qmm, test_transpose_batchmatmul as tbmm
 torch.manual_seed(0)
-for m, k, n in [(1, 96, 40), (3, 77, 45), (8, 200, 70), (17, 100, 31), (40, 100, 31),
-                (64, 64, 48), (2, 0, 3)]:
+for m, k, n in [(1, 96, 40), (1, 1, 5), (3, 77, 45), (8, 200, 70), (17, 100, 31),
+                (40, 100, 31), (64, 64, 48), (2, 0, 3)]:
     for layout in ("nk", "kn"):
         qmm.test_quant_matmul(m, k, n, layout)
 qmm.test_quant_matmul_non_contiguous_batched_and_empty()
@@ -45,15 +46,138 @@ print("ok")
 
 @pytest.mark.parametrize("env", [
     {"OP_SDK_CPU_ISA": "avx2"},
+    {"OP_SDK_CPU_ISA": "avx2_vnni"},
     {"OP_SDK_CPU_ISA": "generic"},
     {"OP_SDK_QMM_VNNI_MAX_M": "0", "OP_SDK_QMM_AMX_MAX_M": "0", "OP_SDK_TBMM_MAX_M": "0"},
     {"OP_SDK_QMM_VNNI_MAX_M": "1000", "OP_SDK_TBMM_MAX_M": "1000"},
     {"OP_SDK_QMM_VNNI_MAX_M": "0", "OP_SDK_QMM_AMX_MAX_M": "64"}],
-    ids=["avx2", "generic", "aten-only", "vnni-every-m", "amx-every-m"])
+    ids=["avx2", "avx2_vnni", "generic", "aten-only", "vnni-every-m", "amx-every-m"])
 def test_matmul_other_paths_match_reference(env):
     """npu_quant_matmul / npu_transpose_batchmatmul with the product from ATen only, or from
     op_sdk's few-row kernels for every m (the choice is made once per process)."""
     _run_script(_MATMUL_SCRIPT, env)
+
+
+# ---- the int8 GEMMs: every path bit for bit ------------------------------------------------
+
+_INT8_GEMM_SCRIPT = r"""
+import hashlib, sys
+import torch, op_sdk
+from op_sdk import _native
+from op_sdk.ops.quant_matmul import quant_matmul_reference
+from op_sdk.ops.quant_matmul_packed import quant_matmul_packed_reference
+from tests.ops import test_quant_matmul as qmm
+npu, ops = torch.ops.npu, torch.ops.op_sdk
+expected = dict(kv.split("=") for kv in sys.argv[1].split(",") if kv)
+for (m, packed), name in ((tuple(map(int, key.split(":"))), v) for key, v in expected.items()):
+    assert _native.int8_gemm(m, bool(packed)) == name, (m, packed, _native.int8_gemm(m, bool(packed)), name)
+torch.manual_seed(0)
+digest = hashlib.sha256()
+# odd sizes: every row count to 17 (the row groups and their tails), k not a multiple of
+# 4 / 16 / 32 / 64, n odd (the column pairs, 8- and 16-column blocks and their tails)
+for k, n in ((1, 5), (7, 3), (33, 17), (100, 31), (130, 45), (1027, 37)):
+    w = torch.randint(-128, 128, (n, k), dtype=torch.int8)
+    w[0, :] = -128  # the extremes: products of -128 x -128 summed
+    x2, p = w.t(), ops.pack_quant_weight(w.t())
+    for m in list(range(1, 18)) + [33, 64, 65]:
+        x1 = torch.randint(-128, 128, (m, k), dtype=torch.int8)
+        x1[0, :] = -128
+        epilogues = qmm._qmm_epilogues(m, n)
+        for name in (("int32", "int8-offset", "bf16-pertoken-bf16-bias", "fp16-pertoken-fp32-bias",
+                      "int32-bias") if m in (1, 4, 9, 17, 65) else ("int32",)):
+            kw = epilogues[name]
+            for s in ((torch.rand(n) * 1e-3, torch.rand(1) * 1e-3) if name != "int32" else (torch.ones(1),)):
+                ref = quant_matmul_reference(x1, x2, s, **kw)
+                out = npu.npu_quant_matmul(x1, x2, s, **kw)
+                assert out.dtype == ref.dtype and torch.equal(out, ref), (m, k, n, name)
+                outp = ops.quant_matmul_packed(x1, x2, p, s, **kw)
+                assert torch.equal(outp, ref), ("packed", m, k, n, name)
+                if name == "int32":
+                    digest.update(out.numpy().tobytes())
+        # the "kn" layout (ATen's GEMM) stays exact too
+        assert torch.equal(npu.npu_quant_matmul(x1, w.t().contiguous(), torch.ones(1), output_dtype=torch.int32),
+                           quant_matmul_reference(x1, w.t().contiguous(), torch.ones(1), output_dtype=torch.int32))
+print("digest", digest.hexdigest())
+print("ok", _native.cpu_isa())
+"""
+
+
+def _cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return set(f.read().split("\n\n")[0].split("flags", 1)[-1].split())
+    except OSError:
+        return set()
+
+
+def _int8_gemm_paths():
+    """(id, env, {"m:packed": expected kernel}) for every int8 GEMM path this CPU can run."""
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return [("generic", {"OP_SDK_CPU_ISA": "generic"}, {"1:0": "aten", "1:1": "aten"})]
+    flags = _cpu_flags()
+    vnni = "avx_vnni" in flags
+    paths = [
+        ("generic", {"OP_SDK_CPU_ISA": "generic"}, {"1:0": "aten", "8:1": "aten"}),
+        ("avx2", {"OP_SDK_CPU_ISA": "avx2", "OP_SDK_QMM_AVX2_MAX_M": "64",
+                  "OP_SDK_QMM_PACKED_MAX_M": "64"}, {"1:0": "avx2", "17:0": "avx2", "8:1": "avx2",
+                                              "65:0": "aten", "65:1": "aten"}),
+        ("avx2-aten", {"OP_SDK_CPU_ISA": "avx2", "OP_SDK_QMM_AVX2_MAX_M": "0",
+                       "OP_SDK_QMM_PACKED_MAX_M": "0"}, {"1:0": "aten", "1:1": "aten"}),
+        ("avx2_vnni", {"OP_SDK_CPU_ISA": "avx2_vnni"},
+         {"1:0": "avx_vnni" if vnni else "avx2", "8:1": "avx_vnni" if vnni else "avx2"}),
+    ]
+    if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags:
+        v512, amx = "avx512_vnni" in flags, "amx_int8" in flags
+        paths.append(("avx512", {"OP_SDK_CPU_ISA": "avx512"},
+                      {"1:0": "avx512_vnni" if v512 else ("amx" if amx else "aten"),
+                       "8:0": "amx" if amx else "aten"}))
+        if v512:
+            paths.append(("avx512-vnni-every-m", {"OP_SDK_QMM_VNNI_MAX_M": "1000",
+                                                  "OP_SDK_QMM_PACKED_MAX_M": "4"},
+                          {"17:0": "avx512_vnni", "4:1": "avx512_vnni"}))
+        if amx:
+            paths.append(("amx-every-m", {"OP_SDK_QMM_VNNI_MAX_M": "0",
+                                          "OP_SDK_QMM_AMX_MAX_M": "64"},
+                          {"1:0": "amx", "64:0": "amx", "5:1": "amx"}))
+    return paths
+
+
+def test_int8_gemm_every_path_bit_exact():
+    """npu_quant_matmul and quant_matmul_packed on every int8 GEMM path this CPU has (AVX2
+    with VPMADDWD, AVX-VNNI, AVX-512 VNNI, AMX, ATen's GEMM; forced per process), over
+    odd sizes, scales, bias and output dtypes: each equal to the reference, and the int32
+    products of all paths identical."""
+    digests = {}
+    for name, env, expected in _int8_gemm_paths():
+        arg = ",".join(f"{key}={v}" for key, v in expected.items())
+        result = subprocess.run([sys.executable, "-c", _INT8_GEMM_SCRIPT, arg], cwd=ROOT,
+                                env=dict(os.environ, PYTHONPATH=ROOT, **env),
+                                capture_output=True, text=True, timeout=600, check=False)
+        assert result.returncode == 0 and "ok" in result.stdout, (name, result.stderr[-3000:])
+        digests[name] = next(line for line in result.stdout.splitlines()
+                             if line.startswith("digest"))
+    assert len(set(digests.values())) == 1, digests
+
+
+def test_int8_gemm_benchmark_records_the_path(tmp_path):
+    """benchmarks/bench_int8_gemm.py runs each path in a process with its ISA caps and
+    records which kernel ran and the environment."""
+    out = tmp_path / "g.json"
+    result = subprocess.run([sys.executable, "benchmarks/bench_int8_gemm.py", "--paths", "avx2",
+                             "--shapes", "2x64x40", "--calls", "2", "--out", str(out)],
+                            cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT),
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    import json
+    run = json.loads(out.read_text())["paths"]["avx2"]
+    assert run["env"]["ONEDNN_MAX_CPU_ISA"] == "AVX2"
+    assert run["machine"]["env"]["OP_SDK_CPU_ISA"] == "avx2"
+    (row,) = run["rows"]
+    assert (row["m"], row["k"], row["n"]) == (2, 64, 40)
+    if platform.machine() in ("x86_64", "AMD64"):
+        assert run["machine"]["op_sdk_kernels"]["isa"] == "avx2"
+        assert row["kernel"] == row["kernel_packed"] == "avx2"
+    assert row["npu_quant_matmul"]["min_us"] > 0 and row["weight_copy"]["min_us"] > 0
 
 
 # ---- the other code paths: AVX2, streaming stores ----------------------------------------

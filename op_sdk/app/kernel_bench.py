@@ -40,7 +40,12 @@ import torch
 import op_sdk
 from op_sdk.library import Benchmark, OpDef
 from op_sdk.app.machine import machine_facts
+from op_sdk import _native
 from op_sdk.app.timing import copy_of, machine_copy_bandwidth, measure
+
+# the int8 matmuls, whose rows name the GEMM kernel that ran (op_sdk._native.int8_gemm):
+# operator -> on a packed weight
+INT8_GEMM_OPS = {"npu_quant_matmul": False, "op_sdk.quant_matmul_packed": True}
 
 
 
@@ -145,6 +150,8 @@ def run(args) -> dict:
                     else spec.unfused_name.replace(" (eager)", ""),
                     "contended_rounds": m["contended_rounds"],
                 }
+                if case.op in INT8_GEMM_OPS:  # which int8 GEMM ran (OP_SDK_CPU_ISA applied)
+                    row["kernel"] = _native.int8_gemm(t, INT8_GEMM_OPS[case.op])
                 rows.append(row)
                 print_row(row, header=len(rows) == 1)
         torch._dynamo.reset()
@@ -155,7 +162,8 @@ def run(args) -> dict:
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": machine_facts(args.threads),
         "versions": {"torch": torch.__version__, "op_sdk": op_sdk.__version__},
-        "env": {k: os.environ[k] for k in ("OP_SDK_CPU_ISA", "OP_SDK_CPU_HUGEPAGES",
+        "env": {k: os.environ[k] for k in ("OP_SDK_CPU_ISA", "ONEDNN_MAX_CPU_ISA",
+                                           "ATEN_CPU_CAPABILITY", "OP_SDK_CPU_HUGEPAGES",
                                            "OP_SDK_CPU_STREAM", "GLIBC_TUNABLES",
                                            "THP_MEM_ALLOC_ENABLE", "OMP_NUM_THREADS",
                                            "LD_PRELOAD") if k in os.environ},
@@ -216,7 +224,9 @@ def main(argv=None) -> None:
     with open(args.out + ".json", "w") as f:
         json.dump(result, f, indent=1)
     with open(args.out + ".csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(result["results"][0]))
+        # every row's keys, in first-seen order (only the matmul rows name a kernel)
+        fields = list(dict.fromkeys(k for row in result["results"] for k in row))
+        w = csv.DictWriter(f, fieldnames=fields, restval="")
         w.writeheader()
         w.writerows(result["results"])
     bw = result["machine_copy_GBps"]

@@ -278,7 +278,7 @@ npu_quant_matmul = define_op(
     benchmarks=(
         Benchmark(bench_inputs(5632), bench_composite, "torch._int_mm + dequant (eager)",
                   composite=bench_composite, n=5632,
-                  shapes=tuple((t, 1024) for t in (1, 4, 16, 32, 128))),
+                  shapes=tuple((t, 1024) for t in (1, 4, 8, 16, 32, 128))),
         Benchmark(bench_inputs(2048), bench_composite, "torch._int_mm + dequant (eager)",
                   composite=bench_composite, n=2048, shapes=((1, 7168), (16, 7168))),
     ),

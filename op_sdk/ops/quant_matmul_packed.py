@@ -125,7 +125,7 @@ quant_matmul_packed = define_op(
         "(packed = pack_quant_weight(x2)); the CPU kernel reads the packed copy.",
     benchmarks=(Benchmark(_bench_inputs, _bench_composite, "torch._int_mm + dequant (eager)",
                           composite=_bench_composite, n=5632,
-                          shapes=tuple((t, 1024) for t in (1, 4, 16, 32, 64)),
+                          shapes=tuple((t, 1024) for t in (1, 4, 8, 16, 32, 64)),
                           # x2 is kept only for the unpacked fallback: the bytes count the
                           # packed copy
                           unread=(1,)),),

@@ -182,12 +182,15 @@ print("ok")
 """
 
 
-@pytest.mark.parametrize("env", [{"OP_SDK_CPU_ISA": "avx2"}, {"OP_SDK_QMM_PACKED_MAX_M": "0"},
+@pytest.mark.parametrize("env", [{"OP_SDK_CPU_ISA": "avx2"}, {"OP_SDK_CPU_ISA": "avx2_vnni"},
+                                 {"OP_SDK_CPU_ISA": "generic"},
+                                 {"OP_SDK_QMM_PACKED_MAX_M": "0"},
                                  {"OP_SDK_QMM_PACKED_MAX_M": "4"}],
-                         ids=["avx2", "packed-off", "packed-vnni-only"])
+                         ids=["avx2", "avx2_vnni", "generic", "packed-off", "packed-vnni-only"])
 def test_other_packed_paths(env):
-    """Without AVX-512 (no packed kernel: the unpacked path), with the packed kernels off,
-    and with only the few-row one: still npu_quant_matmul's result."""
+    """Without AVX-512 (the AVX2 / AVX-VNNI packed kernels up to their row limits, the
+    unpacked path above), the portable build (no packed kernel), with the packed kernels
+    off, and with only the few-row one: still npu_quant_matmul's result."""
     result = subprocess.run([sys.executable, "-c", _PATHS_SCRIPT], cwd=ROOT,
                             env=dict(os.environ, PYTHONPATH=ROOT, **env),
                             capture_output=True, text=True, timeout=300, check=False)
