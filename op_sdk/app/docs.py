@@ -110,12 +110,15 @@ def generated(root: str) -> dict[str, str]:
     ops_path = os.path.join(root, "docs", "operators.md")
     with open(ops_path, encoding="utf-8") as f:
         ops = f.read()
+    out = {os.path.join(root, "docs", "options.md"): render_options(),
+           ops_path: _replace_between(ops, "operators", render_operator_table())}
     readme_path = os.path.join(root, "README.md")
-    with open(readme_path, encoding="utf-8") as f:
-        readme = f.read()
-    return {os.path.join(root, "docs", "options.md"): render_options(),
-            ops_path: _replace_between(ops, "operators", render_operator_table()),
-            readme_path: _replace_between(readme, "npu", render_npu_table())}
+    if os.path.isfile(readme_path):
+        with open(readme_path, encoding="utf-8") as f:
+            readme = f.read()
+        if "<!-- generated:npu -->" in readme:
+            out[readme_path] = _replace_between(readme, "npu", render_npu_table())
+    return out
 
 
 def find_root() -> str:
