@@ -12,8 +12,6 @@ to the NPU; here they stay on CPU.
 Differs (docs/conformance.md): upstream's npu_quant_matmul meta cases pass a 3-D bias
 (1, 1, n), which op_sdk rejects (its bias is (n,)); each is also run with the bias as (n,).
 A bfloat16 bias without pertoken_scale is outside the contract's subset.
-npu_add_rms_norm_dynamic_quant with y_dtype=quint4x2 (int4 output) raises: the contract's
-y is int8.
 """
 
 import pytest
@@ -124,12 +122,14 @@ def test_npu_add_rms_norm_dynamic_quant_meta(fake_mode, dtype):
     for s in (s1, s2):
         expect(s, x1.shape[:-1], torch.float32)
     if dtype == torch.bfloat16:
-        # upstream: y_dtype=torch.quint4x2 gives int32 y1 / y2 of last dim / 8; the
-        # contract's y is int8
-        with pytest.raises(RuntimeError,
-                           match=r"npu_add_rms_norm_dynamic_quant: argument 'y_dtype'"):
-            npu.npu_add_rms_norm_dynamic_quant(x1, x2, gamma, beta=beta, y_dtype=torch.quint4x2,
-                                               **smooth)
+        # y_dtype=torch.quint4x2: int32 y1 / y2 of last dim / 8 (int4 packed 8 per int32)
+        y1, y2, x, s1, s2 = npu.npu_add_rms_norm_dynamic_quant(
+            x1, x2, gamma, beta=beta, y_dtype=torch.quint4x2, **smooth)
+        for y in (y1, y2):
+            expect(y, (2, 2), torch.int32)
+        expect(x, x1.shape, x1.dtype)
+        for s in (s1, s2):
+            expect(s, x1.shape[:-1], torch.float32)
 
 
 # ---- TestQuantMatmul::test_npu_quant_matmul_meta, one parameter per call -------------------
