@@ -1,7 +1,7 @@
 // CPU launcher of npu_add_rms_norm_quant: the contract's checks (the same rules and words
 // as op_sdk/ops/add_rms_norm_quant.py), layout, dtype dispatch and threading around the
 // row kernel of kernels/norm_quant.h (int8 outputs); float8 / hifloat8 outputs
-// (kernels/hifloat8.h) as ATen calls.
+// (csrc/float8_out.h) as ATen calls.
 #include <torch/library.h>
 
 #include <array>
@@ -9,7 +9,7 @@
 #include "checks.h"
 #include "launch.h"
 #include "registry.h"
-#include "hifloat8.h"
+#include "float8_out.h"
 #include "norm_quant.h"
 
 namespace opsdk {
@@ -30,8 +30,6 @@ constexpr ArqRow kArqRows[] = {
     {at::kBFloat16, at::kBFloat16, at::kBFloat16}, {at::kBFloat16, at::kFloat, at::kFloat},
     {at::kFloat, at::kFloat, at::kFloat},
 };
-constexpr int64_t kFloat8E5m2 = 23, kFloat8E4m3fn = 24, kHiFloat8 = 290, kNpuE5m2 = 291,
-                  kNpuE4m3fn = 292;
 
 std::string arq_table(c10::ScalarType x) {
   std::string out;
@@ -105,24 +103,8 @@ std::optional<Tensor> fp32_or_none(const std::optional<Tensor>& t) {
 }
 
 // float8 / hifloat8 outputs (Ascend 950): the reference's fp32 arithmetic as ATen calls
-// (op_sdk/ops/add_rms_norm_quant.py), then the saturating conversion of op_sdk/ops/_formats.py.
+// (op_sdk/ops/add_rms_norm_quant.py), then the saturating conversion of float8_out.h.
 // The fused row kernel covers the int8 output.
-Tensor float8_quant(const Tensor& v, int64_t code) {
-  if (code == kHiFloat8) {
-    const Tensor src = v.contiguous();
-    Tensor out = at::empty(src.sizes(), src.options().dtype(at::kByte));
-    const float* in = ptr<float>(src);
-    uint8_t* o = ptr<uint8_t>(out);
-    at::parallel_for(0, src.numel(), 16384, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) o[i] = opk::float_to_hif8(in[i]);
-    });
-    return out;
-  }
-  const auto dt = (code == kFloat8E5m2 || code == kNpuE5m2) ? at::kFloat8_e5m2 : at::kFloat8_e4m3fn;
-  const double fmax = dt == at::kFloat8_e5m2 ? 57344.0 : 448.0;
-  return v.clamp(-fmax, fmax).to(dt);  // NaN stays NaN; rounds half to even
-}
-
 std::tuple<Tensor, Tensor, Tensor> add_rms_norm_quant_float8(
     const Tensor& x1, const Tensor& x2, const Tensor& gamma, const Tensor& scales1,
     const std::optional<Tensor>& zero_points1, const std::optional<Tensor>& beta,

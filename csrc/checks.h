@@ -51,6 +51,12 @@ inline std::string dtype_code_name(int64_t code) {
     case 14: return "torch.qint32";
     case 15: return "torch.bfloat16";
     case 16: return "torch.quint4x2";
+    case 23: return "torch.float8_e5m2";
+    case 24: return "torch.float8_e4m3fn";
+    case 285: return "torch_npu.int4";
+    case 290: return "torch_npu.hifloat8";
+    case 291: return "torch_npu.float8_e5m2";
+    case 292: return "torch_npu.float8_e4m3fn";
     default: return std::to_string(code);
   }
 }

@@ -148,6 +148,9 @@ Tensor npu_quant_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
     OPK_CHECK(pertoken_scale.has_value() || code == kFloat16, kOp, "output_dtype",
               "must be float16 for int4 x1 and x2 without pertoken_scale, got ",
               output_dtype.has_value() ? std::to_string(*output_dtype) : std::string("None"));
+    OPK_CHECK(!bias.has_value() || bias->dim() == 1, kOp, "bias",
+              "must be 1-D (n,) with int4 x1 and x2, got shape ",
+              shape_str(bias.has_value() ? bias->sizes() : at::IntArrayRef()));
     a = unpack_int4(x1);
     b = transposed ? unpack_int4(x2.t()).t() : unpack_int4(x2);  // (k, n), in place if transposed
   }

@@ -83,8 +83,19 @@ inline int64_t check_quant_matmul(const char* op, const at::Tensor& x1, const at
               dtype_name(offset->scalar_type()), " ", shape_str(offset->sizes()));
   }
   if (bias.has_value()) {
-    OPK_CHECK(bias->dim() == 1 && bias->size(0) == n, op, "bias", "must have shape (n,) = (",
-              n, ",), got ", shape_str(bias->sizes()));
+    const std::vector<int64_t> batch = at::infer_size(b1, b2);
+    if (bias->dim() == 3) {
+      // (batch, 1, n): one bias row per batch of a 3-D output (torch_npu's documented form)
+      OPK_CHECK(batch.size() == 1 && bias->size(0) == batch[0] && bias->size(1) == 1 &&
+                    bias->size(2) == n,
+                op, "bias", "of 3 dims must have shape (batch, 1, n) = (",
+                batch.size() == 1 ? std::to_string(batch[0]) : std::string("batch"), ", 1, ", n,
+                ") with a 3-D output (batch dims ", shape_str(batch), "), got ",
+                shape_str(bias->sizes()));
+    } else {
+      OPK_CHECK(bias->dim() == 1 && bias->size(0) == n, op, "bias", "must have shape (n,) = (",
+                n, ",) or (batch, 1, n), got ", shape_str(bias->sizes()));
+    }
     if (is_float_dtype(bias->scalar_type())) {
       QMM_UNSUPPORTED(pertoken.has_value(), "bias", "of a float dtype requires pertoken_scale");
     } else {
@@ -279,6 +290,8 @@ inline at::Tensor quant_matmul_impl(int64_t code, const at::Tensor& x1, const at
   const bool float_bias = bias.has_value() && bias->scalar_type() != at::kInt;
   const at::Tensor fbias = float_bias ? bias->to(at::kFloat).contiguous() : at::Tensor();
   const at::Tensor ibias = bias.has_value() && !float_bias ? bias->contiguous() : at::Tensor();
+  // a (batch, 1, n) bias: batch bi reads row bi
+  const int64_t bias_step = bias.has_value() && bias->dim() == 3 ? n : 0;
   const at::Tensor pt = pertoken_scale.has_value() ? pertoken_scale->contiguous() : at::Tensor();
   const at::Tensor off = offset.has_value() ? offset->contiguous() : at::Tensor();
 
@@ -289,7 +302,7 @@ inline at::Tensor quant_matmul_impl(int64_t code, const at::Tensor& x1, const at
     int8_product(flat ? a3 : a3.select(0, bi), flat ? b3 : b3.select(0, bi), acc_b, packed);
     int32_t* ap = acc_b.data_ptr<int32_t>();
     if (ibias.defined()) {  // acc + bias, wrapping like torch's int32 add
-      const int32_t* bp = ibias.data_ptr<int32_t>();
+      const int32_t* bp = ibias.data_ptr<int32_t>() + bi * bias_step;
       parallel_rows(m, n, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r)
           for (int64_t j = 0; j < n; ++j)
@@ -301,7 +314,7 @@ inline at::Tensor quant_matmul_impl(int64_t code, const at::Tensor& x1, const at
       using O = decltype(to);
       O* op = reinterpret_cast<O*>(out.data_ptr()) + bi * m * n;
       const float* ptp = pt.defined() ? pt.data_ptr<float>() : nullptr;
-      const float* fb = fbias.defined() ? fbias.data_ptr<float>() : nullptr;
+      const float* fb = fbias.defined() ? fbias.data_ptr<float>() + bi * bias_step : nullptr;
       const float* ofp = off.defined() ? off.data_ptr<float>() : nullptr;
       parallel_rows(m, n, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r)

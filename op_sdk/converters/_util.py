@@ -16,6 +16,7 @@ SCALAR_TYPES = {0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4
 
 # torch_npu's dtype codes past ScalarType (CANN aclDataType + 256) that name GE types
 _NPU_CODES = {290: "DT_HIFLOAT8", 291: "DT_FLOAT8_E5M2", 292: "DT_FLOAT8_E4M3FN"}
+NPU_INT4 = 285
 
 
 def dtype_of(value, op: str, arg: str, default: torch.dtype | None = None) -> torch.dtype | str:
@@ -31,6 +32,8 @@ def dtype_of(value, op: str, arg: str, default: torch.dtype | None = None) -> to
         return SCALAR_TYPES[value]
     if isinstance(value, int) and value in _NPU_CODES:
         return _NPU_CODES[value]
+    if value == NPU_INT4:  # torch_npu.int4: int4 packed 8 per int32, as torch.quint4x2
+        return torch.quint4x2
     raise ConversionError(f"GE conversion: {op}: argument '{arg}' = {value!r} is not a dtype "
                           f"the converter knows")
 

@@ -109,9 +109,10 @@ def _attr(w: _Writer, key: str, typ: str, value) -> None:
         _desc(w, "desc", desc)
         if data is not None:
             fmt = _PACK.get(desc.dtype)
-            if fmt is None:
+            if fmt is None and len(data) > 0:
                 raise ValueError(f"GE IR text: cannot write a {desc.dtype} constant")
-            w.field("data", quote(struct.pack("<" + fmt * len(data), *data)))
+            # an empty constant (an output switched off) has no bytes, whatever its dtype
+            w.field("data", quote(struct.pack("<" + (fmt or "") * len(data), *data)))
         w.close()
     else:
         raise ValueError(f"GE IR text: attribute {key!r} has unknown type {typ!r}")

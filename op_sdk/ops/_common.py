@@ -30,7 +30,7 @@ DTYPE_CODES: dict[int, torch.dtype] = {
 CODE_OF = {dt: code for code, dt in DTYPE_CODES.items()}
 # torch_npu's codes beyond ScalarType (CANN aclDataType + 256): no torch dtype, or a
 # second spelling of one (op_sdk/ops/_formats.py)
-NPU_DTYPE_NAMES = {290: "torch_npu.hifloat8", 291: "torch_npu.float8_e5m2",
+NPU_DTYPE_NAMES = {285: "torch_npu.int4", 290: "torch_npu.hifloat8", 291: "torch_npu.float8_e5m2",
                    292: "torch_npu.float8_e4m3fn"}
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)

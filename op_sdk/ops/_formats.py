@@ -29,6 +29,9 @@ HIFLOAT8 = 290
 FLOAT8_CODES = {23: torch.float8_e5m2, 291: torch.float8_e5m2,
                 24: torch.float8_e4m3fn, 292: torch.float8_e4m3fn}
 HIF8_MAX = 32768.0
+# the largest finite value of each 8-bit float output code (DTYPE_MAX of dynamic quantisation)
+FLOAT8_MAX = {23: 57344.0, 291: 57344.0, 24: 448.0, 292: 448.0, HIFLOAT8: HIF8_MAX}
+FLOAT8_OUT_CODES = (23, 24, HIFLOAT8, 291, 292)
 HIF8_SATURATE_AT = 40960.0  # 1.25 * 2^15: everything from here up rounds past the largest value
 
 
@@ -96,6 +99,19 @@ def hif8_to_float(bits: torch.Tensor) -> torch.Tensor:
     out = torch.where(v == 0, 0.0, out)
     out = torch.where(b == 128, float("nan"), out)
     return torch.where(v == 111, sign * float("inf"), out)
+
+
+def dynamic_quant_float8(v: torch.Tensor, amax: torch.Tensor, code: int, dmax: float):
+    """Symmetric dynamic quantisation of fp32 ``v`` to an 8-bit float output, as the Ascend 950
+    kernels compute it (CANN ops-nn arch35 DynamicQuant / AddRmsNormDynamicQuant):
+    scale = amax * fp32(1 / dmax), y = cast(v / scale). ``amax`` broadcasts against ``v``.
+    Where amax is 0 the scale is 0 and y is 0 (the contract's choice for all-zero rows).
+    Returns (y, scale)."""
+    inv = torch.tensor(1.0, dtype=torch.float32) / torch.tensor(dmax, dtype=torch.float32)
+    scale = amax * inv
+    q = torch.where(scale > 0, v / torch.where(scale > 0, scale, torch.ones_like(scale)),
+                    torch.zeros_like(v))
+    return quantize_float8(q, code), scale
 
 
 def quantize_float8(v: torch.Tensor, code: int) -> torch.Tensor:

@@ -1,5 +1,8 @@
-"""npu_add_rms_norm_dynamic_quant: add + rms_norm (+ beta) + per-token dynamic int8
-quantisation, up to two branches.
+"""npu_add_rms_norm_dynamic_quant: add + rms_norm (+ beta) + per-token dynamic quantisation,
+up to two branches: int8; int4 packed 8 per int32 (``y_dtype=torch.quint4x2`` or
+torch_npu.int4, code 285); on Ascend 950
+float8_e5m2 / float8_e4m3fn / HiFloat8 (codes 23 / 291, 24 / 292, 290; HiFloat8's bits in
+uint8).
 
 Native CPU kernel: csrc/add_rms_norm_dynamic_quant.cpp (over kernels/norm_quant.h).
 """
@@ -12,16 +15,20 @@ from op_sdk.library import Benchmark, define_op
 from op_sdk.npu_binding import AclnnBinding
 from op_sdk.ops._common import (
     HALF_DTYPES,
+    INT4_MAX,
     INT8,
     INT8_MAX,
     QINT8,
+    QUINT4X2,
     bench_norm_inputs,
     bench_positive,
     check,
     check_1d,
     dtype_arg,
+    pack_int4,
     quantize_round,
 )
+from op_sdk.ops._formats import FLOAT8_MAX, FLOAT8_OUT_CODES, dynamic_quant_float8, storage_dtype
 from op_sdk.ops._norm import _normalize, check_add_rms_norm
 
 
@@ -54,23 +61,52 @@ def check_add_rms_norm_dynamic_quant(x1, x2, gamma, smooth_scale1, smooth_scale2
             check_1d(t, op, name, h)
             check(t.dtype == x1.dtype, op, name,
                   f"must have the dtype of 'x1' ({x1.dtype}), got {t.dtype}")
-    dtype_arg(op, "y_dtype", y_dtype, (INT8, QINT8), INT8)
-    return dynamic_quant_branches(op, smooth_scale1, smooth_scale2, output_mask)
+    code = dtype_arg(op, "y_dtype", y_dtype, Y_CODES, INT8)
+    if code == NPU_INT4:
+        code = QUINT4X2  # torch_npu.int4: the same int32-packed output
+    if code == QUINT4X2:
+        check(h % 8 == 0, op, "x1", f"last dim must be a multiple of 8 for int4 (quint4x2) "
+              f"output, got {h}")
+    return dynamic_quant_branches(op, smooth_scale1, smooth_scale2, output_mask), code
 
 
-def _dynamic_branch(y, smooth):
+NPU_INT4 = 285  # torch_npu.int4
+Y_CODES = (INT8, QINT8, QUINT4X2, NPU_INT4) + FLOAT8_OUT_CODES
+
+
+def y_storage(code: int) -> torch.dtype:
+    """The dtype of y1 / y2: int8; int32 for int4 (8 per int32); the 8-bit float storage."""
+    if code == QUINT4X2:
+        return torch.int32
+    return storage_dtype(code) if code in FLOAT8_OUT_CODES else torch.int8
+
+
+def y_shape(x1: torch.Tensor, code: int) -> list:
+    shape = list(x1.shape)
+    if code == QUINT4X2:
+        shape[-1] //= 8
+    return shape
+
+
+def _dynamic_branch(y, smooth, code):
     v = y * smooth.float() if smooth is not None else y
     amax = v.abs().amax(-1, keepdim=True)
-    # one fp32 division 127 / amax (a Python scalar / tensor is reciprocal(amax) * 127)
-    inv = torch.where(amax > 0, torch.full_like(amax, INT8_MAX) / amax, torch.zeros_like(amax))
-    return quantize_round(v * inv, -128.0, 127.0, torch.int8), (amax / INT8_MAX).squeeze(-1)
+    if code in FLOAT8_OUT_CODES:
+        # Ascend 950 (arch35 kernel): scale = amax * fp32(1 / DTYPE_MAX), y = cast(v / scale)
+        q, scale = dynamic_quant_float8(v, amax, code, FLOAT8_MAX[code])
+        return q, scale.squeeze(-1)
+    dmax = INT4_MAX if code == QUINT4X2 else INT8_MAX
+    # one fp32 division dmax / amax (a Python scalar / tensor is reciprocal(amax) * dmax)
+    inv = torch.where(amax > 0, torch.full_like(amax, dmax) / amax, torch.zeros_like(amax))
+    q = quantize_round(v * inv, -dmax - 1, dmax, torch.int8)
+    return (pack_int4(q) if code == QUINT4X2 else q), (amax / dmax).squeeze(-1)
 
 
 def add_rms_norm_dynamic_quant_reference(x1, x2, gamma, *, smooth_scale1=None,
                                          smooth_scale2=None, beta=None, epsilon=1e-6,
                                          output_mask=None, y_dtype=None):
-    run = check_add_rms_norm_dynamic_quant(x1, x2, gamma, smooth_scale1, smooth_scale2, beta,
-                                           output_mask, y_dtype)
+    run, code = check_add_rms_norm_dynamic_quant(x1, x2, gamma, smooth_scale1, smooth_scale2,
+                                                 beta, output_mask, y_dtype)
     x = x1.float() + x2.float()
     y, _ = _normalize(x, gamma, epsilon)
     if beta is not None:
@@ -78,20 +114,26 @@ def add_rms_norm_dynamic_quant_reference(x1, x2, gamma, *, smooth_scale1=None,
     outs = []
     for on, smooth in zip(run, (smooth_scale1, smooth_scale2)):
         # a branch that does not run returns empty (0,) tensors (the contract's choice)
-        outs.append(_dynamic_branch(y, smooth) if on else
-                    (x1.new_empty((0,), dtype=torch.int8), x1.new_empty((0,), dtype=torch.float32)))
+        outs.append(_dynamic_branch(y, smooth, code) if on else
+                    (x1.new_empty((0,), dtype=y_storage(code)),
+                     x1.new_empty((0,), dtype=torch.float32)))
     (y1, s1), (y2, s2) = outs
     return y1, y2, x.to(x1.dtype), s1, s2
 
 
 def add_rms_norm_dynamic_quant_fake(x1, x2, gamma, *, smooth_scale1=None, smooth_scale2=None,
                                     beta=None, epsilon=1e-6, output_mask=None, y_dtype=None):
-    run = check_add_rms_norm_dynamic_quant(x1, x2, gamma, smooth_scale1, smooth_scale2, beta,
-                                           output_mask, y_dtype)
+    run, code = check_add_rms_norm_dynamic_quant(x1, x2, gamma, smooth_scale1, smooth_scale2,
+                                                 beta, output_mask, y_dtype)
     ys, ss = [], []
+    ydt = y_storage(code)
     for on in run:
-        ys.append(torch.empty_like(x1, dtype=torch.int8) if on
-                  else x1.new_empty((0,), dtype=torch.int8))
+        if not on:
+            ys.append(x1.new_empty((0,), dtype=ydt))
+        elif code == QUINT4X2:
+            ys.append(x1.new_empty(y_shape(x1, code), dtype=ydt))
+        else:
+            ys.append(torch.empty_like(x1, dtype=ydt))
         ss.append(x1.new_empty(x1.shape[:-1], dtype=torch.float32) if on
                   else x1.new_empty((0,), dtype=torch.float32))
     return ys[0], ys[1], torch.empty_like(x1), ss[0], ss[1]
@@ -114,7 +156,8 @@ npu_add_rms_norm_dynamic_quant = define_op(
                        requires={"beta": None, "output_mask": None, "y_dtype": None}),
     reference=add_rms_norm_dynamic_quant_reference, fake=add_rms_norm_dynamic_quant_fake,
     native=("cpu",),
-    doc="add + rms_norm (+ beta) + per-token dynamic int8 quantisation, up to two branches.",
+    doc="add + rms_norm (+ beta) + per-token dynamic quantisation (int8, int4, float8, "
+        "hifloat8), up to two branches.",
     benchmarks=(Benchmark(lambda t, h, dt: (bench_norm_inputs(t, h, dt),
                                           {"smooth_scale1": bench_positive(h, dtype=dt)}),
                           _unfused, "npu_add_rms_norm + npu_dynamic_quant"),),

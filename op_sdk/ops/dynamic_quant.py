@@ -1,5 +1,6 @@
 """npu_dynamic_quant: symmetric dynamic quantisation per token (or tensor / channel) to int8
-or int4, with optional smoothing and MoE groups.
+or int4, or (Ascend 950, aclnnDynamicQuantV3 / V4) to float8_e5m2, float8_e4m3fn or
+HiFloat8, with optional smoothing and MoE groups.
 
 Native CPU kernel: csrc/dynamic_quant.cpp (over kernels/quant.h).
 """
@@ -25,10 +26,29 @@ from op_sdk.ops._common import (
     pack_int4,
     quantize_round,
 )
+from op_sdk.ops._formats import (
+    FLOAT8_MAX,
+    FLOAT8_OUT_CODES,
+    HIF8_MAX,
+    HIFLOAT8,
+    dynamic_quant_float8,
+    storage_dtype,
+)
 
 
 QUANT_MODES = ("pertoken", "pertensor", "perchannel")
 MAX_GROUPS = 1024
+DST_CODES = (INT8, QUINT4X2) + FLOAT8_OUT_CODES
+# |dst_type_max| below this means "not given" (32768), as the 950 tiling reads it
+DST_TYPE_MAX_UNSET = 1e-6
+
+
+def float8_dmax(code: int, dst_type_max: float) -> float:
+    """DTYPE_MAX of an 8-bit float output: the format's largest value; for HiFloat8
+    dst_type_max when given (aclnnDynamicQuantV4)."""
+    if code == HIFLOAT8 and abs(dst_type_max) >= DST_TYPE_MAX_UNSET:
+        return float(dst_type_max)
+    return FLOAT8_MAX[code]
 
 
 def check_dynamic_quant(input, smooth_scales, group_index, dst_type, quant_mode, dst_type_max):
@@ -36,11 +56,16 @@ def check_dynamic_quant(input, smooth_scales, group_index, dst_type, quant_mode,
     op = "npu_dynamic_quant"
     check_dtype(input, op, "input", FLOAT_DTYPES)
     check(input.dim() > 1, op, "input", f"must have more than 1 dim, got {input.dim()}")
-    code = dtype_arg(op, "dst_type", dst_type, (INT8, QUINT4X2), INT8)
+    code = dtype_arg(op, "dst_type", dst_type, DST_CODES, INT8)
     check(quant_mode in QUANT_MODES, op, "quant_mode",
           f"must be one of {', '.join(QUANT_MODES)}, got {quant_mode!r}")
-    check(dst_type_max == 0.0, op, "dst_type_max",
-          f"must be 0.0 for int8 / int4 outputs (the range is implied), got {dst_type_max}")
+    if code == HIFLOAT8:
+        check(0.0 <= dst_type_max <= HIF8_MAX, op, "dst_type_max",
+              f"must be in [0, 32768] for hifloat8 output (0: 32768), got {dst_type_max}")
+    else:
+        check(dst_type_max == 0.0, op, "dst_type_max",
+              f"must be 0.0 for int8 / int4 / float8 outputs (it sets hifloat8's range only), "
+              f"got {dst_type_max}")
     h = input.shape[-1]
     if code == QUINT4X2:
         check(h % 8 == 0, op, "input",
@@ -110,20 +135,23 @@ def dynamic_quant_reference(input, *, smooth_scales=None, group_index=None, dst_
         s = s * smooth_scales.float().unsqueeze(-1)
     elif smooth_scales is not None:
         s = s * smooth_scales.float()
-    dmax = INT4_MAX if code == QUINT4X2 else INT8_MAX
     if quant_mode == "pertoken":
         amax = s.abs().amax(-1, keepdim=True)
     elif quant_mode == "pertensor":
         amax = s.abs().amax().reshape([1] * s.dim())
     else:
         amax = s.abs().amax(-2, keepdim=True)
+    _, s_shape = _dynamic_quant_shapes(input, quant_mode, code)
+    if code in FLOAT8_OUT_CODES:
+        y, scale = dynamic_quant_float8(s, amax, code, float8_dmax(code, dst_type_max))
+        return y, scale.reshape(s_shape)
+    dmax = INT4_MAX if code == QUINT4X2 else INT8_MAX
     # All-zero rows: scale 0 and y 0 (the contract's choice), never NaN.
     # one fp32 division dmax / amax (a Python scalar / tensor is reciprocal(amax) * dmax,
     # which can differ in the last bit)
     inv = torch.where(amax > 0, torch.full_like(amax, dmax) / amax, torch.zeros_like(amax))
     q = quantize_round(s * inv, -dmax - 1, dmax, torch.int8)
     scale = amax / dmax
-    _, s_shape = _dynamic_quant_shapes(input, quant_mode, code)
     y = pack_int4(q) if code == QUINT4X2 else q
     return y, scale.reshape(s_shape)
 
@@ -133,7 +161,8 @@ def dynamic_quant_fake(input, *, smooth_scales=None, group_index=None, dst_type=
     code = check_dynamic_quant(input, smooth_scales, group_index, dst_type, quant_mode,
                                dst_type_max)
     y_shape, s_shape = _dynamic_quant_shapes(input, quant_mode, code)
-    ydt = torch.int32 if code == QUINT4X2 else torch.int8
+    ydt = (torch.int32 if code == QUINT4X2 else
+           storage_dtype(code) if code in FLOAT8_OUT_CODES else torch.int8)
     return input.new_empty(y_shape, dtype=ydt), input.new_empty(s_shape, dtype=torch.float32)
 
 
@@ -145,7 +174,8 @@ npu_dynamic_quant = define_op(
                        requires={"group_index": None, "dst_type": (None, 1),
                                  "quant_mode": "pertoken", "dst_type_max": 0.0}),
     reference=dynamic_quant_reference, fake=dynamic_quant_fake, native=("cpu",),
-    doc="Symmetric dynamic quantisation per token (or tensor / channel) to int8 or int4.",
+    doc="Symmetric dynamic quantisation per token (or tensor / channel) to int8, int4, "
+        "float8 or hifloat8.",
     benchmarks=(Benchmark(lambda t, h, dt: ((bench_randn(t, h, dtype=dt),),
                                           {"smooth_scales": bench_positive(h, dtype=dt)})),),
 )

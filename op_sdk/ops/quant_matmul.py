@@ -76,8 +76,16 @@ def check_quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype
               f"must be float32 of shape (1,) or ({n},), got {offset.dtype} "
               f"{list(offset.shape)}")
     if bias is not None:
-        check(bias.dim() == 1 and bias.shape[0] == n, op, "bias",
-              f"must have shape (n,) = ({n},), got {list(bias.shape)}")
+        batch = list(torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2]))
+        if bias.dim() == 3:
+            # (batch, 1, n): one bias row per batch of a 3-D output (torch_npu's documented form)
+            check(len(batch) == 1 and list(bias.shape) == [batch[0], 1, n], op, "bias",
+                  f"of 3 dims must have shape (batch, 1, n) = "
+                  f"({batch[0] if len(batch) == 1 else 'batch'}, 1, {n}) with a 3-D output "
+                  f"(batch dims {batch}), got {list(bias.shape)}")
+        else:
+            check(bias.dim() == 1 and bias.shape[0] == n, op, "bias",
+                  f"must have shape (n,) = ({n},) or (batch, 1, n), got {list(bias.shape)}")
         if bias.dtype in _FLOAT_BIAS:
             if pertoken_scale is None:
                 unsupported(op, "bias", "of a float dtype requires pertoken_scale")
@@ -133,9 +141,12 @@ def _a4w4_unpack(x1, x2):
     return unpack_int4(x1), w
 
 
-def _check_a4w4(x1, x2, pertoken_scale, output_dtype):
+def _check_a4w4(x1, x2, pertoken_scale, output_dtype, bias=None):
     op = "npu_quant_matmul"
     _a4w4_shapes(x1, x2)
+    if bias is not None:
+        check(bias.dim() == 1, op, "bias", f"must be 1-D (n,) with int4 x1 and x2, got shape "
+              f"{list(bias.shape)}")
     code = dtype_arg(op, "output_dtype", output_dtype, tuple(_OUT_DTYPES), INT8)
     if pertoken_scale is None:
         check(code == FLOAT16, op, "output_dtype",
@@ -197,7 +208,7 @@ def quant_matmul_reference(x1, x2, scale, *, offset=None, pertoken_scale=None, b
         return _a8w4_reference(x1, x2, scale, offset, pertoken_scale, bias, output_dtype,
                                group_sizes)
     if _is_a4w4(x1, x2):
-        _check_a4w4(x1, x2, pertoken_scale, output_dtype)
+        _check_a4w4(x1, x2, pertoken_scale, output_dtype, bias)
         x1, x2 = _a4w4_unpack(x1, x2)
     code = check_quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype,
                               x1_dtype, x2_dtype, pertoken_scale_dtype, scale_dtype,
@@ -229,7 +240,7 @@ def quant_matmul_fake(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=N
                                    group_sizes)
         return x1.new_empty((x1.shape[0], n), dtype=_OUT_DTYPES[code])
     if _is_a4w4(x1, x2):
-        _check_a4w4(x1, x2, pertoken_scale, output_dtype)
+        _check_a4w4(x1, x2, pertoken_scale, output_dtype, bias)
         k, n, _ = _a4w4_shapes(x1, x2)
         # the int8 rules on operands of the unpacked shapes
         x1 = x1.new_empty((*x1.shape[:-1], k), dtype=torch.int8)

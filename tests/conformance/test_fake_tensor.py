@@ -9,11 +9,9 @@
 for the backward cases, its autograd formulas on fake tensors). Upstream moves the inputs
 to the NPU; here they stay on CPU.
 
-Differs (docs/conformance.md): upstream's npu_quant_matmul meta cases pass a 3-D bias
-(1, 1, n), which op_sdk rejects (its bias is (n,)); each is also run with the bias as (n,).
-A bfloat16 bias without pertoken_scale is outside the contract's subset.
-npu_add_rms_norm_dynamic_quant with y_dtype=quint4x2 (int4 output) raises: the contract's
-y is int8.
+Upstream's npu_quant_matmul meta cases pass a 3-D bias (1, 1, n) (a (batch, 1, n) bias of
+the 3-D output); each is also run with the bias as (n,). Differs (docs/conformance.md): a
+bfloat16 bias without pertoken_scale is outside the contract's subset.
 """
 
 import pytest
@@ -22,7 +20,6 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from tests.conformance._golden import NPU_HIFLOAT8, npu
 
-BIAS_SHAPE = r"npu_quant_matmul: argument 'bias' must have shape"
 OUTSIDE_SUBSET = r"npu_quant_matmul: argument '\w+' .*supported subset"
 
 
@@ -124,12 +121,14 @@ def test_npu_add_rms_norm_dynamic_quant_meta(fake_mode, dtype):
     for s in (s1, s2):
         expect(s, x1.shape[:-1], torch.float32)
     if dtype == torch.bfloat16:
-        # upstream: y_dtype=torch.quint4x2 gives int32 y1 / y2 of last dim / 8; the
-        # contract's y is int8
-        with pytest.raises(RuntimeError,
-                           match=r"npu_add_rms_norm_dynamic_quant: argument 'y_dtype'"):
-            npu.npu_add_rms_norm_dynamic_quant(x1, x2, gamma, beta=beta, y_dtype=torch.quint4x2,
-                                               **smooth)
+        # y_dtype=torch.quint4x2: int32 y1 / y2 of last dim / 8 (int4 packed 8 per int32)
+        y1, y2, x, s1, s2 = npu.npu_add_rms_norm_dynamic_quant(
+            x1, x2, gamma, beta=beta, y_dtype=torch.quint4x2, **smooth)
+        for y in (y1, y2):
+            expect(y, (2, 2), torch.int32)
+        expect(x, x1.shape, x1.dtype)
+        for s in (s1, s2):
+            expect(s, x1.shape[:-1], torch.float32)
 
 
 # ---- TestQuantMatmul::test_npu_quant_matmul_meta, one parameter per call -------------------
@@ -158,10 +157,6 @@ def test_npu_quant_matmul_meta_int8(fake_mode, bias_dtype, output_dtype, extra, 
         kwargs["pertoken_scale"] = torch.randn(1, dtype=torch.float32)
     if output_dtype is not None:
         kwargs["output_dtype"] = output_dtype
-    if len(bias_shape) == 3:
-        with pytest.raises(RuntimeError, match=BIAS_SHAPE):
-            npu.npu_quant_matmul(x1, x2, scale, **kwargs)
-        return
     out = npu.npu_quant_matmul(x1, x2, scale, **kwargs)
     expect(out, (1, 1, 100), output_dtype or torch.int8)
 
@@ -175,11 +170,6 @@ def test_npu_quant_matmul_meta_bf16_bias_without_pertoken(fake_mode, bias_shape)
     x1, x2 = _int8_operands()
     scale = torch.randn(1, dtype=torch.bfloat16)
     bias = torch.randint(-1, 1, bias_shape, dtype=torch.bfloat16)
-    if len(bias_shape) == 3:
-        with pytest.raises(RuntimeError, match=BIAS_SHAPE):
-            npu.npu_quant_matmul(x1, x2, scale, offset=None, bias=bias,
-                                 output_dtype=torch.bfloat16)
-        return
     with pytest.raises(NotImplementedError,
                        match=r"argument 'bias' of a float dtype requires pertoken_scale"):
         npu.npu_quant_matmul(x1, x2, scale, offset=None, bias=bias, output_dtype=torch.bfloat16)

@@ -1,15 +1,18 @@
 """npu_dynamic_quant: the native CPU kernel against the reference (per token, per tensor,
 per channel; int8 and int4; smoothing; MoE group_index, threaded across groups; all-zero
 rows, strided and empty inputs; the scales exact); values on hand-built cases; per-channel
-smoothing (torch_npu's documented contract beyond A2 / A3); no backward."""
+smoothing and the Ascend 950 float8 / HiFloat8 outputs with dst_type_max (torch_npu's and
+CANN's documented contract beyond A2 / A3); no backward."""
 
 import pytest
 import torch
 
 from op_sdk.ops._common import unpack_int4
+from op_sdk.ops._formats import float_to_hif8, hif8_to_float
 from op_sdk.ops.dynamic_quant import dynamic_quant_reference
 from tests.ops._helpers import (
     T,
+    assert_bits_equal,
     assert_int_close,
     assert_outputs_close,
     bad,
@@ -40,6 +43,12 @@ def samples():
         ("npu_dynamic_quant", (rand(2, 5, h),), {"quant_mode": "pertensor"}),
         ("npu_dynamic_quant", (rand(2, 5, h),), {"quant_mode": "perchannel"}),
         ("npu_dynamic_quant", (rand(2, 5, h),), {"quant_mode": "perchannel", "smooth_scales": rand(5)}),
+        # Ascend 950: float8 / HiFloat8 outputs (HiFloat8's bits in uint8), dst_type_max
+        ("npu_dynamic_quant", (rand(7, h, dtype=bf16),), {"dst_type": torch.float8_e4m3fn}),
+        ("npu_dynamic_quant", (rand(2, 5, h, dtype=fp16),),
+         {"dst_type": torch.float8_e5m2, "quant_mode": "pertensor"}),
+        ("npu_dynamic_quant", (rand(2, 5, h, dtype=bf16),),
+         {"dst_type": 290, "dst_type_max": 15.0, "smooth_scales": rand(h, dtype=bf16)}),
     ]
 
 
@@ -62,6 +71,13 @@ def meta_grid():
             cases.append(("npu_dynamic_quant", (x,), {"dst_type": torch.int8}))
         cases.append(("npu_dynamic_quant", (rand(*lead, 6, h),), {"quant_mode": "perchannel",
                                                                   "smooth_scales": pos(6)}))
+        # Ascend 950's 8-bit float outputs: every code, per token / tensor / channel
+        for dst in (torch.float8_e5m2, torch.float8_e4m3fn, 290, 291, 292):
+            cases.append(("npu_dynamic_quant", (rand(*lead, h, dtype=bf16),), {"dst_type": dst}))
+        cases.append(("npu_dynamic_quant", (rand(*lead, 6, h, dtype=fp16),),
+                      {"dst_type": 290, "quant_mode": "perchannel", "dst_type_max": 240.0}))
+        cases.append(("npu_dynamic_quant", (rand(*lead, 6, h, dtype=fp16),),
+                      {"dst_type": torch.float8_e4m3fn, "quant_mode": "pertensor"}))
     return cases
 
 
@@ -85,6 +101,13 @@ CASES = [
      {"smooth_scales": T(2, 8), "group_index": T(2, dtype=i32), "quant_mode": "pertensor"},
      "group_index", RuntimeError),
     ("dq/dst-type-max", "npu_dynamic_quant", (T(4, 8),), {"dst_type_max": 127.0}, "dst_type_max", RuntimeError),
+    ("dq/dst-type-max-float8", "npu_dynamic_quant", (T(4, 8),),
+     {"dst_type": torch.float8_e4m3fn, "dst_type_max": 100.0}, "dst_type_max", RuntimeError),
+    ("dq/dst-type-max-hif8-range", "npu_dynamic_quant", (T(4, 8),),
+     {"dst_type": 290, "dst_type_max": 40000.0}, "dst_type_max", RuntimeError),
+    ("dq/dst-type-max-hif8-negative", "npu_dynamic_quant", (T(4, 8),),
+     {"dst_type": 290, "dst_type_max": -1.0}, "dst_type_max", RuntimeError),
+    ("dq/dst-type-293", "npu_dynamic_quant", (T(4, 8),), {"dst_type": 293}, "dst_type", RuntimeError),
 ]
 
 BAD_CALLS = [
@@ -94,6 +117,9 @@ BAD_CALLS = [
     bad("npu_dynamic_quant", "input", zeros(4, 12), dst_type=torch.quint4x2),
     bad("npu_dynamic_quant", "quant_mode", zeros(4, 8), quant_mode="pergroup"),
     bad("npu_dynamic_quant", "dst_type_max", zeros(4, 8), dst_type_max=127.0),
+    bad("npu_dynamic_quant", "dst_type_max", zeros(4, 8), dst_type=torch.float8_e5m2,
+        dst_type_max=1.0),
+    bad("npu_dynamic_quant", "dst_type_max", zeros(4, 8), dst_type=290, dst_type_max=32769.0),
     bad("npu_dynamic_quant", "smooth_scales", zeros(4, 8), smooth_scales=zeros(7)),
     bad("npu_dynamic_quant", "smooth_scales", zeros(4, 8), smooth_scales=zeros(8, dtype=torch.int32)),
     bad("npu_dynamic_quant", "smooth_scales",
@@ -297,6 +323,114 @@ def test_dynamic_quant_perchannel_smoothing_length_is_rows():
     with pytest.raises(RuntimeError, match="argument 'group_index'"):
         npu.npu_dynamic_quant(x, smooth_scales=torch.ones(1, 16), quant_mode="perchannel",
                               group_index=torch.tensor([6], dtype=torch.int32))
+
+
+# ---- Ascend 950: float8 / HiFloat8 outputs (aclnnDynamicQuantV3 / V4) -------------------------
+
+F8 = {"e5m2": (torch.float8_e5m2, 57344.0), "e4m3fn": (torch.float8_e4m3fn, 448.0),
+      "npu-e5m2": (291, 57344.0), "npu-e4m3fn": (292, 448.0), "hif8": (290, 32768.0)}
+
+
+def _decode(y):
+    return hif8_to_float(y) if y.dtype == torch.uint8 else y.float()
+
+
+@pytest.mark.parametrize("dst", list(F8))
+@pytest.mark.parametrize("mode", ["pertoken", "pertensor", "perchannel"])
+@pytest.mark.parametrize("dtype", [fp16, bf16, fp32])
+def test_dynamic_quant_float8_native_matches_reference(dst, mode, dtype):
+    torch.manual_seed(0)
+    x = rand(2, 33, 47, dtype=dtype, scale=3.0)  # odd sizes
+    sm = (torch.rand(33 if mode == "perchannel" else 47) + 0.5).to(dtype)
+    code, _ = F8[dst]
+    for kw in ({}, {"smooth_scales": sm}):
+        y, scale = npu.npu_dynamic_quant(x, dst_type=code, quant_mode=mode, **kw)
+        ry, rscale = dynamic_quant_reference(x, dst_type=code, quant_mode=mode, **kw)
+        assert y.dtype == (torch.uint8 if dst == "hif8" else
+                           {291: torch.float8_e5m2, 292: torch.float8_e4m3fn}.get(code, code))
+        assert y.shape == x.shape
+        assert_bits_equal(y, ry)
+        assert_bits_equal(scale, rscale)
+
+
+@pytest.mark.parametrize("dst", list(F8))
+def test_dynamic_quant_float8_values(dst):
+    # scale = amax * fp32(1 / DTYPE_MAX); y = v / scale in the 8-bit format (950 kernels)
+    torch.manual_seed(1)
+    code, dmax = F8[dst]
+    x = torch.randn(5, 40, dtype=bf16)
+    y, scale = npu.npu_dynamic_quant(x, dst_type=code)
+    amax = x.float().abs().amax(-1)
+    inv = torch.tensor(1.0) / torch.tensor(dmax)
+    assert torch.equal(scale, amax * inv)
+    v = x.float() / scale[:, None]
+    got = _decode(y)
+    # the row max lands on DTYPE_MAX (within one rounding of the division), exact format values
+    torch.testing.assert_close(got.abs().amax(-1), torch.full((5,), dmax), rtol=0.13, atol=0)
+    if dst == "hif8":
+        assert torch.equal(y, float_to_hif8(v))
+        # HiFloat8 keeps 1 mantissa bit for |v| in [2^8, 2^16): within a quarter of v
+        assert ((got - v).abs() <= v.abs() / 4 + 2.0 ** -22).all()
+    else:
+        fdt = torch.float8_e5m2 if "e5m2" in dst else torch.float8_e4m3fn
+        assert torch.equal(got, v.clamp(-dmax, dmax).to(fdt).float())
+
+
+def test_dynamic_quant_hifloat8_dst_type_max():
+    torch.manual_seed(2)
+    x = torch.randn(4, 32, dtype=fp16)
+    for dtm, dmax in [(0.0, 32768.0), (15.0, 15.0), (240.0, 240.0), (32768.0, 32768.0)]:
+        y, scale = npu.npu_dynamic_quant(x, dst_type=290, dst_type_max=dtm)
+        inv = torch.tensor(1.0) / torch.tensor(dmax)
+        assert torch.equal(scale, x.float().abs().amax(-1) * inv)
+        got = hif8_to_float(y).abs().amax(-1)
+        assert (got <= dmax * 1.07).all() and (got >= dmax * 0.93).all()
+        ry, rs = dynamic_quant_reference(x, dst_type=290, dst_type_max=dtm)
+        assert torch.equal(y, ry) and torch.equal(scale, rs)
+
+
+def test_dynamic_quant_float8_zero_rows_groups_strided_empty():
+    torch.manual_seed(3)
+    x = rand(6, 16, dtype=bf16)
+    x[2] = 0
+    y, scale = npu.npu_dynamic_quant(x, dst_type=torch.float8_e4m3fn)
+    assert float(scale[2]) == 0.0 and (y[2].float() == 0).all() and not torch.isnan(y.float()).any()
+    gi = torch.tensor([2, 2, 6], dtype=torch.int32)
+    sm = (torch.rand(3, 16) + 0.5).to(bf16)
+    for code in (290, torch.float8_e5m2):
+        out = npu.npu_dynamic_quant(x, smooth_scales=sm, group_index=gi, dst_type=code)
+        ref = dynamic_quant_reference(x, smooth_scales=sm, group_index=gi, dst_type=code)
+        assert_bits_equal(out[0], ref[0])
+        assert_bits_equal(out[1], ref[1])
+        # group 1 is empty: rows 0-1 use sm[0], rows 2-5 sm[2]
+        y0 = npu.npu_dynamic_quant(x[:2], smooth_scales=sm[0], dst_type=code)[0]
+        assert_bits_equal(out[0][:2], y0)
+    xs = strided(rand(40, 32, dtype=fp16))
+    out = npu.npu_dynamic_quant(xs, dst_type=291)
+    ref = dynamic_quant_reference(xs.contiguous(), dst_type=291)
+    assert_bits_equal(out[0], ref[0])
+    y, scale = npu.npu_dynamic_quant(torch.empty(0, 3, 16, dtype=fp16), dst_type=290)
+    assert y.shape == (0, 3, 16) and y.dtype == torch.uint8 and scale.shape == (0, 3)
+
+
+def test_dynamic_quant_float8_fake_and_dynamic_shapes():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        y, s = npu.npu_dynamic_quant(torch.empty(3, 5, 16, dtype=bf16), dst_type=290,
+                                     quant_mode="perchannel")
+        assert y.dtype == torch.uint8 and y.shape == (3, 5, 16) and s.shape == (3, 16)
+        y, s = npu.npu_dynamic_quant(torch.empty(4, 16, dtype=fp16), dst_type=torch.float8_e5m2)
+        assert y.dtype == torch.float8_e5m2 and s.shape == (4,)
+
+    def f(x):
+        y, s = torch.ops.npu.npu_dynamic_quant(x, dst_type=torch.float8_e4m3fn)
+        return y.float() * s[..., None]
+
+    compiled = torch.compile(f, backend="eager", dynamic=True, fullgraph=True)
+    for rows in (3, 7):
+        x = torch.randn(rows, 24, dtype=bf16)
+        assert torch.equal(compiled(x), f(x))
 
 
 # ---- autograd ---------------------------------------------------------------------------------

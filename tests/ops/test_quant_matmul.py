@@ -24,6 +24,9 @@ def samples():
           "bias": torch.randn(16).to(bf16)}),
         ("npu_quant_matmul", (rand_i8(2, 5, 32), rand_i8(32, 16), torch.rand(1)),
          {"bias": torch.randint(-9, 9, (16,), dtype=torch.int32), "output_dtype": torch.int32}),
+        # a (batch, 1, n) bias of a 3-D output
+        ("npu_quant_matmul", (rand_i8(3, 5, 32), rand_i8(32, 16), torch.rand(16) / 100),
+         {"bias": torch.randint(-9, 9, (3, 1, 16), dtype=torch.int32)}),
     ]
 
 
@@ -45,6 +48,12 @@ def meta_grid():
             if out == torch.int32:
                 cases.append(("npu_quant_matmul", (x1, x2, pos(16)),
                               dict(kw, bias=torch.randint(-9, 9, (16,), dtype=torch.int32))))
+            if lead:  # a (batch, 1, n) bias of a 3-D output, int32 and (with pertoken) float
+                bias = (torch.randn(*lead, 1, 16).to(out) if out in (fp16, bf16)
+                        else torch.randint(-9, 9, (*lead, 1, 16), dtype=torch.int32))
+                extra = {"pertoken_scale": pos(5)} if out in (fp16, bf16) else {}
+                cases.append(("npu_quant_matmul", (x1, x2, pos(16) / 100),
+                              dict(kw, bias=bias, **extra)))
     for m in (1, 5):  # A4W4, both x2 layouts
         for cont in (False, True):
             q2 = torch.randint(-8, 8, (64, 24), dtype=i8)
@@ -77,6 +86,16 @@ CASES = [
      {"output_dtype": torch.float32}, "output_dtype", RuntimeError),
     ("qmm/float-bias-no-pertoken", "npu_quant_matmul", (T(4, 8, dtype=i8), T(8, 6, dtype=i8), T(6)),
      {"bias": T(6, dtype=bf16), "output_dtype": torch.bfloat16}, "bias", NotImplementedError),
+    ("qmm/3d-bias-2d-output", "npu_quant_matmul", (T(4, 8, dtype=i8), T(8, 6, dtype=i8), T(6)),
+     {"bias": T(1, 1, 6, dtype=torch.int32)}, "bias", RuntimeError),
+    ("qmm/3d-bias-batch", "npu_quant_matmul", (T(2, 4, 8, dtype=i8), T(8, 6, dtype=i8), T(6)),
+     {"bias": T(3, 1, 6, dtype=torch.int32)}, "bias", RuntimeError),
+    ("qmm/3d-bias-middle-dim", "npu_quant_matmul", (T(2, 4, 8, dtype=i8), T(8, 6, dtype=i8), T(6)),
+     {"bias": T(2, 4, 6, dtype=torch.int32)}, "bias", RuntimeError),
+    ("qmm/3d-bias-4d-output", "npu_quant_matmul", (T(2, 2, 4, 8, dtype=i8), T(8, 6, dtype=i8), T(6)),
+     {"bias": T(2, 1, 6, dtype=torch.int32)}, "bias", RuntimeError),
+    ("qmm/2d-bias", "npu_quant_matmul", (T(2, 4, 8, dtype=i8), T(8, 6, dtype=i8), T(6)),
+     {"bias": T(1, 6, dtype=torch.int32)}, "bias", RuntimeError),
 ]
 
 
@@ -269,3 +288,70 @@ def test_quant_matmul_a8w4_rules(device):
     with pytest.raises(NotImplementedError, match="argument 'bias'"):
         npu.npu_quant_matmul(x1, x2, s, pertoken_scale=pt, output_dtype=fp16,
                              bias=torch.zeros(24, dtype=torch.int32, device=device))
+
+
+# ---- a (batch, 1, n) bias (torch_npu's documented form for a 3-D output) ------------------------
+
+@pytest.mark.parametrize("epilogue", ["int32", "int8", "int8-offset", "fp16-pertoken-fp32-bias",
+                                      "bf16-pertoken-bf16-bias", "fp16-pertoken-fp16-bias"])
+@pytest.mark.parametrize("x2_batched", [False, True])
+def test_quant_matmul_batched_bias(epilogue, x2_batched):
+    torch.manual_seed(0)
+    b, m, k, n = 3, 5, 40, 17  # odd sizes
+    x1 = rand_i8(b, m, k)
+    x2 = rand_i8(b, k, n) if x2_batched else rand_i8(k, n).t().contiguous().t()  # strided x2
+    scale = torch.rand(n) / 100
+    kw = {}
+    if epilogue == "int32":
+        kw = {"output_dtype": torch.int32}
+    elif epilogue == "int8-offset":
+        kw = {"offset": torch.randn(n)}
+    elif epilogue != "int8":
+        out = fp16 if epilogue.startswith("fp16") else bf16
+        bdt = {"fp32": torch.float32, "bf16": bf16, "fp16": fp16}[epilogue.split("-")[2]]
+        kw = {"output_dtype": out, "pertoken_scale": torch.rand(m) + 0.5,
+              "bias": torch.randn(b, 1, n).to(bdt)}
+    if "bias" not in kw:
+        kw["bias"] = torch.randint(-3000, 3000, (b, 1, n), dtype=torch.int32)
+    got = npu.npu_quant_matmul(x1, x2, scale, **kw)
+    ref = quant_matmul_reference(x1, x2, scale, **kw)
+    assert got.shape == (b, m, n) and got.dtype == ref.dtype
+    assert torch.equal(got, ref)
+    # each batch is the 2-D call with its own bias row
+    for i in range(b):
+        kwi = dict(kw, bias=kw["bias"][i, 0])
+        one = npu.npu_quant_matmul(x1[i], x2[i] if x2_batched else x2, scale, **kwi)
+        assert torch.equal(got[i], one)
+
+
+def test_quant_matmul_batched_bias_rules_and_fake():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    x1, x2, scale = rand_i8(2, 4, 8), rand_i8(8, 6), torch.rand(6)
+    for bias, rule in [(torch.zeros(1, 1, 6, dtype=torch.int32), r"\(batch, 1, n\) = \(2, 1, 6\)"),
+                       (torch.zeros(2, 2, 6, dtype=torch.int32), r"\(batch, 1, n\)"),
+                       (torch.zeros(2, 1, 5, dtype=torch.int32), r"\(batch, 1, n\)")]:
+        with pytest.raises(RuntimeError, match=f"npu_quant_matmul: argument 'bias' .*{rule}"):
+            npu.npu_quant_matmul(x1, x2, scale, bias=bias)
+    with pytest.raises(RuntimeError, match="npu_quant_matmul: argument 'bias' .*3-D output"):
+        npu.npu_quant_matmul(x1[0], x2, scale, bias=torch.zeros(1, 1, 6, dtype=torch.int32))
+    # int4 x1 and x2 take a 1-D bias only (torch_npu's rule)
+    a = pack_int4(torch.randint(-8, 8, (2, 4, 64), dtype=i8))
+    w = pack_int4(torch.randint(-8, 8, (64, 24), dtype=i8))
+    with pytest.raises(RuntimeError, match="npu_quant_matmul: argument 'bias' must be 1-D"):
+        npu.npu_quant_matmul(a, w, torch.rand(24), output_dtype=fp16,
+                             bias=torch.zeros(2, 1, 24, dtype=torch.int32))
+    with FakeTensorMode():
+        out = npu.npu_quant_matmul(torch.empty(3, 5, 32, dtype=i8), torch.empty(32, 16, dtype=i8),
+                                   torch.empty(16), bias=torch.empty(3, 1, 16, dtype=torch.int32),
+                                   output_dtype=torch.int32)
+        assert out.shape == (3, 5, 16) and out.dtype == torch.int32
+
+    def f(a, w, s, bias):
+        return torch.ops.npu.npu_quant_matmul(a, w, s, bias=bias, output_dtype=torch.int32)
+
+    compiled = torch.compile(f, backend="eager", dynamic=True, fullgraph=True)
+    for b in (2, 4):
+        a, w, s = rand_i8(b, 3, 16), rand_i8(16, 8), torch.rand(8)
+        bias = torch.randint(-9, 9, (b, 1, 8), dtype=torch.int32)
+        assert torch.equal(compiled(a, w, s, bias), f(a, w, s, bias))
