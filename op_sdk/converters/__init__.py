@@ -34,6 +34,7 @@ import torch
 
 from op_sdk.converters import ir
 from op_sdk.converters.graph import ConversionError, Desc, GeGraph, OpDef, Tensor, ge
+from op_sdk.converters.graph import _shape, desc_from_value
 from op_sdk.converters.ir import IrAttr, IrInput, IrPrototype, register_prototype
 from op_sdk.converters.spec import GeIr
 
@@ -126,13 +127,7 @@ def _fill_descs(result, value) -> None:
             if d.dtype == "DT_UNDEFINED":
                 d.dtype = ir.proto_dtype(v.dtype)
             if d.shape is None:
-                d.shape = graph_shape(v.shape)
-
-
-def graph_shape(shape) -> tuple[int, ...]:
-    from op_sdk.converters.graph import _shape
-
-    return _shape(shape)
+                d.shape = _shape(v.shape)
 
 
 def _placeholder(g: GeGraph, node: torch.fx.Node, args: list) -> Any:
@@ -143,8 +138,6 @@ def _placeholder(g: GeGraph, node: torch.fx.Node, args: list) -> Any:
         op.input_desc.append(Desc(f"x{i}", t.desc.dtype, t.desc.shape))
     val = node.meta.get("val")
     vals = list(val) if isinstance(val, (tuple, list)) else [val]
-    from op_sdk.converters.graph import desc_from_value
-
     op.output_desc = [desc_from_value(v, f"y{i}") for i, v in enumerate(vals)]
     g.add(op)
     outs = tuple(Tensor(op, i) for i in range(len(vals)))

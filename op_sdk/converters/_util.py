@@ -6,13 +6,13 @@ import torch
 
 from op_sdk.converters import ir
 from op_sdk.converters.graph import ConversionError
+from op_sdk.ops._common import DTYPE_CODES
 
 # ScalarType codes (c10/core/ScalarType.h), the integer form of dtype arguments
-SCALAR_TYPES = {0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64,
-                5: torch.float16, 6: torch.float32, 7: torch.float64, 9: torch.complex64,
-                10: torch.complex128, 11: torch.bool, 12: torch.qint8, 13: torch.quint8,
-                14: torch.qint32, 15: torch.bfloat16, 16: torch.quint4x2,
-                23: torch.float8_e5m2, 24: torch.float8_e4m3fn}
+# (the contract's codes, op_sdk.ops._common.DTYPE_CODES, and the other ScalarTypes a cast
+# may name)
+SCALAR_TYPES = {**DTYPE_CODES, 2: torch.int16, 4: torch.int64, 7: torch.float64,
+                9: torch.complex64, 10: torch.complex128, 11: torch.bool}
 
 # torch_npu's dtype codes past ScalarType (CANN aclDataType + 256) that name GE types
 _NPU_CODES = {290: "DT_HIFLOAT8", 291: "DT_FLOAT8_E5M2", 292: "DT_FLOAT8_E4M3FN"}

@@ -106,7 +106,8 @@ class GeGraph:
     def __init__(self, name: str = "graph"):
         self.name = name
         self.ops: list[OpDef] = []
-        self._names: dict[str, int] = {}
+        self._taken: set[str] = set()       # every node name in the graph
+        self._next: dict[str, int] = {}     # base name -> the next suffix to try
         self.notes: list[str] = []  # comments written at the top of the pbtxt
 
     def __enter__(self) -> GeGraph:
@@ -117,13 +118,14 @@ class GeGraph:
         _local.stack.pop()
 
     def unique_name(self, base: str) -> str:
-        n = self._names.get(base, 0)
-        self._names[base] = n + 1
+        """``base``, else ``base_1``, ``base_2``, ... : the first not yet in the graph."""
+        n = self._next.get(base, 0)
         name = base if n == 0 else f"{base}_{n}"
-        while name in self._names and n:  # a user name that collides with a generated one
+        while name in self._taken:
             n += 1
             name = f"{base}_{n}"
-        self._names.setdefault(name, 1)
+        self._next[base] = n + 1
+        self._taken.add(name)
         return name
 
     def add(self, op: OpDef) -> OpDef:
