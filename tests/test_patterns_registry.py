@@ -206,8 +206,9 @@ def test_default_patterns_registered_lazily_once():
                 torch.randn(32, dtype=h))
         cfg = op_sdk.CompilerConfig(); cfg.mode = "reduce-overhead"
         torch.compile(f, backend=op_sdk.get_npu_backend(compiler_config=cfg))(*args)
+        from op_sdk.patterns.native import NATIVE_RULES
         built = built_fusions()
-        assert set(built) == {f.name for f in DEFAULT_FUSIONS}, built
+        assert set(built) == {f.name for f in DEFAULT_FUSIONS + NATIVE_RULES}, built
         regs = [f.registry() for f in DEFAULT_FUSIONS]
         torch._dynamo.reset()
         torch.compile(f, backend=op_sdk.get_npu_backend(compiler_config=cfg))(*args)

@@ -228,6 +228,12 @@ class CompilerConfig(ConfigSection):
             pattern_fusion_pass=OptionValue(True, _BOOL,
                                             doc="run the fusion passes (default and user)"),
             remove_noop_ops=OptionValue(True, _BOOL, doc="remove no-op views, casts, copies"),
+            native_ops=OptionValue(
+                True, _BOOL,
+                doc="op_sdk: before the fusions, torch-native spellings (HF RMSNorm, "
+                    "F.rms_norm, residual add + norm, plain-torch int8 quantisation) become "
+                    "torch_npu operators (needs pattern_fusion_pass; in max-autotune only "
+                    "with max_autotune_fusions='all')"),
             keep_inference_input_mutations=OptionValue(
                 True, _BOOL, doc="keep input mutations inside inference graphs (AOTAutograd)"),
             max_autotune_fusions=OptionValue(

@@ -2,13 +2,17 @@
 
     1. post_grad_custom_pre_pass   the user's pass (if set)
     2. remove_noop_ops             (experimental_config.remove_noop_ops)
-    3. pattern_fusion              (experimental_config.pattern_fusion_pass): canonical
+    3. native_ops                  (experimental_config.native_ops): torch-native
+                                   spellings (HF RMSNorm, F.rms_norm, residual add +
+                                   norm, plain-torch int8 quantisation) become torch_npu
+                                   operators (op_sdk/patterns/native.py)
+    4. pattern_fusion              (experimental_config.pattern_fusion_pass): canonical
                                    spelling, then each enabled default fusion, then the
                                    user's patterns, then the near-miss diagnosis
-    4. weight_prepack              (experimental_config.frozen_parameter, max-autotune on
+    5. weight_prepack              (experimental_config.frozen_parameter, max-autotune on
                                    CPU): int8 matmul weights stored prepacked
                                    (op_sdk/compiler/prepack.py)
-    5. post_grad_custom_post_pass  the user's pass (if set)
+    6. post_grad_custom_post_pass  the user's pass (if set)
 
 After each user pass and at the end, the air stream scopes (TorchAir's scope_enter /
 scope_exit / record / wait, see streams.py) are checked: balanced, every wait after its
@@ -20,8 +24,8 @@ invalid graph it leaves, fails the compile with an error naming it.
 
 Who runs the stages depends on the executor. For the eager / CUDA-graph executors the
 backend's own AOTAutograd hands each graph to ``PassPipeline.run``. For Inductor the
-stages are handed to ``compile_fx`` as its post-grad custom passes: 1-4 as
-``post_grad_custom_pre_pass`` and 5 as ``post_grad_custom_post_pass`` (Inductor's own
+stages are handed to ``compile_fx`` as its post-grad custom passes: 1-5 as
+``post_grad_custom_pre_pass`` and 6 as ``post_grad_custom_post_pass`` (Inductor's own
 post-grad passes run in between, as TorchAir's built-in ones run before the user's post
 pass). Handing them to Inductor instead of running them first keeps Inductor's FX graph
 cache working in full: its key is the graph *before* the passes plus each pass's
@@ -50,8 +54,8 @@ from op_sdk.compiler.report import CompileReport, GraphReport, StageRecord
 
 __all__ = ["PassPipeline", "UserPassError", "STAGES", "fusion_plan"]
 
-STAGES = ("post_grad_custom_pre_pass", "remove_noop_ops", "pattern_fusion", "weight_prepack",
-          "post_grad_custom_post_pass")
+STAGES = ("post_grad_custom_pre_pass", "remove_noop_ops", "native_ops", "pattern_fusion",
+          "weight_prepack", "post_grad_custom_post_pass")
 
 
 class UserPassError(RuntimeError):
@@ -212,6 +216,8 @@ class PassPipeline:
         if name == "remove_noop_ops":
             return self._remove_noop_ops if cfg.experimental_config.remove_noop_ops.value \
                 else "experimental_config.remove_noop_ops=False"
+        if name == "native_ops":
+            return self._native_ops_skipped() or self._native_ops
         if name == "pattern_fusion":
             return self._pattern_fusion if cfg.experimental_config.pattern_fusion_pass.value \
                 else "experimental_config.pattern_fusion_pass=False"
@@ -270,6 +276,37 @@ class PassPipeline:
                 registry.diagnose(gm, report)
         gm.recompile()
 
+    def _native_ops_skipped(self) -> str:
+        """Why the native_ops stage does not run ('' when it runs)."""
+        exp = self.config.experimental_config
+        if not exp.native_ops.value:
+            return "experimental_config.native_ops=False"
+        if not exp.pattern_fusion_pass.value:
+            return "experimental_config.pattern_fusion_pass=False"
+        policy = exp.max_autotune_fusions.value
+        if self.config.executes_with_inductor and policy != "all":
+            return (f"not applied in max-autotune (max_autotune_fusions={policy!r}: Inductor "
+                    "handles these aten ops itself; 'all' applies it)")
+        return ""
+
+    def _native_ops(self, gm, example_inputs, report) -> None:
+        from op_sdk.patterns.canonical import canonicalize
+        from op_sdk.patterns.diagnostics import recording
+        from op_sdk.patterns.native import merge_common_npu_calls, native_registries
+
+        canonicalize(gm.graph)
+        registries = native_registries()
+        with recording(report):
+            merged = merge_common_npu_calls(gm.graph)
+            for registry in registries:
+                registry.apply(gm)
+            merged += merge_common_npu_calls(gm.graph)
+            for _ in range(merged):
+                report.record_match("common_npu_calls", "merged", 1, 0)
+            for registry in registries:
+                registry.diagnose(gm, report)
+        gm.recompile()
+
     def _weight_prepack(self, gm, example_inputs, report) -> None:
         from op_sdk.compiler.prepack import prepack_weights
 
@@ -284,8 +321,8 @@ class PassPipeline:
         return {
             "post_grad_custom_pre_pass": _InductorStages(
                 self, compile_report, executor, ("post_grad_custom_pre_pass",
-                                                 "remove_noop_ops", "pattern_fusion",
-                                                 "weight_prepack")),
+                                                 "remove_noop_ops", "native_ops",
+                                                 "pattern_fusion", "weight_prepack")),
             "post_grad_custom_post_pass": _InductorStages(
                 self, compile_report, executor, ("post_grad_custom_post_pass",)),
         }

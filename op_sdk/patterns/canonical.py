@@ -27,7 +27,10 @@ CANONICAL_SPELLINGS = {
     "aten._unsafe_view.default": "aten.reshape.default",
     "aten.transpose.int": "aten.permute.default",
     "aten._to_copy.default(dtype=...)": "prims.convert_element_type.default",
+    "aten.add.Scalar / sub / mul / div": "aten.add.Tensor / sub / mul / div (scalar operand)",
 }
+
+_SCALAR_TO_TENSOR = {"add", "sub", "mul", "div"}
 
 
 def _rank(node) -> int | None:
@@ -53,14 +56,33 @@ def canonicalize(graph: torch.fx.Graph) -> int:
         node.target = aten.permute.default
         node.args = (node.args[0], perm)
         changed += 1
+    for name in sorted(_SCALAR_TO_TENSOR):
+        scalar, tensor = getattr(aten, name).Scalar, getattr(aten, name).Tensor
+        for node in graph.find_nodes(op="call_function", target=scalar):
+            node.target = tensor  # the same call: a Python number as the other operand
+            changed += 1
     for node in graph.find_nodes(op="call_function", target=aten._to_copy.default):
         # only a pure dtype change is a convert_element_type; device / layout moves stay
-        if len(node.args) == 1 and set(node.kwargs) == {"dtype"}:
+        if len(node.args) == 1 and "dtype" in node.kwargs and _dtype_only(node):
             node.target = prims.convert_element_type.default
             node.args = (node.args[0], node.kwargs["dtype"])
             node.kwargs = {}
             changed += 1
     return changed
+
+
+def _dtype_only(node) -> bool:
+    """A ``_to_copy`` whose other keywords restate the input's layout and device."""
+    src = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+    for key, value in node.kwargs.items():
+        if key == "dtype":
+            continue
+        if key == "layout" and value == torch.strided:
+            continue
+        if key == "device" and isinstance(src, torch.Tensor) and torch.device(value) == src.device:
+            continue
+        return False
+    return True
 
 
 def canonicalize_pattern(pattern):

@@ -1,0 +1,410 @@
+"""Torch-native spellings become torch_npu operators (the ``native_ops`` stage).
+
+The default fusions start from graphs that already call torch_npu's unfused operators. A
+model written in plain PyTorch (a Hugging Face Llama / Qwen2 / DeepSeek-V3, a
+``torch.nn.RMSNorm``) holds none of them, so this stage, run before the fusions, rewrites
+the torch-native spellings into the npu operators; the default fusions then see
+``npu_add_rms_norm`` -> ``npu_dynamic_quant`` and fuse as usual.
+
+Rules, in the order they run (each a ``Fusion`` of its own, reported like the fusions):
+
+* ``native_rms_norm`` -> ``npu_rms_norm``: RMSNorm as Hugging Face writes it
+  (``x32 = x.to(float32); x32 * rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)``, then
+  ``weight * x32.to(x.dtype)``, either operand order), as ``F.rms_norm`` /
+  ``torch.nn.RMSNorm`` decompose (``... * weight`` before the cast back), and the float32
+  forms (no casts). Checks: the exponent is 2, the mean is over the last dim only with
+  keepdim, the casts go to float32 and back to x's dtype, the weight is 1-D of x's last
+  size, and the result keeps x's dtype (an fp32 weight times a bf16 HF norm promotes the
+  result to fp32, which npu_rms_norm does not return: refused).
+* ``native_dynamic_quant`` -> ``npu_dynamic_quant``: per-token symmetric int8 written in
+  plain torch (``amax = x.float().abs().amax(-1, keepdim=True); scale = amax / 127;
+  q = (x / scale).round().clamp(-128, 127).to(int8)``), the scale returned with keepdim or
+  squeezed. Checks: the reduction over the last dim with keepdim, 127 and the clamp
+  bounds [-128 or -127, 127], the cast to int8, the maths in float32. An all-zero row
+  gives NaN -> an undefined int8 in the plain code and 0 in npu_dynamic_quant.
+* ``native_add_rms_norm`` -> ``npu_add_rms_norm``: residual ``x1 + x2`` whose sum feeds
+  an ``npu_rms_norm`` (the sum used afterwards or not). Checks: x1 and x2 of one shape and
+  dtype (no broadcasting), gamma of their dtype.
+
+The results differ from the plain code only where the operators' contract says
+(ops.md): one rounding instead of two in the norms (HF rounds the normalised value to
+bf16 before the weight product; npu_add_rms_norm normalises the unrounded fp32 sum) and
+one int8 step where the plain code divides by the scale and the operator multiplies by
+its reciprocal. ``verify_replacement`` checks every variant against the plain code on
+random inputs (three dtypes, two sizes) when the stage first builds its patterns; a
+variant that disagrees is not registered and ``registration_failures()`` says why.
+
+SwiGLU + dynamic quantisation has no torch_npu operator of its own here: once this stage
+has turned the quantisation into ``npu_dynamic_quant``, a plugin operator declaring that
+composite (examples/plugin_fused_op.py, silu_mul_quant) fuses it.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+from op_sdk.patterns.checks import fmt, node_of, nodes_of, same, val
+from op_sdk.patterns.diagnostics import Check
+from op_sdk.patterns.fusion import Fusion, Variant, generated_variant
+
+__all__ = ["NATIVE_RULES", "native_registries", "registration_failures"]
+
+npu, aten, prims = torch.ops.npu, torch.ops.aten, torch.ops.prims
+FLOATS = (torch.float16, torch.bfloat16, torch.float32)
+
+
+# ---- checks shared by the rules ----------------------------------------------------------
+
+def _last_dim_keepdim(node, what: str) -> str | None:
+    """A reduction node (mean.dim / amax) over the last dim only, with keepdim."""
+    if node is None:
+        return None
+    rank = val(node.args[0]).dim()
+    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+    dims = [dims] if isinstance(dims, int) else list(dims or [])
+    if [d % rank for d in dims] != [rank - 1]:
+        return f"{what} reduces dims {dims}; the operator reduces over the last dim only"
+    if not keep:
+        return f"{what} drops the reduced dim (keepdim=False); the spelling keeps it"
+    return None
+
+
+def _casts(match, to_fp32_source, back_dtype) -> str | None:
+    """Every convert in the match goes to float32, except the one back to ``back_dtype``."""
+    for n in nodes_of(match, prims.convert_element_type.default):
+        dst = n.args[1]
+        if n.args[0] is to_fp32_source:
+            if dst != torch.float32:
+                return f"the input is cast to {dst}; the spelling upcasts to torch.float32"
+        elif dst != back_dtype:
+            return f"the result is cast to {dst}, not back to the input's {back_dtype}"
+    return None
+
+
+# ---- RMSNorm ----------------------------------------------------------------------------
+
+# (weight position, cast placement): how the spellings multiply the weight and where the
+# result goes back to x's dtype. "hf": cast, then weight * (Llama, Qwen2, DeepSeek-V3);
+# "functional": weight product in fp32, then the cast (F.rms_norm, nn.RMSNorm).
+_NORM_FORMS = ("hf", "hf_rhs", "functional", "fp32", "fp32_rhs")
+
+
+def _rms_norm_variant(form: str) -> Variant:
+    def search(x, weight, eps_args):
+        (eps,) = eps_args
+        x32 = x if form.startswith("fp32") else x.to(torch.float32)
+        h = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
+        if form == "functional":
+            return (h * weight).to(x.dtype)
+        if form.startswith("hf"):
+            h = h.to(x.dtype)
+        return h * weight if form.endswith("rhs") else weight * h
+
+    def replace(x, weight, eps_args):
+        return npu.npu_rms_norm.default(x, weight, eps_args[0])[0]
+
+    return generated_variant(form, search, replace, ("x", "weight"), epsilon=True)
+
+
+def _norm_input(match):
+    pow_node = node_of(match, aten.pow.Tensor_Scalar)
+    src = pow_node.args[0]
+    if src.target == prims.convert_element_type.default and src in match.nodes:
+        return pow_node, src, src.args[0]
+    return pow_node, None, src
+
+
+def _norm_form(match) -> str | None:
+    pow_node, upcast, x = _norm_input(match)
+    if pow_node.args[1] != 2:
+        return f"x is raised to the power {pow_node.args[1]}; RMSNorm squares it"
+    problem = _last_dim_keepdim(node_of(match, aten.mean.dim), "the mean")
+    if problem:
+        return problem
+    return _casts(match, x, val(x).dtype) if upcast is not None else None
+
+
+def _norm_weight(match):
+    _, _, x = _norm_input(match)
+    xv = val(x)
+    muls = nodes_of(match, aten.mul.Tensor)
+    weight = next((a for m in muls for a in m.args
+                   if isinstance(a, torch.fx.Node) and a not in match.nodes
+                   and a is not x), None)
+    if weight is None:
+        return None
+    wv = val(weight)
+    if wv.dim() != 1 or not same(wv.shape[0], xv.shape[-1]):
+        return (f"the weight has shape {fmt(wv.shape)}; npu_rms_norm takes a 1-D weight of the "
+                f"last size {fmt(xv.shape[-1])}")
+    out = val(match.output_nodes()[0])
+    if out.dtype != xv.dtype:
+        return (f"the result is {out.dtype} (the {wv.dtype} weight promotes the {xv.dtype} "
+                f"norm); npu_rms_norm returns the input's dtype")
+    return None
+
+
+def _norm_inputs(dtype=torch.float16, variant=None, *, tokens=7, hidden=32, lead=(2,)):
+    if variant is not None and variant.name.startswith("fp32"):
+        dtype = torch.float32
+    shape = (*lead, tokens, hidden)
+    return {"x": torch.randn(shape, dtype=dtype), "weight": torch.randn(hidden, dtype=dtype),
+            "epsilon": 1e-6}
+
+
+RMS_NORM = Fusion(
+    name="native_rms_norm",
+    number=101,
+    fused_op="npu_rms_norm",
+    unfused_ops=("aten.pow", "aten.mean", "aten.rsqrt"),
+    variants=lambda: tuple(_rms_norm_variant(f) for f in _NORM_FORMS),
+    example_inputs=_norm_inputs,
+    checks=(Check("spelling", "args", _norm_form), Check("weight", "shape", _norm_weight)),
+    dtypes=FLOATS,
+    torchair_max_autotune=False,
+    opaque_to_inductor=False,
+    doc="RMSNorm as Hugging Face / F.rms_norm write it -> npu_rms_norm",
+)
+
+
+# ---- dynamic int8 quantisation ------------------------------------------------------------
+
+_QUANT_FORMS = ("upcast", "upcast+squeeze", "fp32", "fp32+squeeze")
+
+
+def _quant_variant(form: str) -> Variant:
+    squeeze = form.endswith("squeeze")
+
+    def search(x):
+        x32 = x if form.startswith("fp32") else x.to(torch.float32)
+        scale = x32.abs().amax(-1, keepdim=True) / 127.0
+        q = torch.round(x32 / scale).clamp(-128, 127).to(torch.int8)
+        return q, (scale.squeeze(-1) if squeeze else scale)
+
+    def replace(x):
+        q, scale = npu.npu_dynamic_quant.default(x)
+        return q, (scale if squeeze else scale.unsqueeze(-1))
+
+    return Variant(form, search, replace)
+
+
+def _quant_spelling(match) -> str | None:
+    problem = _last_dim_keepdim(node_of(match, aten.amax.default), "the amax")
+    if problem:
+        return problem
+    divs = nodes_of(match, aten.div.Tensor)
+    const = [d.args[1] for d in divs if not isinstance(d.args[1], torch.fx.Node)]
+    if const != [127.0]:
+        return f"the scale divides the amax by {const}; int8 symmetric quantisation uses 127"
+    clamp = node_of(match, aten.clamp.default)
+    lo, hi = clamp.args[1], clamp.args[2]
+    if lo not in (-128, -127) or hi != 127:
+        return f"the values are clamped to [{lo}, {hi}]; int8 needs [-128 or -127, 127]"
+    converts = nodes_of(match, prims.convert_element_type.default)
+    last = [c for c in converts if c.args[1] != torch.float32]
+    if len(last) != 1 or last[0].args[1] != torch.int8:
+        return f"the result is cast to {[c.args[1] for c in last]}; the operator writes int8"
+    amax = node_of(match, aten.amax.default)
+    if val(amax).dtype != torch.float32:
+        return f"the amax is computed in {val(amax).dtype}; the spelling computes in float32"
+    return None
+
+
+def _quant_inputs(dtype=torch.float16, variant=None, *, tokens=7, hidden=32, lead=(2,)):
+    if variant is not None and variant.name.startswith("fp32"):
+        dtype = torch.float32
+    return {"x": torch.randn((*lead, tokens, hidden), dtype=dtype)}
+
+
+DYNAMIC_QUANT = Fusion(
+    name="native_dynamic_quant",
+    number=102,
+    fused_op="npu_dynamic_quant",
+    unfused_ops=("aten.amax", "aten.round", "aten.clamp"),
+    variants=lambda: tuple(_quant_variant(f) for f in _QUANT_FORMS),
+    example_inputs=_quant_inputs,
+    checks=(Check("spelling", "args", _quant_spelling),),
+    dtypes=FLOATS,
+    torchair_max_autotune=False,
+    opaque_to_inductor=False,
+    doc="per-token symmetric int8 quantisation in plain torch -> npu_dynamic_quant",
+)
+
+
+# ---- residual add + npu_rms_norm ------------------------------------------------------------
+
+def _add_norm_variant(x_out: bool, eps: bool) -> Variant:
+    # eps: npu_rms_norm called with an explicit epsilon (a trace drops the default 1e-6)
+    def search(x1, x2, gamma, eps_args):
+        s = x1 + x2
+        y = npu.npu_rms_norm.default(s, gamma, *eps_args)[0]
+        return (y, s) if x_out else y
+
+    def replace(x1, x2, gamma, eps_args):
+        y, _, s = npu.npu_add_rms_norm.default(x1, x2, gamma, *eps_args)
+        return (y, s) if x_out else y
+
+    name = ("eps+" if eps else "") + ("x_out" if x_out else "no_x_out")
+    return generated_variant(name, search, replace, ("x1", "x2", "gamma"), epsilon=eps)
+
+
+def _add_operands(match) -> str | None:
+    add = node_of(match, aten.add.Tensor)
+    a, b = add.args[0], add.args[1]
+    if not (isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node)):
+        return "the residual add has a scalar operand"
+    if add.kwargs.get("alpha", 1) != 1:
+        return f"the residual add scales by alpha={add.kwargs['alpha']}"
+    av, bv = val(a), val(b)
+    if not same(av.shape, bv.shape):
+        return (f"the residual add broadcasts {fmt(av.shape)} with {fmt(bv.shape)}; "
+                "npu_add_rms_norm takes x1 and x2 of one shape")
+    if av.dtype != bv.dtype:
+        return f"x1 / x2 are {av.dtype} / {bv.dtype}; npu_add_rms_norm takes one dtype"
+    norm = node_of(match, npu.npu_rms_norm.default)
+    gv = val(norm.args[1])
+    if gv.dtype != av.dtype:
+        return f"gamma is {gv.dtype} but x1 is {av.dtype}; npu_add_rms_norm takes x1's dtype"
+    return None
+
+
+def _add_norm_inputs(dtype=torch.float16, variant=None, *, tokens=7, hidden=32, lead=(2,)):
+    shape = (*lead, tokens, hidden)
+    return {"x1": torch.randn(shape, dtype=dtype), "x2": torch.randn(shape, dtype=dtype),
+            "gamma": torch.randn(hidden, dtype=dtype), "epsilon": 1e-6}
+
+
+ADD_RMS_NORM = Fusion(
+    name="native_add_rms_norm",
+    number=103,
+    fused_op="npu_add_rms_norm",
+    unfused_ops=("aten.add", "npu.npu_rms_norm"),
+    variants=lambda: tuple(_add_norm_variant(x_out, eps) for x_out in (True, False)
+                           for eps in (False, True)),
+    example_inputs=_add_norm_inputs,
+    checks=(Check("operands", "shape", _add_operands),),
+    dtypes=FLOATS,
+    torchair_max_autotune=False,
+    opaque_to_inductor=False,
+    doc="residual add + npu_rms_norm -> npu_add_rms_norm",
+)
+
+# in the order the stage runs them: the add + norm rule needs the norms first
+NATIVE_RULES: tuple[Fusion, ...] = (RMS_NORM, DYNAMIC_QUANT, ADD_RMS_NORM)
+
+
+# ---- registration, verified ----------------------------------------------------------------
+
+_FAILURES: dict[str, str] = {}
+_VERIFIED: set[str] = set()
+_LOCK = threading.Lock()
+
+
+def _verify(rule: Fusion) -> None:
+    """Check every variant against the plain code on random inputs; drop disagreeing ones
+    from the rule before its patterns are built (once per process)."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    from op_sdk.patterns.verify import verify_replacement
+
+    with _LOCK, unset_fake_temporarily():  # real tensors, also inside a compile's fake mode
+        if rule.name in _VERIFIED:
+            return
+        keep = []
+        for variant in rule.variants():
+            # the float32 forms only where their checks admit them: float32 inputs
+            fp32 = variant.name.startswith("fp32")
+            report = verify_replacement(variant.search_fn, variant.replace_fn,
+                                        rule.inputs(variant, rule.dtypes[0]),
+                                        dtypes=[torch.float32] if fp32 else None,
+                                        size_scales=(1, 3), seeds=(0,),
+                                        raise_on_failure=False)
+            if report.ok:
+                keep.append(variant)
+            else:
+                _FAILURES[f"{rule.name}/{variant.name}"] = str(report)
+        kept = tuple(keep)
+        object.__setattr__(rule, "variants", lambda: kept)
+        _VERIFIED.add(rule.name)
+
+
+def native_registries():
+    """The rules' pattern registries, in order (built and verified on first use)."""
+    out = []
+    for rule in NATIVE_RULES:
+        _verify(rule)
+        out.append(rule.registry())
+    return out
+
+
+def registration_failures() -> dict[str, str]:
+    """``{"rule/variant": why}`` for variants verify_replacement refused at registration."""
+    return dict(_FAILURES)
+
+
+# ---- common subexpressions ------------------------------------------------------------------
+
+def _pure_npu(node: torch.fx.Node) -> bool:
+    target = node.target
+    if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+        return False
+    if target is prims.convert_element_type.default:  # x.float() written twice
+        return True
+    if target.namespace != "npu":
+        return False
+    schema = target._schema
+    if schema.is_mutable or any(a.alias_info is not None for a in schema.returns):
+        return False
+    return torch.Tag.nondeterministic_seeded not in target.tags
+
+
+def _key(value):
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_key(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted((k, _key(v)) for k, v in value.items())))
+    if isinstance(value, torch.fx.Node):
+        return ("node", value)
+    return ("const", type(value).__name__, repr(value))
+
+
+def merge_common_npu_calls(graph: torch.fx.Graph) -> int:
+    """Merge identical calls of a side-effect-free npu operator, or identical dtype casts
+    (same operator, same inputs, same arguments) into the first: a plain-PyTorch model that
+    upcasts one tensor twice then has one upcast for the patterns to match, one that quantises one
+    activation in each of several projections (q / k / v, gate / up) then quantises it
+    once, and the norm feeding them has one user, so it can fuse with that quantisation.
+    Returns the number of calls removed."""
+    seen: dict = {}
+    removed = 0
+    for node in list(graph.nodes):
+        if not _pure_npu(node):
+            continue
+        key = (node.target, _key(node.args), _key(node.kwargs))
+        first = seen.get(key)
+        if first is None:
+            seen[key] = node
+            continue
+        node.replace_all_uses_with(first)
+        graph.erase_node(node)
+        removed += 1
+    if removed:
+        _merge_getitems(graph)
+    return removed
+
+
+def _merge_getitems(graph: torch.fx.Graph) -> None:
+    import operator
+
+    seen: dict = {}
+    for node in list(graph.nodes):
+        if node.op == "call_function" and node.target is operator.getitem:
+            key = (node.args[0], node.args[1])
+            if key in seen:
+                node.replace_all_uses_with(seen[key])
+                graph.erase_node(node)
+            else:
+                seen[key] = node

@@ -1,0 +1,318 @@
+"""The native_ops stage (op_sdk/patterns/native.py): torch-native spellings become torch_npu
+operators before the fusions; on small functions, on W8A8 blocks, and on real model code
+(transformers' Llama, Qwen2 and DeepSeek-V3, tiny configs, random weights)."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import op_sdk
+from op_sdk.patterns import native
+from tests.fusion_harness import assert_fused_close, compile_and_run, config
+
+npu, aten = torch.ops.npu, torch.ops.aten
+MODES = ("reduce-overhead", "max-autotune")
+
+
+def hf_norm(x, w, eps=1e-5):
+    """LlamaRMSNorm.forward, as transformers writes it."""
+    x32 = x.to(torch.float32)
+    var = x32.pow(2).mean(-1, keepdim=True)
+    x32 = x32 * torch.rsqrt(var + eps)
+    return w * x32.to(x.dtype)
+
+
+def hf_norm_rhs(x, w, eps=1e-5):
+    x32 = x.to(torch.float32)
+    return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * w
+
+
+def misses(result, fusion):
+    return [m for g in result.report.graphs for m in g.near_misses if m.fusion == fusion]
+
+
+@pytest.mark.parametrize("mode,dtype", [("reduce-overhead", torch.bfloat16),
+                                        ("reduce-overhead", torch.float16),
+                                        ("reduce-overhead", torch.float32),
+                                        ("max-autotune", torch.bfloat16)])
+@pytest.mark.parametrize("fn", [hf_norm, hf_norm_rhs])
+def test_hf_rms_norm_becomes_npu_rms_norm(mode, dtype, fn):
+    x = torch.randn(2, 7, 33, dtype=dtype)
+    w = torch.rand(33, dtype=dtype) + 0.5
+    res = compile_and_run(fn, [x, w], config(mode))
+    assert res.report.match_count("native_rms_norm") == 1
+    assert res.has(npu.npu_rms_norm.default)
+    assert not res.has(aten.rsqrt.default) and not res.has(aten.pow.Tensor_Scalar)
+    assert_fused_close(res.outputs, fn(x, w), [x, w])
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("eps", [None, 1e-5])
+def test_functional_and_module_rms_norm(dtype, eps):
+    norm = torch.nn.RMSNorm(48, eps=eps, dtype=dtype)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)
+    x = torch.randn(3, 5, 48, dtype=dtype)
+    for fn in (norm, lambda t: F.rms_norm(t, (48,), norm.weight, eps)):
+        res = compile_and_run(fn, [x])
+        assert res.report.match_count("native_rms_norm") == 1, res.report.summary()
+        assert res.has(npu.npu_rms_norm.default) and not res.has(aten.rsqrt.default)
+        with torch.no_grad():
+            assert_fused_close(res.outputs, fn(x), [x])
+
+
+def test_non_contiguous_and_dynamic_shapes():
+    w = torch.rand(64, dtype=torch.bfloat16) + 0.5
+    base = torch.randn(9, 4, 64, dtype=torch.bfloat16)
+    x = base.transpose(0, 1)  # (4, 9, 64), not contiguous
+
+    def norm(x, w):  # epsilon a literal: a float argument is a graph input under dynamic=True
+        x32 = x.to(torch.float32)
+        return w * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-5)).to(x.dtype)
+
+    res = compile_and_run(norm, [x, w], dynamic=True)
+    assert res.report.match_count("native_rms_norm") == 1
+    assert_fused_close(res.outputs, hf_norm(x, w), [x, w])
+    compiled = torch.compile(norm, backend=res.backend, dynamic=True)
+    y = torch.randn(3, 11, 64, dtype=torch.bfloat16)
+    with torch.no_grad():
+        assert_fused_close(compiled(y, w), hf_norm(y, w), [y, w])
+
+
+def test_norm_spellings_refused_with_reason():
+    x = torch.randn(4, 6, 32, dtype=torch.bfloat16)
+    w = torch.rand(32, dtype=torch.bfloat16)
+
+    def cube(x, w):
+        x32 = x.float()
+        return w * (x32 * torch.rsqrt(x32.pow(3).mean(-1, keepdim=True) + 1e-5)).to(x.dtype)
+
+    def over_rows(x, w):
+        x32 = x.float()
+        return w * (x32 * torch.rsqrt(x32.pow(2).mean(1, keepdim=True) + 1e-5)).to(x.dtype)
+
+    for fn, words in ((cube, "power 3"), (over_rows, "reduces dims [1]")):
+        res = compile_and_run(fn, [x, w])
+        assert res.report.match_count("native_rms_norm") == 0
+        assert not res.has(npu.npu_rms_norm.default)
+        assert any(words in m.reason for m in misses(res, "native_rms_norm")), \
+            res.report.summary()
+    # an fp32 weight times the bf16 HF norm promotes the result to fp32: refused
+    w32 = torch.rand(32)
+    res = compile_and_run(hf_norm, [x, w32])
+    assert res.report.match_count("native_rms_norm") == 0
+    assert any("promotes" in m.reason for m in misses(res, "native_rms_norm"))
+    assert res.outputs.dtype == torch.float32
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_residual_add_and_norm_become_npu_add_rms_norm(mode):
+    def block(h, r, w):
+        s = h + r
+        return hf_norm(s, w), s * 2
+
+    h, r = torch.randn(2, 5, 64, dtype=torch.bfloat16), torch.randn(2, 5, 64, dtype=torch.bfloat16)
+    w = torch.rand(64, dtype=torch.bfloat16) + 0.5
+    res = compile_and_run(block, [h, r, w], config(mode))
+    assert res.report.match_count("native_add_rms_norm") == 1
+    assert res.has(npu.npu_add_rms_norm.default) and not res.has(npu.npu_rms_norm.default)
+    assert_fused_close(res.outputs, block(h, r, w), [h, r, w])
+
+
+def test_broadcasting_residual_add_is_refused():
+    def block(h, r, w):
+        return hf_norm(h + r, w)
+
+    h, r = torch.randn(2, 5, 64, dtype=torch.bfloat16), torch.randn(64, dtype=torch.bfloat16)
+    w = torch.rand(64, dtype=torch.bfloat16)
+    res = compile_and_run(block, [h, r, w])
+    assert res.report.match_count("native_rms_norm") == 1
+    assert res.report.match_count("native_add_rms_norm") == 0
+    assert any("broadcasts" in m.reason for m in misses(res, "native_add_rms_norm"))
+
+
+def plain_quant(x):
+    amax = x.float().abs().amax(-1, keepdim=True)
+    scale = amax / 127.0
+    q = torch.round(x.float() / scale).clamp(-128, 127).to(torch.int8)
+    return q, scale.squeeze(-1)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_plain_dynamic_quant_becomes_npu_dynamic_quant(dtype):
+    x = torch.randn(3, 7, 40, dtype=dtype)
+    res = compile_and_run(plain_quant, [x])
+    assert res.report.match_count("native_dynamic_quant") == 1, res.report.summary()
+    assert res.has(npu.npu_dynamic_quant.default) and not res.has(aten.round.default)
+    assert_fused_close(res.outputs, plain_quant(x), [x])
+
+
+def test_quant_spellings_refused_with_reason():
+    def by_100(x):
+        scale = x.float().abs().amax(-1, keepdim=True) / 100.0
+        return torch.round(x.float() / scale).clamp(-128, 127).to(torch.int8), scale
+
+    def narrow(x):
+        scale = x.float().abs().amax(-1, keepdim=True) / 127.0
+        return torch.round(x.float() / scale).clamp(-100, 100).to(torch.int8), scale
+
+    x = torch.randn(3, 40, dtype=torch.bfloat16)
+    for fn, words in ((by_100, "127"), (narrow, "clamped to [-100, 100]")):
+        res = compile_and_run(fn, [x])
+        assert res.report.match_count("native_dynamic_quant") == 0
+        assert any(words in m.reason for m in misses(res, "native_dynamic_quant")), \
+            res.report.summary()
+
+
+def test_switches():
+    x = torch.randn(2, 7, 32, dtype=torch.bfloat16)
+    w = torch.rand(32, dtype=torch.bfloat16)
+    res = compile_and_run(hf_norm, [x, w], config(experimental_config__native_ops=False))
+    assert res.report.match_count() == 0 and res.has(aten.rsqrt.default)
+    assert res.report.graphs[0].stage("native_ops").skipped == \
+        "experimental_config.native_ops=False"
+    res = compile_and_run(hf_norm, [x, w], config(experimental_config__pattern_fusion_pass=False))
+    assert res.report.graphs[0].stage("native_ops").skipped == \
+        "experimental_config.pattern_fusion_pass=False"
+    res = compile_and_run(hf_norm, [x, w], config(
+        "max-autotune", experimental_config__max_autotune_fusions="opaque"))
+    assert "max_autotune_fusions='opaque'" in res.report.graphs[0].stage("native_ops").skipped
+    assert res.report.match_count() == 0
+
+
+def test_w8a8_block_fuses_norm_and_quantisation():
+    """Residual add + HF norm feeding two W8A8 projections of one input: the norm becomes
+    npu_add_rms_norm, the two quantisations of its output merge, and fusion 1 fuses them
+    into npu_add_rms_norm_dynamic_quant."""
+    torch.manual_seed(0)
+    lin = torch.nn.ModuleDict({"a": torch.nn.Linear(64, 96), "b": torch.nn.Linear(64, 32,
+                                                                                    bias=False)})
+    op_sdk.quantize_w8a8(lin)
+    assert lin.w8a8_layers == 2 and isinstance(lin["a"], op_sdk.W8A8Linear)
+    w = (torch.rand(64) + 0.5).to(torch.bfloat16)
+    lin["a"].bias = lin["a"].bias.to(torch.bfloat16)
+
+    def block(h, r):
+        s = h + r
+        y = hf_norm(s, w)
+        return lin["a"](y), lin["b"](y), s
+
+    h, r = torch.randn(2, 5, 64, dtype=torch.bfloat16), torch.randn(2, 5, 64, dtype=torch.bfloat16)
+    res = compile_and_run(block, [h, r])
+    rep = res.report
+    assert rep.match_count("native_add_rms_norm") == 1
+    assert rep.match_count("common_npu_calls") == 1
+    assert rep.match_count("add_rms_norm_dynamic_quant") == 1, rep.summary()
+    assert res.has(npu.npu_add_rms_norm_dynamic_quant.default)
+    assert not res.has(npu.npu_dynamic_quant.default)
+    with torch.no_grad():
+        ref = block(h, r)
+    for got, exp in zip(res.outputs, ref):
+        tol = 0.05 * float(exp.float().abs().max())  # one int8 step of the activation
+        assert torch.allclose(got.float(), exp.float(), atol=tol, rtol=0)
+
+
+def test_verification_at_registration_drops_a_wrong_variant():
+    wrong = native.Fusion(
+        name="native_test_wrong_eps", number=199, fused_op="npu_rms_norm",
+        unfused_ops=("aten.pow",),
+        variants=lambda: (native.Variant(
+            "wrong", lambda x, weight: native._rms_norm_variant("fp32").search_fn(
+                x, weight, 1e-6),
+            lambda x, weight: npu.npu_rms_norm(x, weight, 0.5)[0]),
+            native.Variant("right", lambda x, weight: native._rms_norm_variant("fp32").search_fn(
+                x, weight, 1e-6), lambda x, weight: npu.npu_rms_norm(x, weight, 1e-6)[0])),
+        example_inputs=lambda dtype=None, variant=None: {
+            "x": torch.randn(4, 16), "weight": torch.rand(16) + 0.5},
+        checks=(), dtypes=(torch.float32,), torchair_max_autotune=False,
+        opaque_to_inductor=False)
+    native._verify(wrong)
+    names = [v.name for v in wrong.variants()]
+    assert "wrong" not in names and "right" in names
+    assert "native_test_wrong_eps/wrong" in native.registration_failures()
+    # the shipped rules all verified
+    native.native_registries()
+    assert not {k: v for k, v in native.registration_failures().items()
+                if not k.startswith("native_test_")}
+
+
+# ---- real model code ----------------------------------------------------------------------
+
+transformers = pytest.importorskip("transformers", reason="transformers is a test dependency "
+                                   "(the README's test command installs it)")
+
+
+def _tiny(kind: str):
+    common = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    if kind == "llama":
+        return transformers.LlamaForCausalLM(transformers.LlamaConfig(**common))
+    if kind == "qwen2":
+        return transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**common))
+    cfg = transformers.DeepseekV3Config(
+        **{**common, "num_key_value_heads": 4}, moe_intermediate_size=32,
+        first_k_dense_replace=1, n_routed_experts=4, num_experts_per_tok=2,
+        n_shared_experts=1, n_group=1, topk_group=1, q_lora_rank=32, kv_lora_rank=16,
+        qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8)
+    return transformers.DeepseekV3ForCausalLM(cfg)
+
+
+NORMS_WITH_ADD = ("npu_add_rms_norm", "npu_add_rms_norm_cast", "npu_add_rms_norm_dynamic_quant",
+                  "npu_add_rms_norm_quant")
+
+
+def compile_model(model, ids, cfg):
+    counts: collections.Counter = collections.Counter()
+
+    def capture(gm, example_inputs, c):
+        counts.update(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+
+    cfg.post_grad_custom_post_pass = capture
+    torch._dynamo.reset()
+    backend = op_sdk.get_npu_backend(compiler_config=cfg)
+    with torch.no_grad():
+        out = torch.compile(model, backend=backend)(ids).logits
+    return out, counts, backend
+
+
+@pytest.mark.parametrize("kind,mode", [("llama", "reduce-overhead"), ("llama", "max-autotune"),
+                                       ("qwen2", "reduce-overhead"),
+                                       ("deepseek_v3", "reduce-overhead")])
+def test_transformers_models_get_npu_norms(kind, mode):
+    torch.manual_seed(0)
+    model = _tiny(kind).eval().to(torch.bfloat16)
+    norms = sum(type(m).__name__.endswith("RMSNorm") for m in model.modules())
+    ids = torch.randint(0, 128, (2, 9))
+    with torch.no_grad():
+        ref = model(ids).logits
+    out, counts, backend = compile_model(model, ids, config(mode))
+    # every norm an npu norm operator (DeepSeek-V3's router reads the post-attention norm
+    # in fp32: that one fuses further into npu_add_rms_norm_cast, default fusion 3)
+    with_add = sum(counts[f"npu.{op}.default"] for op in NORMS_WITH_ADD)
+    assert counts["npu.npu_rms_norm.default"] + with_add == norms, \
+        (dict(counts), op_sdk.explain(backend).summary())
+    assert with_add == 2 * 2  # the two residual adds of each of the 2 layers
+    assert counts["aten.rsqrt.default"] == 0
+    err = (out.float() - ref.float()).abs().max().item()
+    assert err <= 0.02 * ref.float().abs().max().item() + 0.02, err
+
+
+def test_transformers_w8a8_llama_fuses_norm_quant():
+    torch.manual_seed(0)
+    model = op_sdk.quantize_w8a8(_tiny("llama").eval().to(torch.bfloat16))
+    assert model.w8a8_layers == 2 * 7  # q k v o gate up down per layer; lm_head kept
+    ids = torch.randint(0, 128, (1, 8))
+    with torch.no_grad():
+        ref = model(ids).logits
+    out, counts, backend = compile_model(model, ids, config())
+    exp = op_sdk.explain(backend)
+    # post-attention norm of both layers + the input norm of layer 1 (layer 0's reads the
+    # embedding: no residual add; the final norm feeds the bf16 lm_head)
+    assert exp.patterns.get("add_rms_norm_dynamic_quant") == 3, exp.summary()
+    assert counts["npu.npu_add_rms_norm_dynamic_quant.default"] == 3
+    err = (out.float() - ref.float()).abs().max().item()
+    assert err <= 0.05 * ref.float().abs().max().item(), err
