@@ -181,6 +181,7 @@ class _Graph:
         except Exception:  # a model shape inference cannot go through: use what it declares
             inferred = model
         self.types = {}
+        self.raw = {}   # dims as declared: int, or the symbol (str), or None (unnamed)
         for vi in [*inferred.graph.value_info, *inferred.graph.input, *inferred.graph.output]:
             tt = vi.type.tensor_type
             if not vi.type.HasField("tensor_type"):
@@ -189,9 +190,12 @@ class _Graph:
             if tt.HasField("shape"):
                 shape = [d.dim_value if d.HasField("dim_value") else
                          int(dim_hints.get(d.dim_param, DEFAULT_DIM)) for d in tt.shape.dim]
+                self.raw[vi.name] = [d.dim_value if d.HasField("dim_value") else
+                                     (d.dim_param or None) for d in tt.shape.dim]
             self.types[vi.name] = (tt.elem_type, shape)
         for t in g.initializer:
             self.types[t.name] = (t.data_type, list(t.dims))
+            self.raw[t.name] = list(t.dims)
 
     # --- facts -----------------------------------------------------------------------------
     def const(self, name: str):
@@ -224,6 +228,18 @@ class _Graph:
     def rank(self, name):
         s = self.shape(name)
         return None if s is None else len(s)
+
+    def same_shape(self, *names: str) -> bool:
+        """One shape, no broadcasting: same rank, the last dimension known and equal, every
+        other dimension equal or symbolic on one side (taken to match)."""
+        shapes = [self.raw.get(n) for n in names]
+        if any(s is None or not s for s in shapes) or len({len(s) for s in shapes}) != 1:
+            return False
+        for dims in zip(*shapes):
+            known = {d for d in dims if isinstance(d, int)}
+            if len(known) > 1:
+                return False
+        return isinstance(shapes[0][-1], int) and shapes[0][-1] > 0
 
     def users(self, name):
         return self.consumers.get(name, [])
@@ -430,8 +446,7 @@ def _match_rms_norm(G: _Graph, mean):
     skip = None
     if (add_res is not None and add_res.op_type == "Add" and add_res.domain in ("", "ai.onnx")
             and G.const(add_res.input[0]) is None and G.const(add_res.input[1]) is None
-            and G.shape(add_res.input[0]) is not None
-            and G.shape(add_res.input[0]) == G.shape(add_res.input[1]) == G.shape(xin)
+            and G.same_shape(add_res.input[0], add_res.input[1], xin)
             and G.rank(xin) in (2, 3)
             and G.dtype(add_res.input[0]) == G.dtype(add_res.input[1]) == G.dtype(xin)):
         kind = "add_rms_norm"
@@ -503,9 +518,9 @@ def _match_swiglu(G: _Graph, sig):
     up = _other(m2, m1.output[0])
     cand = _Candidate("swiglu", [sig, m1, m2], g, [g, up], [m2.output[0]], "SiluMul", DOMAIN)
     try:
-        if G.shape(g) is None or G.shape(g) != G.shape(up):
-            raise _Refused(f"Mul '{m2.name}': gate {G.shape(g)} and up {G.shape(up)} must "
-                           "have one known shape (no broadcasting)")
+        if not G.same_shape(g, up):
+            raise _Refused(f"Mul '{m2.name}': gate {G.raw.get(g)} and up {G.raw.get(up)} must "
+                           "have one shape (no broadcasting)")
         if G.dtype(g) != G.dtype(up):
             raise _Refused(f"Mul '{m2.name}': gate {_dtype_name(G.dtype(g))} and up "
                            f"{_dtype_name(G.dtype(up))} must have one element type")
