@@ -315,3 +315,78 @@ def test_cli_end_to_end(tmp_path):
                           "--dim", "batch"], capture_output=True, text=True, cwd=ROOT,
                          env={**os.environ, "PYTHONPATH": ROOT})
     assert bad.returncode == 2 and "--dim takes NAME=VALUE" in bad.stderr
+
+
+# --- small PyTorch modules, exported ---------------------------------------------------------
+
+def _export(module, args, path, **kwargs):
+    torch = pytest.importorskip("torch")
+    torch.onnx.export(module.eval(), args, str(path), dynamo=True, verbose=False, **kwargs)
+    return onnx.load(str(path))
+
+
+@pytest.mark.parametrize("opset", [None, 23])
+def test_exported_nn_rms_norm(tmp_path, opset):
+    torch = pytest.importorskip("torch")
+    norm = torch.nn.RMSNorm(D, eps=1e-6)
+    with torch.no_grad():
+        norm.weight.copy_(torch.linspace(0.5, 1.5, D))
+    x = torch.randn(2, 3, D)
+    model = _export(norm, (x,), tmp_path / "norm.onnx",
+                    **({} if opset is None else {"opset_version": opset}))
+    fused, report = fuse_model(model)
+    (g,) = report.groups
+    if model.opset_import[0].version >= 23:  # the exporter wrote RMSNormalization itself
+        assert (g.kind, g.status) == ("rms_norm", "already fused")
+        assert _ops(fused) == [("", "RMSNormalization")]
+    else:
+        assert (g.kind, g.status) == ("rms_norm", "fused"), report.format()
+        assert _ops(fused) == [("", "SimplifiedLayerNormalization")]
+    (y,) = _run(fused, {model.graph.input[0].name: x.numpy()})
+    np.testing.assert_allclose(y, norm(x).detach().numpy(), atol=1e-5, rtol=0)
+
+
+class _HfNorm:
+    """Hugging Face's LlamaRMSNorm.forward, as a module factory (torch imported lazily)."""
+
+    @staticmethod
+    def make(dtype):
+        import torch
+
+        class Norm(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.weight = torch.nn.Parameter(torch.linspace(0.5, 1.5, D).to(dtype))
+
+            def forward(self, x):
+                x32 = x.float()
+                var = x32.pow(2).mean(-1, keepdim=True)
+                return self.weight * (x32 * torch.rsqrt(var + 1e-6)).to(x.dtype)
+
+        return Norm()
+
+
+def test_exported_hf_fp16_norm_takes_its_casts(tmp_path):
+    torch = pytest.importorskip("torch")
+    x = torch.randn(2, 3, D).half()
+    model = _export(_HfNorm.make(torch.float16), (x,), tmp_path / "hf16.onnx")
+    fused, report = fuse_model(model)
+    (g,) = report.groups
+    assert g.status == "fused" and g.ops.count("Cast") == 2, report.format()
+    (node,) = fused.graph.node
+    assert node.op_type == "SimplifiedLayerNormalization" and node.input[0] == "x"
+    check(fused)
+    feeds = {"x": x.numpy()}
+    np.testing.assert_allclose(_run(fused, feeds)[0].astype(np.float32),
+                               _run(model, feeds)[0].astype(np.float32), atol=2e-3, rtol=0)
+
+
+def test_exported_bf16_norm_refused_for_onnxruntime_cpu(tmp_path):
+    torch = pytest.importorskip("torch")
+    x = torch.randn(2, 3, D).bfloat16()
+    model = _export(_HfNorm.make(torch.bfloat16), (x,), tmp_path / "hf_bf16.onnx")
+    fused, report = fuse_model(model)
+    (g,) = report.groups
+    assert g.status == "refused", report.format()
+    assert "element type bfloat16 has no onnxruntime CPU kernel" in g.reason
+    assert _ops(fused) == _ops(model)
