@@ -36,6 +36,7 @@ def _ops(model):
 @pytest.fixture(scope="module")
 def llama(tmp_path_factory):
     torch = pytest.importorskip("torch")
+    pytest.importorskip("onnxscript", reason="torch.onnx.export(dynamo=True) needs onnxscript")
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     cfg = transformers.LlamaConfig(hidden_size=64, num_hidden_layers=LAYERS,
@@ -321,6 +322,7 @@ def test_cli_end_to_end(tmp_path):
 
 def _export(module, args, path, **kwargs):
     torch = pytest.importorskip("torch")
+    pytest.importorskip("onnxscript", reason="torch.onnx.export(dynamo=True) needs onnxscript")
     torch.onnx.export(module.eval(), args, str(path), dynamo=True, verbose=False, **kwargs)
     return onnx.load(str(path))
 
