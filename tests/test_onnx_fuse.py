@@ -122,13 +122,16 @@ def _norm_model(opset=20, axes=(-1,), keepdims=1, exponent=2.0, eps=np.array(1e-
                                  keepdims=keepdims))
     nodes += [h.make_node("Add", ["mean", "eps"], ["var"], name="add_eps"),
               h.make_node("Sqrt", ["var"], ["std"], name="sqrt")]
-    if spelling == "mul_div":
-        inits.append(numpy_helper.from_array(np.array(1.0, np.float32), "one"))
-        nodes.append(h.make_node("Div", ["one", "std"], ["inv"], name="inv"))
+    if spelling == "div_x":
+        nodes.append(h.make_node("Div", ["x", "std"], ["normed"], name="normalise"))
     else:
-        nodes.append(h.make_node("Reciprocal", ["std"], ["inv"], name="inv"))
-    nodes += [h.make_node("Mul", ["x", "inv"], ["normed"], name="normalise"),
-              h.make_node("Mul", ["w", "normed"], ["y"], name="scale")]
+        if spelling == "mul_div":
+            inits.append(numpy_helper.from_array(np.array(1.0, np.float32), "one"))
+            nodes.append(h.make_node("Div", ["one", "std"], ["inv"], name="inv"))
+        else:
+            nodes.append(h.make_node("Reciprocal", ["std"], ["inv"], name="inv"))
+        nodes.append(h.make_node("Mul", ["x", "inv"], ["normed"], name="normalise"))
+    nodes.append(h.make_node("Mul", ["w", "normed"], ["y"], name="scale"))
     if extra_user:
         outputs.append(h.make_tensor_value_info("mean", T.FLOAT, None))
     graph = h.make_graph(nodes, "norm", inputs, outputs, inits)
@@ -150,7 +153,7 @@ def _same_outputs(model, fused, atol=1e-5):
 @pytest.mark.parametrize("opset,op", [(17, ("", "SimplifiedLayerNormalization")),
                                       (20, ("", "SimplifiedLayerNormalization")),
                                       (23, ("", "RMSNormalization"))])
-@pytest.mark.parametrize("spelling", ["pow_reciprocal", "mul_div"])
+@pytest.mark.parametrize("spelling", ["pow_reciprocal", "mul_div", "div_x"])
 def test_rms_norm_replacement_by_opset(opset, op, spelling):
     model = _norm_model(opset=opset, spelling=spelling)
     fused, report = fuse_model(model)

@@ -205,11 +205,10 @@ class _Graph:
         node = self.producer.get(name)
         if node is None or node.op_type != "Constant" or node.domain not in ("", "ai.onnx"):
             return None
+        import numpy as np
         from onnx import helper
 
         for a in node.attribute:
-            import numpy as np
-
             v = helper.get_attribute_value(a)
             if a.name == "value":
                 return _np(v)
@@ -661,7 +660,7 @@ def _price(G: _Graph, c: _Candidate, device, threshold_s: float):
     return predict(before, after, device, Tiling(rows, cols, item), threshold_s)
 
 
-def _topo_sort(nodes: list, graph_inputs: set[str]) -> list:
+def _topo_sort(nodes: list) -> list:
     """Stable topological order (a node keeps its place unless an input comes later)."""
     produced = {o: i for i, n in enumerate(nodes) for o in n.output if o}
     deps = [set() for _ in nodes]
@@ -705,7 +704,7 @@ def _rewrite(model, G: _Graph, fused: list[_Candidate]) -> None:
             g.initializer.extend(c.new_initializers)
         if id(n) not in remove:
             new_nodes.append(n)
-    new_nodes = _topo_sort(new_nodes, {i.name for i in g.input})
+    new_nodes = _topo_sort(new_nodes)
     # drop what only the removed nodes read: constants and initializers
     used = set(o.name for o in g.output)
     for n in new_nodes:
@@ -837,7 +836,11 @@ def run_cli(args) -> int:
         raise ValueError(f"--device must be cpu, npu or cuda, got {args.device!r}")
     model, report = fuse_model(args.input, device=args.device, threshold_us=args.threshold_us,
                                dim_hints=dims)
-    check(model)
+    try:
+        check(model)
+    except onnx.checker.ValidationError as exc:
+        raise ValueError(f"the fused model of {args.input} fails onnx.checker "
+                         f"(nothing written): {' '.join(str(exc).split())[:400]}") from None
     onnx.save(model, args.output)
     print(report.format())
     print(f"wrote {args.output}")
