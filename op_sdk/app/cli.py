@@ -3,7 +3,8 @@
 Subcommands: ``demo`` (compile the embedded model and show what the fusions did),
 ``report`` (HTML / Markdown report of a compile), ``bench`` (benchmark suite and plots),
 ``ops`` (the registered operators), ``new-op`` (a new operator's deliverables and tests),
-``docs`` (regenerate the generated documentation). A user's mistake prints one line and exits 2.
+``docs`` (regenerate the generated documentation), ``fuse`` (fuse an ONNX model's operator
+groups). A user's mistake prints one line and exits 2.
 """
 
 from __future__ import annotations
@@ -182,6 +183,12 @@ def _cmd_new_op(args) -> int:
     return 0
 
 
+def _cmd_fuse(args) -> int:
+    from op_sdk.onnx.fuse import run_cli
+
+    return run_cli(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="op-sdk", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=_version_line())
@@ -239,6 +246,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=".", help="folder to write <name>/ into (default .)")
     p.add_argument("--force", action="store_true", help="overwrite a non-empty <name>/")
     p.set_defaults(run=_cmd_new_op)
+
+    p = sub.add_parser("fuse", help="fuse the operator groups of an ONNX model that pay")
+    p.add_argument("input", help="the ONNX model")
+    p.add_argument("-o", "--output", required=True, help="the fused ONNX model to write")
+    p.add_argument("--report", metavar="JSON", help="also write the groups as JSON")
+    p.add_argument("--device", default="cpu", help="benefit model: cpu (measured), npu or cuda")
+    p.add_argument("--threshold-us", type=float, default=0.0,
+                   help="fuse a group only when its predicted benefit exceeds this (us)")
+    p.add_argument("--dim", action="append", metavar="NAME=VALUE",
+                   help="value of a symbolic dimension (repeatable; default 128)")
+    p.set_defaults(run=_cmd_fuse)
 
     p = sub.add_parser("docs", help="regenerate docs/options.md and the operator table")
     p.add_argument("--check", action="store_true", help="only report what is out of date (exit 1)")
