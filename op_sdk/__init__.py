@@ -16,7 +16,7 @@ import logging as _logging  # noqa: E402
 logger = _logging.getLogger("op_sdk")
 __all__ = ["include_dirs", "AclnnBinding", "BindingError", "Benchmark", "OpDef", "define_op", "functionalize_inplace", "get_op", "registered_ops",
            "CompilerConfig", "get_npu_backend", "register_replacement", "verify_replacement",
-           "PatternRegistry", "explain", "scope", "logger"]
+           "PatternRegistry", "explain", "scope", "logger", "export_onnx"]
 
 # The compiler API is imported on first use: `import op_sdk` stays free of torch._dynamo /
 # torch._inductor and registers no fusion pattern.
@@ -28,6 +28,7 @@ _LAZY = {
     "verify_replacement": "op_sdk.patterns.verify",
     "explain": "op_sdk.compiler.explain",
     "scope": "op_sdk.scope",
+    "export_onnx": "op_sdk.onnx_export",  # imports onnx / onnxscript on first use only
 }
 
 
