@@ -108,7 +108,7 @@ def _dtype_tag(dt) -> str:
 
 
 def _overload(*parts) -> str:
-    text = "_".join(str(p) for p in parts)
+    text = "_".join(str(p) for p in parts if p != "")
     return re.sub(r"[^A-Za-z0-9_]", "_", text)
 
 
@@ -218,6 +218,18 @@ def _add_rms_norm_call(x1, x2, gamma, epsilon=1e-6):
     key = _overload(_dtype_tag(_dt(x1)), f"g{len(gamma.shape)}", f"eps{epsilon!r}")
     return _Call("AddRmsNorm", ins, {"epsilon": float(epsilon)}, key,
                  lambda b, a, c, g: _add_rms_norm(b, a, c, g, epsilon), 3)
+
+
+@_spec("npu_add_rms_norm_cast")
+def _add_rms_norm_cast_call(x1, x2, gamma, epsilon=1e-6):
+    ins = _proto_inputs("AddRmsNormCast", {"x1": x1, "x2": x2, "gamma": gamma})
+    key = _overload(_dtype_tag(_dt(x1)), f"g{len(gamma.shape)}", f"eps{epsilon!r}")
+
+    def composite(b, a, c, g):
+        x = b("Add", b.to_float(a), b.to_float(c))
+        y, rstd = _normalize(b, x, g, epsilon)
+        return b("Identity", y), b.cast(y, a.dtype), rstd, b.cast(x, a.dtype)
+    return _Call("AddRmsNormCast", ins, {"epsilon": float(epsilon)}, key, composite, 4)
 
 
 def _ge_int8() -> int:
@@ -582,7 +594,23 @@ def translation_table(composite_only: bool = False) -> dict:
         table[getattr(getattr(torch.ops.npu, name), overload)] = _translation(name, composite_only)
     table[torch.ops.npu.npu_dtype_cast.default] = _dtype_cast_translation
     table[torch.ops.npu._npu_dtype_cast.default] = _private_dtype_cast_translation
+    # every other op_sdk operator: a clear error instead of the exporter's dispatch failure
+    from op_sdk.library import registered_ops
+
+    for opdef in registered_ops():
+        target = getattr(getattr(getattr(torch.ops, opdef.namespace), opdef.name), "default")
+        if target not in table and opdef.functional is None:
+            table[target] = _no_translation(f"{opdef.namespace}::{opdef.name}")
     return table
+
+
+def _no_translation(name: str):
+    def translate(*args, **kwargs):
+        raise UnsupportedOnnxExport(f"{name}: the operator has no ONNX export (covered: "
+                                    f"{', '.join(sorted(n for n, _ in _SPECS))}, npu_dtype_cast, "
+                                    f"_npu_dtype_cast)")
+    translate.__name__ = f"onnx_unsupported_{name.split('::')[-1]}"
+    return translate
 
 
 def _own_error(exc: BaseException):

@@ -118,6 +118,12 @@ def test_add_rms_norm(tmp_path, shape, dt, tol):
            ["AddRmsNorm"], tol=tol)
 
 
+def test_add_rms_norm_cast(tmp_path):
+    args = (torch.randn(2, 7, 33), torch.randn(2, 7, 33), torch.randn(33))
+    _check(tmp_path, Op(lambda a, b, g: npu.npu_add_rms_norm_cast(a, b, g), (BF16,) * 3), args,
+           ["AddRmsNormCast"], tol=1e-2)
+
+
 # ---- quantisation ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("shape,dt,smooth", [((7, 33), None, False), ((2, 7, 33), BF16, True),
@@ -307,6 +313,13 @@ def test_unsupported_argument_names_operator_and_argument(tmp_path):
     with pytest.raises(NotImplementedError,
                        match=r"npu_add_rms_norm_dynamic_quant: argument 'y_dtype'"):
         op_sdk.export_onnx(mod, args, tmp_path / "m.onnx", composite_only=True)
+
+
+def test_operator_without_export_is_named(tmp_path):
+    args = (torch.randn(8, 4), torch.tensor([[1], [5]]), torch.randn(2, 4))
+    with pytest.raises(NotImplementedError, match=r"npu::npu_scatter_nd_update: the operator"):
+        op_sdk.export_onnx(Op(lambda x, i, u: npu.npu_scatter_nd_update(x, i, u)), args,
+                           tmp_path / "m.onnx")
 
 
 def test_import_stays_free_of_onnx():
