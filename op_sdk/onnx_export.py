@@ -642,6 +642,10 @@ def export_onnx(model: torch.nn.Module, args: tuple, path: Any = None, *,
     Raises ``NotImplementedError`` (:class:`UnsupportedOnnxExport`) naming the operator and
     argument for a call the export does not express.
     """
+    opset = kw.get("opset_version")
+    if opset is not None and opset < 18:
+        raise ValueError(f"export_onnx: argument 'opset_version' must be >= 18 (the composites "
+                         f"use ReduceMean / ReduceMax with axes as an input), got {opset}")
     table = translation_table(composite_only)
     if custom_translation_table:
         table.update(custom_translation_table)

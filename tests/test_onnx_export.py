@@ -315,6 +315,12 @@ def test_unsupported_argument_names_operator_and_argument(tmp_path):
         op_sdk.export_onnx(mod, args, tmp_path / "m.onnx", composite_only=True)
 
 
+def test_opset_below_18_is_refused(tmp_path):
+    with pytest.raises(ValueError, match=r"argument 'opset_version' must be >= 18"):
+        op_sdk.export_onnx(Op(lambda x: npu.npu_dynamic_quant(x)), (torch.randn(2, 8),),
+                           tmp_path / "m.onnx", opset_version=17)
+
+
 def test_operator_without_export_is_named(tmp_path):
     args = (torch.randn(8, 4), torch.tensor([[1], [5]]), torch.randn(2, 4))
     with pytest.raises(NotImplementedError, match=r"npu::npu_scatter_nd_update: the operator"):
