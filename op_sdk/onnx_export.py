@@ -258,7 +258,8 @@ def _dynamic_quant_call(input, *, smooth_scales=None, group_index=None, dst_type
     return _Call("DynamicQuant", ins, {"dst_type": _ge_int8()}, key, composite, 2)
 
 
-def _mask_of(op, smooth_scale1, smooth_scale2, output_mask):
+def _mask_of(smooth_scale1, smooth_scale2, output_mask):
+    """Which of the two branches run (the operator's output_mask rules; already checked)."""
     if output_mask is None:
         return True, smooth_scale1 is not None and smooth_scale2 is not None
     return bool(output_mask[0]), bool(output_mask[1])
@@ -271,7 +272,7 @@ def _add_rms_norm_dynamic_quant_call(x1, x2, gamma, *, smooth_scale1=None, smoot
     if y_dtype not in (None, _INT8, _QINT8):
         _unsupported(op, "y_dtype", f"must be None, torch.int8 (1) or torch.qint8 (12): the "
                      f"int4 / float8 / hifloat8 outputs have no ONNX composite, got {y_dtype}")
-    run = _mask_of(op, smooth_scale1, smooth_scale2, output_mask)
+    run = _mask_of(smooth_scale1, smooth_scale2, output_mask)
     ins = _proto_inputs("AddRmsNormDynamicQuant",
                         {"x1": x1, "x2": x2, "gamma": gamma, "smooth_scale1": smooth_scale1,
                          "smooth_scale2": smooth_scale2, "beta": beta})
@@ -316,6 +317,8 @@ def _add_rms_norm_quant_call(x1, x2, gamma, scales1, zero_points1=None, beta=Non
              "dst_type": _ge_int8()}
 
     def composite(b, x1_, x2_, g, s1, s2=None, z1=None, z2=None, be=None):
+        import numpy as np
+
         ir = b.ir
         x = b("Add", b.to_float(x1_), b.to_float(x2_))
         y, _ = _normalize(b, x, g, epsilon)
@@ -325,8 +328,7 @@ def _add_rms_norm_quant_call(x1, x2, gamma, scales1, zero_points1=None, beta=Non
         if s2 is not None:
             y2 = _static_int8(b, y, s2, z2, div_mode)
         else:  # all zeros without scales2 (the operator's contract)
-            y2 = b("ConstantOfShape", b("Shape", x1_),
-                   value=ir.tensor(__import__("numpy").zeros((1,), "int8")))
+            y2 = b("ConstantOfShape", b("Shape", x1_), value=ir.tensor(np.zeros((1,), "int8")))
         return y1, y2, b.cast(x, x1_.dtype)
     return _Call("AddRmsNormQuant", ins, attrs, key, composite, 3)
 
@@ -522,9 +524,7 @@ _PENDING: dict = {}
 
 def _emit(call: _Call, composite_only: bool):
     """Write one call into the exporter's trace: the composite, or the custom node plus
-    (once per overload) its local function."""
-    import onnx_ir as ir
-
+    (once per overload, added after the export) its local function."""
     tracer = _tracer()
     b = _Builder(tracer.nodes)
     if composite_only:
@@ -564,14 +564,13 @@ def _function(call: _Call, opset: int):
     for name, v in zip(proto.outputs, outs):
         if v.producer() is None or v in results:  # a formal passed through, or repeated
             v = b("Identity", v)
-        v.name = name
+        v.name = name if name not in {f.name for f in formals} else f"{name}_out"
         results.append(v)
     # intermediate values: unique names inside the body
     for i, node in enumerate(nodes):
         for j, out in enumerate(node.outputs):
             if out.name is None:
                 out.name = f"_{i}_{j}"
-    # untype the formals: the function's signature carries no types
     graph = ir.Graph(formals, results, nodes=nodes, opset_imports={"": opset},
                      name=f"{call.ir_type}_{call.key}")
     attrs = [ir.convenience.convert_attribute(k, v) for k, v in call.attrs.items()]

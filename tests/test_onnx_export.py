@@ -45,7 +45,8 @@ def _compare(got, want, tol, int_step):
         g = torch.from_numpy(g)
         assert g.dtype == w.dtype, f"output {i}: dtype {g.dtype} vs {w.dtype}"
         if w.dtype.is_floating_point:
-            torch.testing.assert_close(g, w, atol=tol, rtol=tol, equal_nan=True, msg=lambda m: f"output {i}: {m}")
+            torch.testing.assert_close(g, w, atol=tol, rtol=tol, equal_nan=True,
+                                       msg=lambda m: f"output {i}: {m}")
         elif w.dtype == torch.int32 or int_step == 0:
             assert torch.equal(g, w), f"output {i}: {(g != w).sum()} elements differ"
         else:
