@@ -16,7 +16,8 @@ import logging as _logging  # noqa: E402
 logger = _logging.getLogger("op_sdk")
 __all__ = ["include_dirs", "AclnnBinding", "BindingError", "Benchmark", "OpDef", "define_op", "functionalize_inplace", "get_op", "registered_ops",
            "CompilerConfig", "get_npu_backend", "register_replacement", "verify_replacement",
-           "PatternRegistry", "explain", "scope", "logger", "quantize_w8a8", "W8A8Linear"]
+           "PatternRegistry", "explain", "scope", "logger", "quantize_w8a8", "W8A8Linear",
+           "export_onnx"]
 
 # The compiler API is imported on first use: `import op_sdk` stays free of torch._dynamo /
 # torch._inductor and registers no fusion pattern.
@@ -30,6 +31,7 @@ _LAZY = {
     "scope": "op_sdk.scope",
     "quantize_w8a8": "op_sdk.quantization",
     "W8A8Linear": "op_sdk.quantization",
+    "export_onnx": "op_sdk.onnx_export",  # imports onnx / onnxscript on first use only
 }
 
 
