@@ -195,3 +195,69 @@ def test_composite_declaration_is_validated():
         op_sdk.define_op("composite_type_check(Tensor x) -> Tensor", namespace="op_sdk_derive_t",
                          reference=lambda x: x, composite=fn)
     assert isinstance(Spelling(fn).outputs, dict)
+
+
+# ---- a plugin operator's derived fusion (examples/plugin_fused_op.py) -------------------------
+
+@pytest.fixture
+def fresh_user_registry(monkeypatch):
+    """A process-wide user registry of this test's own (as TorchAir's global one)."""
+    from op_sdk.patterns import registry as registry_module
+
+    monkeypatch.setattr(registry_module, "_USER", [])
+
+
+def _swiglu_quant(g, u):
+    q, s = npu.npu_dynamic_quant(torch.nn.functional.silu(g) * u)
+    return q, s
+
+
+@pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune"])
+def test_plugin_operator_fuses_from_its_declaration(mode, fresh_user_registry):
+    from op_sdk.patterns import derive, user_registry
+    from tests.fusion_harness import assert_fused_close, compile_and_run, config
+    from tests.plugin_example import load
+
+    load()
+    fused = torch.ops.my_ops.silu_mul_quant.default
+    # the plugin's one-line opt-in traced nothing: the fusion waits for the first compile
+    assert len(user_registry()) == 0
+    assert [f.name for f in derive.pending(user_registry())] == ["silu_mul_quant"]
+    g, u = torch.randn(2, 9, 64, dtype=torch.bfloat16), torch.randn(2, 9, 64, dtype=torch.bfloat16)
+    result = compile_and_run(_swiglu_quant, [g, u], config(mode))
+    report = result.report
+    assert report.match_count() == 1, report.summary()
+    assert report.match_count("silu_mul_quant") == 1, report.summary()
+    assert op_sdk.explain(result.backend).patterns == {"silu_mul_quant": 1}
+    variant = "composite+decomposed" if mode == "max-autotune" else "composite"
+    assert report.match_count("silu_mul_quant", variant) == 1, report.summary()
+    assert fused in result.targets
+    gone = {npu.npu_dynamic_quant.default, torch.ops.aten.silu.default, torch.ops.aten.mul.Tensor,
+            torch.ops.aten.exp.default}
+    assert not gone & set(result.targets), result.targets
+    assert_fused_close(result.outputs, _swiglu_quant(g, u), [g, u])
+    assert derive.pending(user_registry()) == []
+    assert user_registry().uuid() is not None  # the derived functions have content digests
+
+
+def test_plugin_fusion_fp32_decomposed_and_verified(fresh_user_registry):
+    """fp32 inputs: Inductor's silu decomposition has no converts, a variant of its own;
+    every variant's replacement computes what its pattern does."""
+    from op_sdk.patterns import derive, user_registry, verify_replacement
+    from tests.fusion_harness import assert_fused_close, compile_and_run, config
+    from tests.plugin_example import load
+
+    load()
+    g, u = torch.randn(5, 64), torch.randn(5, 64)
+    result = compile_and_run(_swiglu_quant, [g, u], config("max-autotune"))
+    assert result.report.match_count("silu_mul_quant", "composite+decomposed+float32") == 1, \
+        result.report.summary()
+    assert_fused_close(result.outputs, _swiglu_quant(g, u), [g, u])
+    names = {r.variant for r in user_registry().records}
+    assert names == {"composite", "composite+decomposed", "composite+decomposed+float32"}
+    fusion = next(f for f in derive._FOR_USER if f.name == "silu_mul_quant")
+    for v in fusion.variants():
+        for dtype in (torch.bfloat16, torch.float16):
+            report = verify_replacement(v.search_fn, v.replace_fn, fusion.inputs(v, dtype),
+                                        dtypes=[dtype], size_scales=(1, 3), seeds=(0,))
+            assert report.ok, str(report)

@@ -234,12 +234,11 @@ def trace_decomposed(fn: Callable, args: Sequence[Any], **_: Any) -> torch.fx.Gr
     return gm
 
 
-class _UserRegistry:
-    """Stands for the process-wide user registry until a compile makes it."""
-
-
-_USER = _UserRegistry()
+# fusions registered for the process-wide user registry, and the registries that have them
+# (tests and tools may replace the user registry: each one gets them at its first compile)
+_FOR_USER: list[Fusion] = []
 _PENDING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # registry -> [Fusion]
+_DONE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # registry -> {fusion id}
 _PENDING_LOCK = threading.Lock()
 
 
@@ -296,7 +295,10 @@ def register_fusion(op, *, name: str | None = None, registry=None,
         checks=tuple(checks), dtypes=tuple(dtypes), torchair_max_autotune=True,
         opaque_to_inductor=True, doc=f"derived from {opdef.qualname}'s composite")
     if registry is None and lazy and not _SCOPES.get():
-        registry = _USER  # the process-wide user registry, made (with Inductor) when used
+        # the process-wide user registry, made (with Inductor) when a compile uses it
+        with _PENDING_LOCK:
+            _FOR_USER.append(fusion)
+        return fusion
     target = registry if registry is not None else current_registry()
     if lazy:
         with _PENDING_LOCK:
@@ -341,23 +343,23 @@ def _register_all(registry, fusion: Fusion) -> None:
         _register(registry, fusion, variant)
 
 
-def materialize(registry) -> None:
-    """Register the fusions ``register_fusion`` deferred to ``registry``'s first compile."""
-    from op_sdk.patterns.registry import user_registry
-
-    with _PENDING_LOCK:
-        pending = _PENDING.pop(registry, None) or []
-        if _USER in _PENDING and registry is user_registry():
-            pending += _PENDING.pop(_USER)
-    for fusion in pending:
-        _register_all(registry, fusion)
-
-
 def pending(registry) -> list[Fusion]:
     """The fusions waiting for ``registry``'s first compile."""
     from op_sdk.patterns.registry import user_registry
 
-    waiting = list(_PENDING.get(registry, ()))
-    if registry is user_registry():
-        waiting += _PENDING.get(_USER, ())
+    with _PENDING_LOCK:
+        waiting = list(_PENDING.get(registry, ()))
+        if registry is user_registry():
+            done = _DONE.get(registry, set())
+            waiting += [f for f in _FOR_USER if id(f) not in done]
     return waiting
+
+
+def materialize(registry) -> None:
+    """Register the fusions ``register_fusion`` deferred to ``registry``'s first compile."""
+    waiting = pending(registry)
+    with _PENDING_LOCK:
+        _PENDING.pop(registry, None)
+        _DONE.setdefault(registry, set()).update(id(f) for f in waiting)
+    for fusion in waiting:
+        _register_all(registry, fusion)
