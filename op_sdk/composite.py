@@ -109,16 +109,22 @@ class Composite:
 
     def named(self, result) -> list[tuple[str, Any]]:
         """``fn``'s result as (output name, value) pairs in matching order, None dropped."""
-        if isinstance(result, Mapping):
-            unknown = [k for k in result if self.outputs and k not in self.outputs]
-            if unknown:
-                raise ValueError(f"op_sdk.Composite: {self.fn.__name__} returns {unknown}, not "
-                                 f"outputs of the fused operator {self.outputs}")
-            return [(k, v) for k, v in result.items() if v is not None]
-        if isinstance(result, (tuple, list)):
-            names = self.outputs or tuple(str(i) for i in range(len(result)))
-            if len(result) != len(names):
-                raise ValueError(f"op_sdk.Composite: {self.fn.__name__} returns {len(result)} "
-                                 f"values; the fused operator has {len(names)} outputs")
-            return [(n, v) for n, v in zip(names, result) if v is not None]
-        return [(self.outputs[0] if self.outputs else "0", result)]
+        return named_outputs(result, self.outputs)
+
+
+def named_outputs(result, outputs: tuple[str, ...]) -> list[tuple[str, Any]]:
+    """A composite's result as (output name, value) pairs in matching order, None dropped
+    (``outputs``: the fused operator's output names)."""
+    if isinstance(result, Mapping):
+        unknown = [k for k in result if outputs and k not in outputs]
+        if unknown:
+            raise ValueError(f"op_sdk.Composite: the composite returns {unknown}, not outputs "
+                             f"of the fused operator {outputs}")
+        return [(k, v) for k, v in result.items() if v is not None]
+    if isinstance(result, (tuple, list)):
+        names = outputs or tuple(str(i) for i in range(len(result)))
+        if len(result) != len(names):
+            raise ValueError(f"op_sdk.Composite: the composite returns {len(result)} values; "
+                             f"the fused operator has {len(names)} outputs")
+        return [(n, v) for n, v in zip(names, result) if v is not None]
+    return [(outputs[0] if outputs else "0", result)]

@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from op_sdk.composite import Composite, Spelling, same
+from op_sdk.composite import Composite, Spelling, named_outputs
 from op_sdk.patterns.fusion import Fusion, Variant, _positional
 
 __all__ = ["derived_variants", "register_fusion", "materialize", "composite_of",
@@ -93,17 +93,12 @@ def _learn(search: Callable, args) -> None:
 _LEARNED: dict[tuple, tuple[str, ...]] = {}
 
 
-def _composite(qual: tuple[str, str]) -> Composite:
-    from op_sdk.library import get_op
-
-    return get_op(qual[1], qual[0]).composite
-
-
 def _variant(name: str, opdef, comp: Composite, inputs: Sequence[str], rename: Mapping[str, str],
              steps: Mapping[str, Spelling], explicit: Sequence[str], unused: Sequence[str],
              literals: Mapping[str, Any]) -> Variant:
     # The two functions capture only names, literals and functions (never the declaration
-    # objects), so that their content digest, part of a registry's cache key, exists.
+    # objects), so that their content digest, part of a registry's cache key, exists, and
+    # Dynamo (which traces a search function as a model in the tests) sees constants.
     params = inspect.signature(comp.fn).parameters
     argnames = tuple(rename.get(p, p) for p in inputs) + tuple(explicit)
     names = (*inputs, *explicit)
@@ -114,31 +109,32 @@ def _variant(name: str, opdef, comp: Composite, inputs: Sequence[str], rename: M
     step_fns = tuple((step, s.fn) for step, s in steps.items())
     views = tuple((out, tuple(s.outputs[out] for s in steps.values() if out in s.outputs))
                   for out in dict.fromkeys(o for s in steps.values() for o in s.outputs))
+    fn, outputs, required = comp.fn, tuple(comp.outputs), tuple(comp.required)
+    fixed_items = tuple(comp.fixed.items())
+    fixed_in_fn = tuple((k, v) for k, v in fixed_items if k in params)
 
     def search(*args):
-        comp = _composite(qual)
-        kw = {p: None for p in comp.required}
+        kw = {p: None for p in required}
         kw.update(zip(names, args))
-        kw.update((k, v) for k, v in comp.fixed.items() if k in comp.arguments)
+        kw.update(fixed_in_fn)
         kw.update(literal_items)
         kw.update(step_fns)
-        kept = [(n, v) for n, v in comp.named(comp.fn(**kw)) if n not in unused]
+        kept = [(n, v) for n, v in named_outputs(fn(**kw), outputs) if n not in unused]
         _LEARNED[key] = tuple(n for n, _ in kept)
         return kept[0][1] if len(kept) == 1 else tuple(v for _, v in kept)
 
     def replace(*args):
-        comp = _composite(qual)
         if key not in _LEARNED:
             _learn(search, args)
         op_args = dict(zip(names, args))
-        op_args.update(comp.fixed)
+        op_args.update(fixed_items)
         op_args.update((k, v) for k, v in literal_items if v is not None)
         out = _call_op(getattr(getattr(torch.ops, qual[0]), qual[1]).default, op_args)
         outs = out if isinstance(out, (tuple, list)) else (out,)
         moved = dict(views)
         result = []
         for n in _LEARNED[key]:
-            v = outs[comp.outputs.index(n)] if comp.outputs else outs[int(n)]
+            v = outs[outputs.index(n)] if outputs else outs[int(n)]
             for view in moved.get(n, ()):
                 v = view(v)
             result.append(v)
