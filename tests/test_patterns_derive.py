@@ -261,3 +261,41 @@ def test_plugin_fusion_fp32_decomposed_and_verified(fresh_user_registry):
             report = verify_replacement(v.search_fn, v.replace_fn, fusion.inputs(v, dtype),
                                         dtypes=[dtype], size_scales=(1, 3), seeds=(0,))
             assert report.ok, str(report)
+
+
+def test_plugin_import_traces_nothing():
+    """The plugin's declaration and its register_fusion line import no Inductor."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from tests.plugin_example import load; load(); "
+            "print('torch._inductor' in sys.modules, 'torch._dynamo' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, cwd=str(__import__("pathlib").Path(__file__).parent.parent))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-2:] == ["False", "False"], out.stdout
+
+
+def test_register_fusion_into_a_scope_dynamic_shapes(fresh_user_registry):
+    """register_fusion goes to the current scope like register_replacement; lazy=False
+    registers at once; a model compiled with dynamic=True fuses too."""
+    from op_sdk.patterns import derive, user_registry
+    from tests.fusion_harness import assert_fused_close, compile_and_run, config
+    from tests.plugin_example import load
+
+    plugin = load()
+    with op_sdk.PatternRegistry("plugin_scope") as scope:
+        derive.register_fusion(plugin.silu_mul_quant, name="swiglu_quant")
+        assert len(scope) == 0 and [f.name for f in derive.pending(scope)] == ["swiglu_quant"]
+        cfg = config()
+        backend = op_sdk.get_npu_backend(compiler_config=cfg)
+    eager = op_sdk.PatternRegistry("plugin_now")
+    derive.register_fusion("my_ops::silu_mul_quant", registry=eager, lazy=False)
+    assert {r.variant for r in eager.records} >= {"composite", "composite+decomposed"}
+    g, u = torch.randn(33, 64, dtype=torch.float16), torch.randn(33, 64, dtype=torch.float16)
+    result = compile_and_run(_swiglu_quant, [g, u], cfg, backend=backend, dynamic=True)
+    assert result.report.match_count("swiglu_quant") == 1, result.report.summary()
+    assert result.report.match_count("silu_mul_quant") == 0  # the user registry is not this one
+    assert torch.ops.my_ops.silu_mul_quant.default in result.targets
+    assert_fused_close(result.outputs, _swiglu_quant(g, u), [g, u])
+    assert len(user_registry()) == 0

@@ -5,6 +5,9 @@ A ``Fusion`` is data: the fused operator, the operators that disappear, its vari
 operators, with example inputs), and its named extra checks. Everything else (the
 pattern, the registry, the reports, ``verify_replacement`` in the tests) is derived
 from that, so adding a fusion means writing one module like ``add_rms_norm_cast.py``.
+The default fusions' variants are themselves derived from their fused operators'
+declarations (``define_op(..., composite=)``, ``derive.derived_variants``); a module
+lists only the spelling options particular to it, its checks and its example inputs.
 
 Patterns are derived by tracing ``search_fn`` in the canonical spelling and ignoring
 literal ints, floats, lists and dtypes (as Inductor does); what those literals must be
