@@ -6,6 +6,14 @@ kernel of its own, the reference on any other device.
 
 The operator: SwiGLU's ``silu(gate) * up`` followed by per-token dynamic int8
 quantisation, i.e. what feeds a W8A8 down-projection.
+
+Its fusion needs no pattern code: the declaration carries the operator's unfused spelling
+(``composite=``: ``npu_dynamic_quant(silu(gate) * up)``), and
+``op_sdk.register_fusion(silu_mul_quant)`` registers the fusion derived from it into the
+current pattern registry, so that a model compiled with ``op_sdk.get_npu_backend()``
+(``reduce-overhead`` or ``max-autotune``, where Inductor has decomposed the silu) gets
+``torch.ops.my_ops.silu_mul_quant`` in place of the three unfused operators. Nothing is
+traced at import: the patterns are traced at the first compile (docs/fusions.md).
 """
 
 from __future__ import annotations
@@ -55,6 +63,11 @@ def cpu_kernel(gate, up):
     return y, amax.div_(127.0).squeeze(-1)
 
 
+def unfused(gate, up):
+    """The unfused spelling the operator replaces: what a model writes without it."""
+    return torch.ops.npu.npu_dynamic_quant(torch.nn.functional.silu(gate) * up)
+
+
 silu_mul_quant = op_sdk.define_op(
     SCHEMA,
     namespace="my_ops",
@@ -68,7 +81,12 @@ silu_mul_quant = op_sdk.define_op(
     # its GE converter, declared: the Ascend IR SiluMulQuant (inputs gate, up; outputs y,
     # scale, as kernels/ascendc/silu_mul_quant/op_graph declares it), derived from the schema
     ge=GeIr("SiluMulQuant", outputs=("y", "scale")),
+    # the unfused spelling: the fusion below is derived from it
+    composite=op_sdk.Composite(unfused, outputs=("y", "scale")),
 )
+
+# the fusion silu(gate) * up -> npu_dynamic_quant => silu_mul_quant, traced at the first compile
+op_sdk.register_fusion(silu_mul_quant)
 
 
 def main() -> None:

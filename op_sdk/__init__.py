@@ -3,6 +3,7 @@
 from op_sdk import ops  # noqa: F401  (defines torch.ops.npu.*, registers the native kernels)
 from op_sdk.library import Benchmark, OpDef, define_op, functionalize_inplace, get_op, registered_ops  # noqa: E402
 from op_sdk.npu_binding import AclnnBinding, BindingError  # noqa: E402
+from op_sdk.composite import Composite, Spelling  # noqa: E402
 from op_sdk import _air as _air  # noqa: E402
 from op_sdk.library import torch_npu_module as _torch_npu_module  # noqa: E402
 
@@ -17,7 +18,7 @@ logger = _logging.getLogger("op_sdk")
 __all__ = ["include_dirs", "AclnnBinding", "BindingError", "Benchmark", "OpDef", "define_op", "functionalize_inplace", "get_op", "registered_ops",
            "CompilerConfig", "get_npu_backend", "register_replacement", "verify_replacement",
            "PatternRegistry", "explain", "scope", "logger", "quantize_w8a8", "W8A8Linear",
-           "export_onnx"]
+           "export_onnx", "Composite", "Spelling", "register_fusion"]
 
 # The compiler API is imported on first use: `import op_sdk` stays free of torch._dynamo /
 # torch._inductor and registers no fusion pattern.
@@ -25,6 +26,7 @@ _LAZY = {
     "CompilerConfig": "op_sdk.compiler.config",
     "get_npu_backend": "op_sdk.compiler.backend",
     "register_replacement": "op_sdk.patterns.registry",
+    "register_fusion": "op_sdk.patterns.derive",
     "PatternRegistry": "op_sdk.patterns.registry",
     "verify_replacement": "op_sdk.patterns.verify",
     "explain": "op_sdk.compiler.explain",

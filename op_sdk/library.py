@@ -137,6 +137,8 @@ class OpDef:
     aclnn: Any = None
     # what op_sdk.npu_binding.load_bindings did with the binding ("registered", or why not)
     binding_status: str = ""
+    # its unfused spelling (op_sdk.Composite), from which its fusion is derived, or None
+    composite: Any = None
 
     @property
     def slice(self) -> str:
@@ -196,6 +198,7 @@ def define_op(
     benchmarks: tuple[Benchmark, ...] = (),
     aclnn: Any = None,
     ge=None,
+    composite=None,
 ) -> OpDef:
     """Declare and register one operator.
 
@@ -218,6 +221,10 @@ def define_op(
                    operator.
     ge:            its GE converter, declared (``op_sdk.converters.GeIr``): the Ascend IR
                    prototype and converter are derived from the schema (docs/converters.md).
+    composite:     its unfused spelling (``op_sdk.Composite``): the chain of unfused
+                   operators it replaces, from which the fusion's search patterns and
+                   replacement are derived (``op_sdk.patterns.derive``, docs/fusions.md).
+                   Nothing is traced here.
     """
     name = schema.split("(", 1)[0].strip()
     qualname = f"{namespace}::{name}"
@@ -231,6 +238,13 @@ def define_op(
     opdef = OpDef(namespace, name, schema, reference, fake, kernels, tuple(native),
                   backward, setup_context, functional, doc=doc, benchmarks=tuple(benchmarks),
                   module=sys._getframe(1).f_globals.get("__name__", ""), aclnn=aclnn)
+    if composite is not None:
+        from op_sdk.composite import Composite
+
+        if not isinstance(composite, Composite):
+            raise TypeError(f"op_sdk.define_op({name}): composite= must be an op_sdk.Composite, "
+                            f"got {type(composite).__name__}")
+        opdef.composite = composite
     if aclnn is not None:
         from op_sdk import npu_binding
 

@@ -120,6 +120,10 @@ class PassPipeline:
 
     def __post_init__(self):
         self.plan = fusion_plan(self.config)
+        if self.config.experimental_config.pattern_fusion_pass.value:
+            from op_sdk.patterns.derive import materialize
+
+            materialize(self.user_patterns)  # fusions op_sdk.register_fusion deferred to here
         # the real example inputs of the compile in progress (weight_prepack reads the
         # parameters / buffers among them); set by the backend around compile_fx
         self.frozen_inputs: list | None = None

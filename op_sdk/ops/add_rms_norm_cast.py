@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from op_sdk.composite import Composite, Spelling, same
 from op_sdk.library import Benchmark, define_op
 from op_sdk.ops._common import HALF_DTYPES, bench_norm_inputs
 from op_sdk.ops._norm import _normalize, check_add_rms_norm, rstd_shape
@@ -34,6 +35,27 @@ def _unfused(x1, x2, gamma, epsilon=1e-6):
     return y1, y1.to(x1.dtype), rstd, x
 
 
+def _to(t, dtype):
+    return t.to(dtype)
+
+
+def _npu_dtype_cast(t, dtype):
+    return torch.ops.npu._npu_dtype_cast.default(t, dtype)
+
+
+def _rows(t):
+    return t.view(-1, t.size(-1))
+
+
+def _unfused_spelling(x1, x2, gamma, epsilon=1e-6, *, cast=_to, view=same):
+    """What the fused operator replaces: npu_add_rms_norm, then y cast to float32 (y1);
+    y itself is y2. The steps: the cast (``npu._npu_dtype_cast``, torch_npu's lowering
+    of ``.to()``, or ``.to()``) and a (-1, h) view of y before it, which the
+    replacement applies to y1."""
+    y, _, x_out = torch.ops.npu.npu_add_rms_norm.default(x1, x2, gamma, epsilon)
+    return cast(view(y), torch.float32), y, None, x_out
+
+
 npu_add_rms_norm_cast = define_op(
     "npu_add_rms_norm_cast(Tensor x1, Tensor x2, Tensor gamma, float epsilon=1e-06) "
     "-> (Tensor, Tensor, Tensor, Tensor)",
@@ -41,4 +63,9 @@ npu_add_rms_norm_cast = define_op(
     doc="(y1 fp32, y2 = y1 in x1.dtype, rstd, x) of add_rms_norm; fp16/bf16 inputs.",
     benchmarks=(Benchmark(lambda t, h, dt: (bench_norm_inputs(t, h, dt), {}), _unfused,
                           "add + npu_rms_norm(fp32) + cast"),),
+    composite=Composite(_unfused_spelling, outputs=("y1", "y2", "rstd", "x_out"),
+                        optional_outputs=("x_out",), defaults=("epsilon",),
+                        spellings={"cast": {"npu_dtype_cast": _npu_dtype_cast, "to": _to},
+                                   "view": {"view": Spelling(_rows, outputs={"y1": _rows}),
+                                            "": same}}),
 )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from op_sdk.composite import Composite, same
 from op_sdk.library import Benchmark, define_op
 from op_sdk.npu_binding import AclnnBinding
 from op_sdk.ops._common import (
@@ -145,6 +146,16 @@ def _unfused(x1, x2, gamma, *, smooth_scale1=None, **kw):
     return q, x, scale
 
 
+def _unfused_spelling(x1, x2, gamma, smooth_scale1=None, epsilon=1e-6, *, y_view=same,
+                      scale_view=same):
+    """What the fused operator replaces (its first branch): npu_add_rms_norm, then
+    npu_dynamic_quant of y. The steps: a view of y before the quantisation and one of
+    the scale after it (fusion 2's flatten(0, 1) / view(-1, 1)); rstd stays unused."""
+    y, _, x_out = torch.ops.npu.npu_add_rms_norm.default(x1, x2, gamma, epsilon)
+    y1, scale1 = torch.ops.npu.npu_dynamic_quant.default(y_view(y), smooth_scales=smooth_scale1)
+    return {"y1": y1, "scale1": scale_view(scale1), "x_out": x_out}
+
+
 npu_add_rms_norm_dynamic_quant = define_op(
     "npu_add_rms_norm_dynamic_quant(Tensor x1, Tensor x2, Tensor gamma, *, "
     "Tensor? smooth_scale1=None, Tensor? smooth_scale2=None, Tensor? beta=None, "
@@ -161,4 +172,7 @@ npu_add_rms_norm_dynamic_quant = define_op(
     benchmarks=(Benchmark(lambda t, h, dt: (bench_norm_inputs(t, h, dt),
                                           {"smooth_scale1": bench_positive(h, dtype=dt)}),
                           _unfused, "npu_add_rms_norm + npu_dynamic_quant"),),
+    composite=Composite(_unfused_spelling, outputs=("y1", "y2", "x_out", "scale1", "scale2"),
+                        optional_outputs=("x_out",), defaults=("epsilon",),
+                        fixed={"output_mask": [True, False]}),
 )

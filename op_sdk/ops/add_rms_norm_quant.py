@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from op_sdk.composite import Composite
 from op_sdk.library import Benchmark, define_op
 from op_sdk.npu_binding import AclnnBinding
 from op_sdk.ops._common import (
@@ -126,6 +127,14 @@ def _unfused(x1, x2, gamma, scales1, zero_points1, **kw):
     return torch.ops.npu.npu_quantize(y, scales1, zero_points1, torch.qint8, -1, True), x
 
 
+def _unfused_spelling(x1, x2, gamma, scales1, zero_points1, axis=-1, epsilon=1e-6):
+    """What the fused operator replaces (its first branch, int8 along the last axis):
+    npu_add_rms_norm, then npu_quantize(y, scales1, zero_points1, int8, axis, div_mode)."""
+    y, _, x_out = torch.ops.npu.npu_add_rms_norm.default(x1, x2, gamma, epsilon)
+    y1 = torch.ops.npu.npu_quantize.default(y, scales1, zero_points1, INT8, axis, True)
+    return y1, None, x_out
+
+
 npu_add_rms_norm_quant = define_op(
     "npu_add_rms_norm_quant(Tensor x1, Tensor x2, Tensor gamma, Tensor scales1, "
     "Tensor? zero_points1, Tensor? beta=None, Tensor? scales2=None, Tensor? zero_points2=None, "
@@ -138,4 +147,6 @@ npu_add_rms_norm_quant = define_op(
     doc="add + rms_norm (+ beta) + static quantisation (int8, float8, hifloat8), one or two "
         "scale sets.",
     benchmarks=(Benchmark(_bench_inputs, _unfused, "npu_add_rms_norm + npu_quantize"),),
+    composite=Composite(_unfused_spelling, outputs=("y1", "y2", "x_out"),
+                        optional_outputs=("x_out",), defaults=("epsilon",), fixed={"axis": -1}),
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from op_sdk.composite import Composite, same
 from op_sdk.library import Benchmark, define_op
 from op_sdk.ops._common import (
     FLOAT_DTYPES,
@@ -115,6 +116,26 @@ def _composite(x, w, *, perm_x1):
     return torch.bmm(x.transpose(0, 1), w).transpose(0, 1).contiguous()
 
 
+def _expand(t):
+    return t.expand(t.shape)
+
+
+def _view_expand(t):
+    return t.expand(t.shape).view(t.shape)
+
+
+def _view(t):
+    return t.view(t.shape)
+
+
+def _unfused_spelling(input, weight, perm_x1=None, *, x1_view=same, y_view=same):
+    """What the fused operator replaces: bmm of input (permuted by perm_x1) and weight,
+    then the (M, B, N) transpose. The steps: the no-op expand / view a 3-D matmul leaves
+    on its input, and a no-op view of the bmm's result."""
+    x1 = input if perm_x1 is None else input.permute(perm_x1)
+    return y_view(torch.bmm(x1_view(x1), weight)).transpose(0, 1)
+
+
 npu_transpose_batchmatmul = define_op(
     "npu_transpose_batchmatmul(Tensor input, Tensor weight, *, Tensor? bias=None, "
     "Tensor? scale=None, int[]? perm_x1=None, int[]? perm_x2=None, int[]? perm_y=None, "
@@ -125,4 +146,8 @@ npu_transpose_batchmatmul = define_op(
     benchmarks=(Benchmark(_bench_inputs, _composite, "bmm + transpose + contiguous (eager)",
                           composite=_composite, n=_MLA_N,
                           shapes=tuple((t, _MLA_K) for t in (1, 4, 8, 16, 64))),),
+    composite=Composite(_unfused_spelling, outputs=("y",),
+                        spellings={"x1_view": {"": same, "expand": _expand,
+                                               "view(expand)": _view_expand},
+                                   "y_view": {"": same, "view": _view}}),
 )

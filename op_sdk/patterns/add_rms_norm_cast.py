@@ -1,7 +1,7 @@
 """Fusion 3: npu_add_rms_norm -> y.view(-1, h) -> cast to float32 becomes
 npu_add_rms_norm_cast, then view(-1, h) on its float32 output y1.
 
-Variants: the cast spelled ``npu._npu_dtype_cast`` (torch_npu's lowering of ``.to()``)
+Variants (derived from the operator's ``composite=``): the cast spelled ``npu._npu_dtype_cast`` (torch_npu's lowering of ``.to()``)
 or ``.to()`` (``aten._to_copy`` / ``prims.convert_element_type``: one canonical
 spelling), with or without the view, with or without an explicit epsilon, x_out used or
 not: 16. y itself stays available (the fused op's y2). The checks: the cast really goes
@@ -10,40 +10,18 @@ to float32 and h really is x1's last dim (symbolic sizes allowed).
 
 from __future__ import annotations
 
-import itertools
-
 import torch
 
 from op_sdk.patterns.checks import HALF, fmt, half_inputs, node_of, same, val
-from op_sdk.patterns.fusion import Fusion, Variant, generated_variant
+from op_sdk.patterns.derive import derived_variants
+from op_sdk.patterns.fusion import Fusion
 from op_sdk.patterns.diagnostics import Check
 
 npu, aten, prims = torch.ops.npu, torch.ops.aten, torch.ops.prims
 
-CASTS = ("npu_dtype_cast", "to")
-
-
-def _variant(cast: str, view: bool, eps: bool, x_out: bool) -> Variant:
-    def search_body(x1, x2, gamma, eps_args):
-        y, _, xo = npu.npu_add_rms_norm.default(x1, x2, gamma, *eps_args)
-        t = y.view(-1, y.size(-1)) if view else y
-        t = (npu._npu_dtype_cast.default(t, torch.float32) if cast == "npu_dtype_cast"
-             else t.to(torch.float32))
-        return (t, y, xo) if x_out else (t, y)
-
-    def replace_body(x1, x2, gamma, eps_args):
-        y1, y2, _, xo = npu.npu_add_rms_norm_cast.default(x1, x2, gamma, *eps_args)
-        t = y1.view(-1, y1.size(-1)) if view else y1
-        return (t, y2, xo) if x_out else (t, y2)
-
-    name = "+".join([cast] + (["view"] if view else []) + (["eps"] if eps else [])
-                    + (["x_out"] if x_out else ["no_x_out"]))
-    return generated_variant(name, search_body, replace_body, ("x1", "x2", "gamma"), eps)
-
-
-def variants() -> tuple[Variant, ...]:
-    return tuple(_variant(c, v, e, x) for c, v, e, x in
-                 itertools.product(CASTS, (True, False), (False, True), (True, False)))
+# The variants come from npu_add_rms_norm_cast's composite (op_sdk/ops/): the cast's two
+# spellings, with / without the view, epsilon default / explicit, x_out used / unused.
+variants = derived_variants("npu_add_rms_norm_cast")
 
 
 def example_inputs(dtype=torch.float16, variant=None, *, tokens=7, hidden=32, lead=(2,)):

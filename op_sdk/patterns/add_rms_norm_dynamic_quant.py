@@ -2,8 +2,8 @@
 npu_add_rms_norm_dynamic_quant(..., smooth_scale1, output_mask=[True, False]).
 
 Outputs kept: the quantised y (y1), the per-token scale (scale1) and, when used, the sum
-x_out. Four variants, generated (``variants_of``, shared with fusion 2): with / without an
-explicit epsilon, x_out used / unused. rstd must
+x_out. Four variants, derived from the operator's ``composite=`` (``derived_variants``):
+with / without an explicit epsilon, x_out used / unused. rstd must
 be unused (the fused operator does not return it); that is the pattern's user count.
 The fused kernel quantises the fp32 normalised value instead of its fp16 / bf16 rounding,
 so the int8 result may differ from the unfused one by one step (the contract's choice).
@@ -14,47 +14,18 @@ from __future__ import annotations
 import torch
 
 from op_sdk.patterns.checks import HALF, fmt, half_inputs, node_of, val
-from op_sdk.patterns.fusion import Fusion, Variant, generated_variant
+from op_sdk.patterns.derive import derived_variants
+from op_sdk.patterns.fusion import Fusion
 from op_sdk.patterns.diagnostics import Check
 
 npu = torch.ops.npu
 
-def variants_of(flatten: bool) -> tuple[Variant, ...]:
-    """The four spellings (explicit epsilon or not, x_out used or not) of fusion 1
-    (``flatten=False``: smooth_scales, y as it is) or of fusion 2 (``flatten=True``: no
-    smooth input, y.flatten(0, 1) before the quantisation and scale.view(-1, 1) after)."""
-    args = ("x1", "x2", "gamma") if flatten else ("x1", "x2", "gamma", "smooth_scales")
-
-    def make(x_out: bool, eps: bool) -> Variant:
-        def search(x1, x2, gamma, *rest):
-            *smooth, eps_args = rest
-            y, _, xo = npu.npu_add_rms_norm.default(x1, x2, gamma, *eps_args)
-            if flatten:
-                y1, scale1 = npu.npu_dynamic_quant.default(y.flatten(0, 1))
-                scale1 = scale1.view(-1, 1)
-            else:
-                y1, scale1 = npu.npu_dynamic_quant.default(y, smooth_scales=smooth[0])
-            return (y1, scale1, xo) if x_out else (y1, scale1)
-
-        def replace(x1, x2, gamma, *rest):
-            *smooth, eps_args = rest
-            kw = {"smooth_scale1": smooth[0]} if smooth else {}
-            if eps_args:
-                kw["epsilon"] = eps_args[0]
-            y1, _, xo, scale1, _ = npu.npu_add_rms_norm_dynamic_quant.default(
-                x1, x2, gamma, output_mask=[True, False], **kw)
-            if flatten:
-                y1, scale1 = y1.flatten(0, 1), scale1.view(-1, 1)
-            return (y1, scale1, xo) if x_out else (y1, scale1)
-
-        name = ("eps+" if eps else "") + ("x_out" if x_out else "no_x_out")
-        return generated_variant(name, search, replace, args, eps)
-
-    return tuple(make(x_out, eps) for x_out in (True, False) for eps in (False, True))
-
-
-def variants() -> tuple[Variant, ...]:
-    return variants_of(flatten=False)
+# The variants come from npu_add_rms_norm_dynamic_quant's composite (op_sdk/ops/): x_out
+# used / unused, epsilon left to its default / explicit. The pattern's smooth input keeps
+# the name of npu_dynamic_quant's argument.
+variants = derived_variants("npu_add_rms_norm_dynamic_quant",
+                            inputs=("x1", "x2", "gamma", "smooth_scale1"),
+                            rename={"smooth_scale1": "smooth_scales"}, grid=("x_out", "epsilon"))
 
 
 def example_inputs(dtype=torch.float16, variant=None, *, tokens=7, hidden=32, lead=(2,)):

@@ -2,7 +2,8 @@
 scale.view(-1, 1) becomes npu_add_rms_norm_dynamic_quant(output_mask=[True, False]),
 then flatten(0, 1) on y1 and view(-1, 1) on scale1.
 
-Variants (generated with fusion 1's, ``variants_of(flatten=True)``): with / without an
+Variants (derived from the operator's ``composite=``, as fusion 1's, with its y_view /
+scale_view steps spelled as the flatten and the column view): with / without an
 explicit epsilon, x_out used / unused. The pattern ignores
 the view sizes (they are symbolic under dynamic shapes); the checks establish that the
 view on y really is flatten(0, 1) (y has x1's rank, the view drops one dim, its first dim
@@ -15,14 +16,28 @@ import torch
 
 from op_sdk.patterns import add_rms_norm_dynamic_quant as f1
 from op_sdk.patterns.checks import HALF, fmt, known, node_of, nodes_of, prod, same, val
-from op_sdk.patterns.fusion import Fusion, Variant
+from op_sdk.composite import Spelling
+from op_sdk.patterns.derive import derived_variants
+from op_sdk.patterns.fusion import Fusion
 from op_sdk.patterns.diagnostics import Check
 
 npu, aten = torch.ops.npu, torch.ops.aten
 
 
-def variants() -> tuple[Variant, ...]:
-    return f1.variants_of(flatten=True)
+def _flatten_0_1(t):
+    return t.flatten(0, 1)
+
+
+def _column(t):
+    return t.view(-1, 1)
+
+
+# No smooth input; y is flattened before the quantisation (so y1 after the fused op),
+# the scale viewed as a column after it (in both).
+variants = derived_variants(
+    "npu_add_rms_norm_dynamic_quant", inputs=("x1", "x2", "gamma"), grid=("x_out", "epsilon"),
+    spellings={"y_view": {"": Spelling(_flatten_0_1, outputs={"y1": _flatten_0_1})},
+               "scale_view": {"": Spelling(_column, outputs={"scale1": _column})}})
 
 
 def example_inputs(dtype=torch.float16, variant=None, *, tokens=7, hidden=32, lead=(2,)):

@@ -1,7 +1,7 @@
 """Fusion 5: npu_add_rms_norm -> npu_quantize(div_mode=True, axis=-1) becomes
 npu_add_rms_norm_quant (y1 and x_out; the second quantisation branch unused).
 
-Variants: with / without an explicit epsilon, x_out used / unused. Checks (TorchAir's):
+Variants (derived from the operator's ``composite=``): with / without an explicit epsilon, x_out used / unused. Checks (TorchAir's):
 zero_points not int8 / uint8; the output dtype int8 or qint8; x1, x2 both fp16 or both
 bf16; x2 not 0-d; the last dim 32-byte aligned; gamma.shape == scales.shape; plus the
 quantize axis being the last one (the pattern ignores the literal). TorchAir does not
@@ -14,7 +14,8 @@ from __future__ import annotations
 import torch
 
 from op_sdk.patterns.checks import HALF, dtype_code, fmt, half_inputs, known_multiple, node_of, val
-from op_sdk.patterns.fusion import Fusion, Variant, generated_variant
+from op_sdk.patterns.derive import derived_variants
+from op_sdk.patterns.fusion import Fusion
 from op_sdk.patterns.diagnostics import Check
 
 npu = torch.ops.npu
@@ -23,25 +24,9 @@ INT8, QINT8 = 1, 12
 TAIL_ALIGNMENT_BYTES = 32
 
 
-def _variant(x_out: bool, eps: bool) -> Variant:
-    def search(x1, x2, gamma, scales, zero_points, eps_args):
-        y, _, xo = npu.npu_add_rms_norm.default(x1, x2, gamma, *eps_args)
-        q = npu.npu_quantize.default(y, scales, zero_points, INT8, -1, True)
-        return (q, xo) if x_out else q
-
-    def replace(x1, x2, gamma, scales, zero_points, eps_args):
-        kw = {"epsilon": eps_args[0]} if eps_args else {}
-        y1, _, xo = npu.npu_add_rms_norm_quant.default(x1, x2, gamma, scales, zero_points,
-                                                       axis=-1, **kw)
-        return (y1, xo) if x_out else y1
-
-    name = ("eps+" if eps else "") + ("x_out" if x_out else "no_x_out")
-    return generated_variant(name, search, replace, ("x1", "x2", "gamma", "scales", "zero_points"),
-                             eps)
-
-
-def variants() -> tuple[Variant, ...]:
-    return tuple(_variant(x_out, eps) for x_out in (True, False) for eps in (False, True))
+# The variants come from npu_add_rms_norm_quant's composite (op_sdk/ops/).
+variants = derived_variants("npu_add_rms_norm_quant", grid=("x_out", "epsilon"),
+                            rename={"scales1": "scales", "zero_points1": "zero_points"})
 
 
 def example_inputs(dtype=torch.float16, variant=None, *, tokens=7, hidden=32, lead=(2,)):

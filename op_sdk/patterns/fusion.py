@@ -5,6 +5,9 @@ A ``Fusion`` is data: the fused operator, the operators that disappear, its vari
 operators, with example inputs), and its named extra checks. Everything else (the
 pattern, the registry, the reports, ``verify_replacement`` in the tests) is derived
 from that, so adding a fusion means writing one module like ``add_rms_norm_cast.py``.
+The default fusions' variants are themselves derived from their fused operators'
+declarations (``define_op(..., composite=)``, ``derive.derived_variants``); a module
+lists only the spelling options particular to it, its checks and its example inputs.
 
 Patterns are derived by tracing ``search_fn`` in the canonical spelling and ignoring
 literal ints, floats, lists and dtypes (as Inductor does); what those literals must be
@@ -46,6 +49,10 @@ class Variant:
     search_fn: Callable
     replace_fn: Callable
     scalar_workaround: dict[str, float] | None = None
+    # traced with Inductor's decompositions (the post-grad spelling of max-autotune), in
+    # ``trace_dtype`` (default: the fusion's first dtype)
+    decompose: bool = False
+    trace_dtype: torch.dtype | None = None
 
     @property
     def argnames(self) -> list[str]:
@@ -146,12 +153,14 @@ def _register(registry: PatternRegistry, fusion: Fusion, variant: Variant) -> No
 
     scalars = variant.scalar_workaround or {}
     mode = FakeTensorMode()
-    real = fusion.example_inputs(fusion.dtypes[0], variant)
+    real = fusion.example_inputs(variant.trace_dtype or fusion.dtypes[0], variant)
     fake = [mode.from_tensor(real[n]) if isinstance(real[n], torch.Tensor) else real[n]
             for n in variant.argnames if n not in scalars]
+    trace = trace_canonical
+    if variant.decompose:
+        from op_sdk.patterns.derive import trace_decomposed as trace
     with mode:
-        pattern, _ = gen_pattern_and_search_gm(variant.search_fn, fake, trace_canonical,
-                                               scalars)
+        pattern, _ = gen_pattern_and_search_gm(variant.search_fn, fake, trace, scalars)
     registry.register_replacement(
         variant.search_fn, variant.replace_fn, fake, trace_fn=trace_canonical,
         search_fn_pattern=pattern, scalar_workaround=scalars or None,

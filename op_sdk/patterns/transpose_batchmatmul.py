@@ -22,7 +22,8 @@ from __future__ import annotations
 import torch
 
 from op_sdk.patterns.checks import fmt, known, known_multiple, node_of, nodes_of, val
-from op_sdk.patterns.fusion import Fusion, Variant, generated_variant
+from op_sdk.patterns.derive import derived_variants
+from op_sdk.patterns.fusion import Fusion
 from op_sdk.patterns.diagnostics import Check
 
 npu, aten = torch.ops.npu, torch.ops.aten
@@ -33,42 +34,29 @@ LIMIT = 65536
 
 
 # How x1 reaches the bmm: as it is, or transposed (perm_x1=[1, 0, 2]), possibly through the
-# no-op expand / view a 3-D matmul leaves; and whether a no-op view sits between the bmm and
-# the output transpose.
-_X1_FORMS = {
-    "x1": lambda x1: x1,
-    "transpose(x1)": lambda x1: x1.transpose(0, 1),
-    "expand(transpose(x1))": lambda x1: (lambda t: t.expand(t.shape))(x1.transpose(0, 1)),
-    "view(expand(transpose(x1)))":
-        lambda x1: (lambda t: t.expand(t.shape).view(t.shape))(x1.transpose(0, 1)),
-}
-
-# (x1 form, view after the bmm), the bigger patterns first (they contain the smaller ones)
+# no-op expand / view a 3-D matmul leaves (the composite's x1_view step); and whether a
+# no-op view sits between the bmm and the output transpose (its y_view step). The bigger
+# patterns first (they contain the smaller ones).
+_T = [1, 0, 2]
 _FORMS = (
-    ("view(expand(transpose(x1)))", True),
-    ("expand(transpose(x1))", False),
-    ("transpose(x1)", False),
-    ("x1", True),
-    ("x1", False),
+    {"perm_x1": _T, "x1_view": "view(expand)", "y_view": "view"},
+    {"perm_x1": _T, "x1_view": "expand"},
+    {"perm_x1": _T},
+    {"y_view": "view"},
+    {},
 )
 
 
-def _variant(x1_form: str, view: bool) -> Variant:
-    def search(x1, x2, eps_args):
-        y = torch.bmm(_X1_FORMS[x1_form](x1), x2)
-        return (y.view(y.shape) if view else y).transpose(0, 1)
-
-    def replace(x1, x2, eps_args):
-        perm = {"perm_x1": [1, 0, 2]} if x1_form != "x1" else {}
-        return npu.npu_transpose_batchmatmul.default(x1, x2, **perm)
-
-    inner = "bmm" if x1_form == "x1" else f"bmm({x1_form})"
-    name = f"transpose(view({inner}))" if view else f"transpose({inner})"
-    return generated_variant(name, search, replace, ("x1", "x2"))
+def _name(form: dict) -> str:
+    x1 = "x1" if form.get("perm_x1") is None else "transpose(x1)"
+    for step in reversed(form["x1_view"].replace(")", "").split("(")):
+        x1 = f"{step}({x1})" if step else x1
+    inner = "bmm" if x1 == "x1" else f"bmm({x1})"
+    return f"transpose(view({inner}))" if form["y_view"] else f"transpose({inner})"
 
 
-def variants() -> tuple[Variant, ...]:
-    return tuple(_variant(form, view) for form, view in _FORMS)
+variants = derived_variants("npu_transpose_batchmatmul", rename={"input": "x1", "weight": "x2"},
+                            forms=_FORMS, name=_name)
 
 
 def example_inputs(dtype=torch.float16, variant=None, *, batch=3, m=5, k=128, n=128):
