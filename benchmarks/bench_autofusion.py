@@ -1,0 +1,196 @@
+"""Automatic fusion, measured: unmodified model code compiled with op_sdk's backend.
+
+For each model (the embedded DeepSeek-style W8A8 demo model, and transformers' Llama,
+Qwen2, DeepSeek-V3 and a W8A8 Llama built with ``op_sdk.quantize_w8a8``: small configs,
+random weights, bfloat16) and each token count, in one process:
+
+* the fusions found and applied (``op_sdk.explain``: native_ops rules and default fusions),
+  the candidates refused and why, and the benefit model's predicted time saved;
+* the time per forward of eager, torch.compile's default backend (Inductor), op_sdk's
+  backend as the demo configures it, and the same with ``experimental_config.native_ops``
+  off and the fusions off ("op_sdk, no fusion"): the measured time the fusions save is
+  the difference of the last two, next to the predicted one.
+
+    python benchmarks/bench_autofusion.py --tokens 1 16 --out benchmarks/results/autofusion.json
+
+Timings interleave the contenders (op_sdk.app.timing.time_interleaved); the machine, the
+versions, the load average and the command go into the results file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+from torch import nn
+
+CONTENDERS = ("eager", "inductor", "op_sdk", "op_sdk_no_fusion")
+MODELS = ("demo", "llama", "qwen2", "deepseek_v3", "llama_w8a8")
+
+
+class Logits(nn.Module):
+    """A transformers causal LM as ids -> logits (no cache)."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids):
+        return self.model(ids, use_cache=False).logits
+
+
+def build(kind: str) -> nn.Module:
+    torch.manual_seed(0)
+    if kind == "demo":
+        from op_sdk.app.models import DecoderConfig, DeepSeekW8A8
+
+        return DeepSeekW8A8(DecoderConfig()).eval()
+    import transformers
+
+    common = dict(vocab_size=4096, hidden_size=1024, intermediate_size=2816,
+                  num_hidden_layers=4, num_attention_heads=16, num_key_value_heads=8,
+                  max_position_embeddings=512)
+    if kind in ("llama", "llama_w8a8"):
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**common))
+    elif kind == "qwen2":
+        model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**common))
+    elif kind == "deepseek_v3":
+        cfg = transformers.DeepseekV3Config(
+            **{**common, "num_key_value_heads": 16}, moe_intermediate_size=512,
+            first_k_dense_replace=1, n_routed_experts=8, num_experts_per_tok=2,
+            n_shared_experts=1, n_group=1, topk_group=1, q_lora_rank=384, kv_lora_rank=256,
+            qk_rope_head_dim=32, qk_nope_head_dim=64, v_head_dim=64)
+        model = transformers.DeepseekV3ForCausalLM(cfg)
+    else:
+        raise ValueError(kind)
+    model = model.eval().to(torch.bfloat16)
+    if kind == "llama_w8a8":
+        import op_sdk
+
+        op_sdk.quantize_w8a8(model)
+    return Logits(model)
+
+
+def ids_for(kind: str, model: nn.Module, tokens: int) -> torch.Tensor:
+    if kind == "demo":
+        return model.example_tokens(1, tokens)
+    return torch.randint(0, 4096, (1, tokens), generator=torch.Generator().manual_seed(1))
+
+
+def op_sdk_config(fusion: bool):
+    from op_sdk.app.demo import demo_config
+
+    cfg = demo_config()
+    if not fusion:
+        cfg.experimental_config.native_ops = False
+        cfg.experimental_config.pattern_fusion_pass = False
+    return cfg
+
+
+def compile_contender(model, ids, name):
+    import torch._inductor.config as inductor_config
+
+    import op_sdk
+    from op_sdk.app.demo import logits_of
+
+    backend = None
+    if name == "eager":
+        fn = model
+    elif name == "inductor":
+        fn = torch.compile(model, backend="inductor", dynamic=False)
+    else:
+        backend = op_sdk.get_npu_backend(compiler_config=op_sdk_config(name == "op_sdk"))
+        fn = torch.compile(model, backend=backend, dynamic=False)
+    start = time.perf_counter()
+    with inductor_config.patch(fx_graph_cache=False), torch.no_grad():
+        out = logits_of(fn(ids))
+    return fn, out, time.perf_counter() - start, backend
+
+
+def fusion_record(backend) -> dict:
+    import op_sdk
+
+    exp = op_sdk.explain(backend)
+    predicted = 0.0
+    per_fusion = {}
+    for row in exp.table():
+        seconds = row.get("predicted_benefit_s", row.get("benefit", 0.0)) or 0.0
+        predicted += seconds
+        per_fusion[row["pattern"]] = {k: v for k, v in row.items() if k != "pattern"}
+    refused: dict[str, int] = {}
+    for miss in exp.near_misses:
+        key = f"{miss.fusion}: {miss.kind}"
+        refused[key] = refused.get(key, 0) + 1
+    return {"applied": exp.patterns, "fusions": per_fusion, "refused": refused,
+            "predicted_saved_s": predicted}
+
+
+def main(argv=None) -> int:
+    from op_sdk.app.machine import machine_facts
+    from op_sdk.app.timing import time_interleaved
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    ap.add_argument("--tokens", type=int, nargs="+", default=[1, 16])
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+
+    results = {"command": " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
+               "machine": machine_facts(), "load_average": os.getloadavg(),
+               "versions": _versions(), "rows": []}
+    for kind in args.models:
+        model = build(kind)
+        for tokens in args.tokens:
+            torch._dynamo.reset()
+            ids = ids_for(kind, model, tokens)
+            fns, outs, compile_s, record = {}, {}, {}, None
+            for name in CONTENDERS:
+                fn, out, seconds, backend = compile_contender(model, ids, name)
+                fns[name] = (lambda f=fn: f(ids))
+                outs[name], compile_s[name] = out, seconds
+                if name == "op_sdk":
+                    record = fusion_record(backend)
+            with torch.no_grad():
+                times = time_interleaved(fns, args.repeats)
+            ref = outs["eager"].float()
+            scale = ref.abs().max().item() or 1.0
+            row = {"model": kind, "tokens": tokens,
+                   "ms": {k: v * 1e3 for k, v in times.items()},
+                   "compile_s": compile_s,
+                   "max_rel_error_vs_eager": {k: (outs[k].float() - ref).abs().max().item() / scale
+                                              for k in CONTENDERS if k != "eager"},
+                   "speedup_vs_inductor": times["inductor"] / times["op_sdk"],
+                   "measured_saved_ms": (times["op_sdk_no_fusion"] - times["op_sdk"]) * 1e3,
+                   "predicted_saved_ms": record["predicted_saved_s"] * 1e3,
+                   **{k: v for k, v in record.items() if k != "predicted_saved_s"}}
+            results["rows"].append(row)
+            print(f"{kind:12s} tokens {tokens:4d}: " + "  ".join(
+                f"{k} {v * 1e3:8.2f} ms" for k, v in times.items())
+                + f"  | op_sdk/inductor {row['speedup_vs_inductor']:.2f}x"
+                + f"  saved: measured {row['measured_saved_ms']:.3f} ms, predicted "
+                  f"{row['predicted_saved_ms']:.3f} ms  applied {record['applied']}",
+                flush=True)
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1, default=str)
+    return 0
+
+
+def _versions() -> dict:
+    out = {"torch": torch.__version__}
+    for mod in ("transformers", "op_sdk"):
+        try:
+            out[mod] = __import__(mod).__version__
+        except Exception as exc:  # noqa: BLE001 - recorded, never fatal
+            out[mod] = f"unavailable ({exc})"
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())
