@@ -69,7 +69,16 @@ class DeviceModel:
     @functools.lru_cache(1)
     def measured_cpu() -> DeviceModel:
         """This host: copy bandwidth timed once (64 MiB, best of 5), one launch = one
-        eager operator dispatch (timed on a tiny add), cores = intra-op threads."""
+        eager operator dispatch (timed on a tiny add), cores = intra-op threads. Measured
+        on real tensors whatever dispatch mode is current (the first call usually comes
+        from a compile's pattern pass, under its fake tensor mode)."""
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        with _disable_current_modes():
+            return DeviceModel._measure_cpu()
+
+    @staticmethod
+    def _measure_cpu() -> DeviceModel:
         import time
 
         import torch
