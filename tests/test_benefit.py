@@ -47,6 +47,19 @@ def test_idle_cores_cost_the_fused_kernel():
     assert tiling_loss(after, Tiling(1, 8, 2), TOY) == pytest.approx(2000 / 1e9 * 3)
 
 
+def test_small_work_runs_on_few_cores_either_way():
+    """Elementwise kernels split no finer than ``grain`` elements: a one-row decode step
+    too small to split loses nothing to the row split."""
+    coarse = DeviceModel("coarse", 1e9, 1e-6, 4, 1 << 20, grain=64)
+    after = Side(2000, 1)
+    assert tiling_loss(after, Tiling(rows=1, cols=64), coarse) == 0.0  # 1 core either way
+    # 128 elements: the unfused kernels take 2 cores, the fused one row on 1
+    assert tiling_loss(after, Tiling(rows=1, cols=128), coarse) == pytest.approx(2000 / 1e9)
+    # 4 rows of 64: 4 cores both ways
+    assert tiling_loss(after, Tiling(rows=4, cols=64), coarse) == 0.0
+    assert DeviceModel.measured_cpu.__wrapped__ is not None  # lazily measured (lru_cache)
+
+
 def test_spilled_rows_are_read_twice():
     # 128 cols * max(2, 4) B * 4 buffers = 2 KiB > 1 KiB: the 8 rows are read again
     loss = tiling_loss(Side(4096, 1), Tiling(rows=8, cols=128, itemsize=2), TOY)
@@ -248,3 +261,35 @@ def test_options_feed_the_cache_key():
         keys.add(uuid(cfg))
     assert None not in keys and len(keys) == 4
     assert uuid(config("max-autotune")) == base
+
+
+# ---- op-sdk bench --fusions ---------------------------------------------------------------
+
+def test_fusion_bench_predicts_from_the_pattern_pass_and_writes_results(tmp_path,
+                                                                         monkeypatch):
+    import json
+
+    from op_sdk.app import fusion_bench
+
+    monkeypatch.setattr(fusion_bench, "HIDDEN", 64)
+    fusion = get_fusion("add_rms_norm_cast")
+    variant = fusion_bench._variant(fusion)
+    inputs = fusion.inputs(variant, torch.float16, tokens=7, hidden=32, lead=(2,))
+    p = fusion_bench.predict_case(fusion, variant, inputs, "npu")
+    # the variant's outputs are all used: the same bytes as in a compile (see above)
+    assert p["device"] == "npu" and p["launches_before"] == 2 and p["launches_after"] == 1
+    path = fusion_bench.write_fusion_bench(str(tmp_path / "f.json"), "op-sdk bench --fusions",
+                                           rows=(2,), repeats=1, progress=False)
+    results = json.loads(open(path).read())
+    assert results["command"] == "op-sdk bench --fusions" and "load average" in \
+        results["uptime_before"]
+    assert results["machine"]["torch"] == torch.__version__
+    rows = results["results"]
+    from op_sdk.patterns import DEFAULT_FUSIONS
+
+    assert {r["fusion"] for r in rows} == {f.name for f in DEFAULT_FUSIONS}
+    for r in rows:
+        assert r["measured_unfused_us"] > 0 and r["measured_fused_us"] > 0
+        assert r["error_us"] == pytest.approx(r["predicted_benefit_us"]
+                                              - r["measured_saved_us"])
+    assert "add_rms_norm_cast" in fusion_bench.format_fusion_results(path)
