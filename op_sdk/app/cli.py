@@ -124,7 +124,8 @@ def _cmd_bench(args) -> int:
         rows = tuple(_int_list(args.fusion_tokens, "--fusion-tokens"))
         path = write_fusion_bench(os.path.join(args.out, "bench_fusions.json"),
                                   " ".join(["op-sdk"] + sys.argv[1:]), rows, args.repeats,
-                                  args.fusion_device, progress=not args.quiet)
+                                  args.fusion_device, progress=not args.quiet,
+                                  quiet_timeout=args.wait_quiet)
         print(format_fusion_results(path))
         print(f"\nwrote {path}")
         return 0
@@ -239,6 +240,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fusion-tokens", default="1,16,4096",
                    help="with --fusions: token counts (rows; hidden 4096, or 16 heads x "
                         "128 for bmm+transpose)")
+    p.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
+                   help="with --fusions: before a round, wait up to this long for the "
+                        "machine to be idle (a shared machine)")
     p.add_argument("--fusion-device", default="cpu", choices=("cpu", "npu", "cuda"),
                    help="with --fusions: the device model the predictions use (the "
                         "measurements are of this host)")

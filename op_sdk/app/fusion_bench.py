@@ -10,8 +10,10 @@ rows) and a prefill size (4096 rows; hidden 4096 for the norm fusions, 16 heads 
   the prediction comes from the same code a compile uses (op_sdk/patterns/benefit.py),
   priced on the device model asked for (default: this CPU, measured once);
 * measured: the unfused code (the variant's ``search_fn``, eager) and the fused code
-  (``replace_fn``, eager) timed with the benchmarks' interleaved rounds
-  (op_sdk.app.timing.time_interleaved); measured saving = unfused - fused.
+  (``replace_fn``, eager) timed as the kernel benchmark times them
+  (op_sdk.app.timing.measure: round-robin samples of >= 2 ms, a round during which
+  other processes took CPU time measured again); measured saving = unfused - fused, of
+  the medians (the minima are in the file too).
 
 The error is predicted benefit - measured saving (us). Eager timing includes the Python
 dispatch of every operator (the views too), which the model counts as launches only for
@@ -89,9 +91,10 @@ def predict_case(fusion, variant, inputs, device: str = "cpu") -> dict | None:
 
 
 def run_fusion_bench(rows=DECODE_ROWS + PREFILL_ROWS, repeats: int = 10,
-                     device: str = "cpu", progress: bool = True) -> dict:
+                     device: str = "cpu", progress: bool = True,
+                     quiet_timeout: float = 0.0) -> dict:
     """Predicted against measured, per default fusion and row count."""
-    from op_sdk.app.timing import Progress, time_interleaved
+    from op_sdk.app.timing import Progress, measure
     from op_sdk.benefit import device_model
 
     model = device_model(device)
@@ -102,15 +105,22 @@ def run_fusion_bench(rows=DECODE_ROWS + PREFILL_ROWS, repeats: int = 10,
         inputs = fusion.inputs(variant, _dtype(fusion), **sizes)
         prediction = predict_case(fusion, variant, inputs, device)
         with torch.no_grad():
-            # the fused operator once first: its kernel's one-off costs out of the rounds
-            variant.replace_fn(*inputs)
-            t = time_interleaved({"unfused": lambda: variant.search_fn(*inputs),
-                                  "fused": lambda: variant.replace_fn(*inputs)}, repeats)
+            # both a few times first: one-off costs (first-call dispatch, allocator pages)
+            # out of the calibration, which times one call
+            for _ in range(3):
+                variant.search_fn(*inputs)
+                variant.replace_fn(*inputs)
+            m = measure({"unfused": lambda: variant.search_fn(*inputs),
+                         "fused": lambda: variant.replace_fn(*inputs)}, repeats, quiet_timeout)
+        t, low = m["median_s"], m["min_s"]
         row = {"fusion": fusion.name, "variant": variant.name, "tokens": r,
                "sizes": {k: list(v) if isinstance(v, tuple) else v for k, v in sizes.items()},
                "dtype": str(_dtype(fusion)).replace("torch.", ""),
                "measured_unfused_us": t["unfused"] * 1e6, "measured_fused_us": t["fused"] * 1e6,
-               "measured_saved_us": (t["unfused"] - t["fused"]) * 1e6}
+               "measured_saved_us": (t["unfused"] - t["fused"]) * 1e6,
+               "min_unfused_us": low["unfused"] * 1e6, "min_fused_us": low["fused"] * 1e6,
+               "min_saved_us": (low["unfused"] - low["fused"]) * 1e6,
+               "contended_rounds": m["contended_rounds"], "rounds": repeats}
         if prediction is not None:
             row.update({
                 "predicted_unfused_us": prediction["seconds_before"] * 1e6,
@@ -141,7 +151,8 @@ def _uptime() -> str:
 
 
 def write_fusion_bench(path: str, command: str, rows=DECODE_ROWS + PREFILL_ROWS,
-                       repeats: int = 10, device: str = "cpu", progress: bool = True) -> str:
+                       repeats: int = 10, device: str = "cpu", progress: bool = True,
+                       quiet_timeout: float = 0.0) -> str:
     """Run the fusion benchmark, write the results JSON to ``path``; return the path."""
     from op_sdk.app.machine import machine_facts
 
@@ -153,7 +164,7 @@ def write_fusion_bench(path: str, command: str, rows=DECODE_ROWS + PREFILL_ROWS,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": command,
         "uptime_before": _uptime(),
-        **run_fusion_bench(rows, repeats, device, progress),
+        **run_fusion_bench(rows, repeats, device, progress, quiet_timeout),
     }
     results["uptime_after"] = _uptime()
     with open(path, "w") as f:
@@ -166,12 +177,13 @@ def format_fusion_results(path: str) -> str:
         results = json.load(f)
     mach, dm = results["machine"], results["device_model"]
     lines = [f"{mach['cpu']}, {mach['threads']} threads, torch {mach['torch']}; "
-             f"{results['uptime_before']}",
+             f"{results['uptime_before']}", f"medians of {results['results'][0]['rounds']} "
+             "rounds (samples >= 2 ms); min saved: of the minima" if results["results"] else "",
              f"device model {dm['name']}: {dm['bandwidth'] / 1e9:.1f} GB/s, "
              f"{dm['launch_seconds'] * 1e6:.2f} us per launch, {dm['cores']} cores", "",
              f"{'fusion':<36} {'tok':>5} {'B before':>10} {'B after':>10} {'L':>5} "
              f"{'unfused us':>11} {'fused us':>10} {'saved us':>10} {'pred us':>9} "
-             f"{'error us':>9} {'pays? pred/meas':>16}"]
+             f"{'error us':>9} {'pays? pred/meas':>16} {'min saved':>10}"]
     for r in results["results"]:
         if "predicted_benefit_us" not in r:
             lines.append(f"{r['fusion']:<36} {r['tokens']:>5}  (the pattern did not match)")
@@ -183,5 +195,5 @@ def format_fusion_results(path: str) -> str:
             f"{r['measured_saved_us']:>10.1f} {r['predicted_benefit_us']:>9.1f} "
             f"{r['error_us']:>9.1f} "
             f"{('yes' if r['predicted_pays'] else 'no'):>8}/"
-            f"{('yes' if r['measured_pays'] else 'no'):<7}")
+            f"{('yes' if r['measured_pays'] else 'no'):<7} {r['min_saved_us']:>10.1f}")
     return "\n".join(lines)
