@@ -293,3 +293,24 @@ def test_fusion_bench_predicts_from_the_pattern_pass_and_writes_results(tmp_path
         assert r["error_us"] == pytest.approx(r["predicted_benefit_us"]
                                               - r["measured_saved_us"])
     assert "add_rms_norm_cast" in fusion_bench.format_fusion_results(path)
+
+
+def test_report_pages_show_predictions_and_refusals():
+    import dataclasses
+
+    import op_sdk
+    from op_sdk.app.report_page import render_html, render_markdown
+
+    def pages(result):
+        e = op_sdk.explain(result.backend)
+        data = {"fusions": e.table(),
+                "near_misses": [dataclasses.asdict(m) for m in e.near_misses]}
+        return render_markdown(data), render_html(data)
+
+    md, html = pages(_compile()[0])
+    before, after = _hand_bytes()
+    assert f"| {before:,} → {after:,} | 2 → 1 |" in md and "Refused by the benefit" not in md
+    assert f"{before:,} → {after:,}" in html
+    md, html = pages(_compile(fusion_benefit_threshold_us=1e6)[0])
+    assert "### Refused by the benefit model" in md and "threshold 1000000.00 us" in md
+    assert 'id="benefit-refused"' in html
