@@ -314,3 +314,17 @@ def test_report_pages_show_predictions_and_refusals():
     md, html = pages(_compile(fusion_benefit_threshold_us=1e6)[0])
     assert "### Refused by the benefit model" in md and "threshold 1000000.00 us" in md
     assert 'id="benefit-refused"' in html
+
+
+def test_bench_fusions_command(tmp_path, capsys):
+    import json
+
+    from op_sdk.app.cli import main
+
+    assert main(["bench", "--fusions", "--fusion-tokens", "1", "--repeats", "1", "--quiet",
+                 "--fusion-device", "npu", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "device model npu" in printed and "bench_fusions.json" in printed
+    results = json.loads((tmp_path / "bench_fusions.json").read_text())
+    assert results["command"].startswith("op-sdk") and results["device_model"]["name"] == "npu"
+    assert [r["tokens"] for r in results["results"]] == [1] * len(results["results"])
