@@ -9,7 +9,11 @@ size). ``predict`` prices both sides on a ``DeviceModel``:
     tiling loss = the fused kernel's extra time from its tiling:
                   * idle cores: a row-split kernel gives whole rows to cores, so with
                     rows < cores only ``rows`` cores stream the data, while the unfused
-                    elementwise kernels split by elements and use every core;
+                    elementwise kernels split by elements: over every core, or over
+                    ``elements / grain`` cores when the work is too small to split
+                    further (``DeviceModel.grain``: ATen's CPU kernels split no finer
+                    than 32768 elements, so a one-row decode step runs on one core
+                    either way);
                   * spilled rows: a row that does not fit the core's local buffer
                     (``local_bytes``, with ``buffers`` live copies) is read twice
                     (one pass for the statistics, one to normalise / quantise)
@@ -64,12 +68,22 @@ class DeviceModel:
     cores: int              # cores a row-split kernel spreads rows over
     local_bytes: int        # per core buffer a row must fit for one pass (UB on Ascend)
     source: str = ""        # where the numbers come from
+    grain: int = 1          # elements below which an elementwise kernel uses one core less
 
     @staticmethod
     @functools.lru_cache(1)
     def measured_cpu() -> DeviceModel:
         """This host: copy bandwidth timed once (64 MiB, best of 5), one launch = one
-        eager operator dispatch (timed on a tiny add), cores = intra-op threads."""
+        eager operator dispatch (timed on a tiny add), cores = intra-op threads. Measured
+        on real tensors whatever dispatch mode is current (the first call usually comes
+        from a compile's pattern pass, under its fake tensor mode)."""
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        with _disable_current_modes():
+            return DeviceModel._measure_cpu()
+
+    @staticmethod
+    def _measure_cpu() -> DeviceModel:
         import time
 
         import torch
@@ -92,7 +106,9 @@ class DeviceModel:
             torch.add(a, b)
         launch = (time.perf_counter() - t) / n
         return DeviceModel("cpu", bandwidth, launch, torch.get_num_threads(), 2 * 2**20,
-                           source="measured on this host: 64 MiB copy, eager add dispatch")
+                           source="measured on this host: 64 MiB copy, eager add dispatch; "
+                                  "grain: ATen's at::internal::GRAIN_SIZE",
+                           grain=32768)
 
 
 # Planning numbers for devices not at hand (not measured here): Atlas A2 (Ascend 910B)
@@ -158,8 +174,10 @@ def tiling_loss(after: Side, tiling: Tiling | None, device: DeviceModel) -> floa
         return 0.0
     stream = after.bytes / device.bandwidth
     loss = 0.0
-    if tiling.rows < device.cores:  # only `rows` cores stream: the rest of the data waits
-        loss += stream * (device.cores / tiling.rows - 1.0)
+    # cores the unfused elementwise kernels spread over, and the fused row-split kernel
+    split = min(device.cores, max(1, math.ceil(tiling.rows * tiling.cols / device.grain)))
+    if tiling.rows < split:  # only `rows` cores stream: the rest of the data waits
+        loss += stream * (split / tiling.rows - 1.0)
     row_bytes = tiling.cols * max(tiling.itemsize, 4) * tiling.buffers
     if row_bytes > device.local_bytes:  # one more read of the input rows
         loss += tiling.rows * tiling.cols * tiling.itemsize / device.bandwidth

@@ -119,6 +119,17 @@ def _cmd_report(args) -> int:
 def _cmd_bench(args) -> int:
     from op_sdk.app.bench import plot_results, run_bench
 
+    if args.fusions:
+        from op_sdk.app.fusion_bench import format_fusion_results, write_fusion_bench
+
+        rows = tuple(_int_list(args.fusion_tokens, "--fusion-tokens"))
+        path = write_fusion_bench(os.path.join(args.out, "bench_fusions.json"),
+                                  " ".join(["op-sdk"] + sys.argv[1:]), rows, args.repeats,
+                                  args.fusion_device, progress=not args.quiet,
+                                  quiet_timeout=args.wait_quiet)
+        print(format_fusion_results(path))
+        print(f"\nwrote {path}")
+        return 0
     if args.plot_only:
         for path in plot_results(args.plot_only, os.path.dirname(args.plot_only) or "."):
             print(f"wrote {path}")
@@ -229,6 +240,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="bench_results", help="output folder")
     p.add_argument("--plot-only", metavar="RESULTS_JSON", help="redraw plots from a results file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--fusions", action="store_true",
+                   help="instead: each default fusion's predicted benefit (the benefit "
+                        "model) against the time it saves, unfused vs fused eager code; "
+                        "writes OUT/bench_fusions.json")
+    p.add_argument("--fusion-tokens", default="1,16,4096",
+                   help="with --fusions: token counts (rows; hidden 4096, or 16 heads x "
+                        "128 for bmm+transpose)")
+    p.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
+                   help="with --fusions: before a round, wait up to this long for the "
+                        "machine to be idle (a shared machine)")
+    p.add_argument("--fusion-device", default="cpu", choices=("cpu", "npu", "cuda"),
+                   help="with --fusions: the device model the predictions use (the "
+                        "measurements are of this host)")
     p.set_defaults(run=_cmd_bench)
 
     p = sub.add_parser("ops", help="list the registered operators and their kernels")

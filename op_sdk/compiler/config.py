@@ -97,6 +97,16 @@ def _int_range(lo: int, hi: int) -> Callable[[Any], str | None]:
     return check
 
 
+def _microseconds_or_none(v) -> str | None:
+    import math
+
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return f"must be a finite number of microseconds or None, got {v!r}"
+    return None
+
+
 _BOOL = (True, False)
 
 
@@ -187,6 +197,21 @@ class CompilerConfig(ConfigSection):
       contract); a weight replaced by another tensor is (the packed operator checks).
       Such compiles bypass Inductor's FX graph cache (the packed constants depend on the
       weights' values, which its key does not see). Default False, as in TorchAir.
+    * ``experimental_config.fusion_benefit_threshold_us`` (op_sdk): a match of a fusion
+      pattern (default or user) is replaced only when the benefit model (op_sdk.benefit,
+      op_sdk/patterns/benefit.py) predicts it saves more than this many microseconds:
+      bytes moved and kernel launches of the unfused operators against the fused one,
+      less the fused kernel's tiling loss. Default 0.0 (it must save time); None turns
+      the model off (every match that passes the pattern's checks is replaced). A
+      refused match is reported as a near miss of kind "benefit" with the prediction.
+    * ``experimental_config.fusion_benefit_device`` (op_sdk): the device the model prices
+      a match on. "auto" (default): the device of the graph's tensors (the CPU model is
+      measured on this host once per process, at the first match it prices; CUDA and NPU
+      use planning numbers); "cpu", "npu" (Atlas A2) or "cuda" (H100) plan for that
+      device whatever the graph runs on, e.g. "npu" to see on a CPU host which fusions
+      would pay on the NPU. A cached compile (Inductor's FX graph cache: its key holds
+      these options, not the CPU measurement) keeps the decisions of the compile that
+      filled the cache.
     * ``debug.graph_dump.type`` ("txt" | "py": the FX graph before / after each pass;
       "pbtxt": the graph converted to Ascend IR, as GE protobuf text, after the last) and
       ``debug.graph_dump.path``; ``debug.run_eagerly``: run the passed graph eagerly
@@ -246,6 +271,14 @@ class CompilerConfig(ConfigSection):
                 False, _BOOL,
                 doc="parameters and buffers will not change after the compile: "
                     "max-autotune on CPU prepacks their int8 matmul weights (see class doc)"),
+            fusion_benefit_threshold_us=OptionValue(
+                0.0, check=_microseconds_or_none,
+                doc="op_sdk: a fusion applies only where the benefit model predicts it "
+                    "saves more than this (us); None: every match applies (see class doc)"),
+            fusion_benefit_device=OptionValue(
+                "auto", ("auto", "cpu", "npu", "cuda"),
+                doc="op_sdk: the device the benefit model prices fusions on; auto: the "
+                    "graph's tensors' device (see class doc)"),
             cc_parallel_enable=_ge(False, _BOOL),
             memory_efficiency=_ge(False, _BOOL),
             static_model_ops_lower_limit=_ge(None, check=_int_range(-1, 2**63 - 1)),

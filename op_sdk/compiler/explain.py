@@ -1,5 +1,7 @@
-"""``op_sdk.explain()``: which fusions fired in a compile, what they saved, and why the
-others did not, as an object tests can assert on and tools can render."""
+"""``op_sdk.explain()``: which fusions fired in a compile, what they saved (estimated
+bytes, and the benefit model's predicted bytes, launches and time), and why the others
+did not (near misses, the model's refusals among them: kind "benefit"), as an object
+tests can assert on and tools can render."""
 
 from __future__ import annotations
 
@@ -55,20 +57,39 @@ class Explanation:
         return [d for r in self.reports for g in r.graphs for s in g.stages for d in s.dumps]
 
     def table(self) -> list[dict]:
-        """One row per fusion: matches, nodes before / after, estimated bytes saved."""
+        """One row per fusion: matches, nodes before / after, estimated bytes saved, and
+        the benefit model's predictions summed over the applied matches (bytes and
+        launches of the unfused / fused sides, benefit in us; ``predicted`` matches had
+        a prediction) with the candidates it refused (``rejected``)."""
         rows: dict[str, dict] = {}
+
+        def row(fusion):
+            return rows.setdefault(fusion, {
+                "pattern": fusion, "matches": 0, "nodes_before": 0, "nodes_after": 0,
+                "bytes_saved": 0, "predicted": 0, "bytes_before": 0, "bytes_after": 0,
+                "launches_before": 0, "launches_after": 0, "benefit_us": 0.0, "rejected": 0})
+
         for r in self.reports:
             for g in r.graphs:
                 for (fusion, _), n in g.matches.items():
-                    row = rows.setdefault(fusion, {"pattern": fusion, "matches": 0,
-                                                   "nodes_before": 0, "nodes_after": 0,
-                                                   "bytes_saved": 0})
-                    row["matches"] += n
+                    row(fusion)["matches"] += n
                 for (fusion, _), eff in g.effects.items():
-                    row = rows[fusion]
-                    for k in ("nodes_before", "nodes_after", "bytes_saved"):
-                        row[k] += eff[k]
+                    out = row(fusion)
+                    for k in ("nodes_before", "nodes_after", "bytes_saved", "predicted",
+                              "bytes_before", "bytes_after", "launches_before",
+                              "launches_after"):
+                        out[k] += eff.get(k, 0)
+                    out["benefit_us"] += eff.get("benefit", 0.0) * 1e6
+                for m in g.misses(kind="benefit"):
+                    row(m.fusion)["rejected"] += 1
         return list(rows.values())
+
+    def predictions(self, fusion: str | None = None) -> list[dict]:
+        """The benefit model's prediction of each applied match (of ``fusion``):
+        ``op_sdk.benefit.Prediction.as_dict()`` plus the fusion, variant and anchor."""
+        return [{"fusion": f, "variant": v, **p} for r in self.reports for g in r.graphs
+                for (f, v), e in g.effects.items() if fusion is None or f == fusion
+                for p in e.get("predictions", ())]
 
     def summary(self) -> str:
         if not self.reports:
@@ -77,6 +98,7 @@ class Explanation:
 
     def to_dict(self) -> dict[str, Any]:
         return {"patterns": self.patterns, "fusions": self.table(),
+                "predictions": self.predictions(),
                 "near_misses": [dataclasses.asdict(m) for m in self.near_misses],
                 "compiles": [r.to_dict() for r in self.reports]}
 

@@ -8,7 +8,9 @@
                                    operators (op_sdk/patterns/native.py)
     4. pattern_fusion              (experimental_config.pattern_fusion_pass): canonical
                                    spelling, then each enabled default fusion, then the
-                                   user's patterns, then the near-miss diagnosis
+                                   user's patterns, then the near-miss diagnosis; a
+                                   match is replaced where the benefit model predicts
+                                   it pays (experimental_config.fusion_benefit_*)
     5. weight_prepack              (experimental_config.frozen_parameter, max-autotune on
                                    CPU): int8 matmul weights stored prepacked
                                    (op_sdk/compiler/prepack.py)
@@ -266,6 +268,7 @@ class PassPipeline:
         gm.recompile()
 
     def _pattern_fusion(self, gm, example_inputs, report) -> None:
+        from op_sdk.patterns.benefit import planning
         from op_sdk.patterns.canonical import canonicalize
         from op_sdk.patterns.diagnostics import recording
 
@@ -273,7 +276,9 @@ class PassPipeline:
         registries = [f.registry() for f, why in self.plan if not why]
         if len(self.user_patterns):
             registries.append(self.user_patterns)
-        with recording(report):
+        exp = self.config.experimental_config
+        with recording(report), planning(exp.fusion_benefit_threshold_us.value,
+                                         exp.fusion_benefit_device.value):
             for registry in registries:
                 registry.apply(gm)
             for registry in registries:

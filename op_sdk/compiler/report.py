@@ -21,7 +21,17 @@ from typing import Any
 from op_sdk.patterns.diagnostics import NEAR_MISS_KINDS, NearMiss
 
 __all__ = ["NearMiss", "StageRecord", "GraphReport", "CompileReport", "recent_reports",
-           "NEAR_MISS_KINDS"]
+           "NEAR_MISS_KINDS", "PREDICTED_SUMS"]
+
+# the prediction fields summed per (fusion, variant) in GraphReport.effects
+PREDICTED_SUMS = ("bytes_before", "bytes_after", "launches_before", "launches_after",
+                  "seconds_before", "seconds_after", "tiling_loss", "benefit")
+
+
+def _empty_effect() -> dict:
+    return {"nodes_before": 0, "nodes_after": 0, "bytes_saved": 0, "predicted": 0,
+            **{k: 0 for k in PREDICTED_SUMS}, "predictions": []}
+
 
 @dataclasses.dataclass
 class StageRecord:
@@ -45,7 +55,10 @@ class GraphReport:
     fusions_skipped: dict[str, str] = dataclasses.field(default_factory=dict)  # name -> why
     # per (fusion, variant): nodes matched, nodes left in their place, and the estimated
     # bytes of memory traffic saved (each intermediate that disappears was written once
-    # and read at least once)
+    # and read at least once); with the benefit model on (op_sdk/patterns/benefit.py) also
+    # the predicted bytes / launches / seconds of the unfused and fused sides summed over
+    # the matches, the predicted benefit, and "predictions": one dict per match
+    # (Prediction.as_dict() plus its anchor node)
     effects: dict = dataclasses.field(default_factory=dict)
     regions: list = dataclasses.field(default_factory=list)  # pictures of a few matches
     # node name -> stream, for graphs with air stream scopes (op_sdk/compiler/streams.py);
@@ -55,13 +68,26 @@ class GraphReport:
     # -- recording (called by the pattern machinery) --------------------------------------
 
     def record_match(self, fusion: str, variant: str, nodes_before: int = 0,
-                     nodes_after: int = 0, bytes_saved: int = 0) -> None:
+                     nodes_after: int = 0, bytes_saved: int = 0, prediction=None,
+                     anchor: str = "") -> None:
+        """One match; ``prediction`` is the benefit model's (op_sdk.benefit.Prediction)
+        when the model decided it."""
         self.matches[(fusion, variant)] += 1
-        eff = self.effects.setdefault((fusion, variant),
-                                      {"nodes_before": 0, "nodes_after": 0, "bytes_saved": 0})
+        eff = self.effects.setdefault((fusion, variant), _empty_effect())
         eff["nodes_before"] += nodes_before
         eff["nodes_after"] += nodes_after
         eff["bytes_saved"] += bytes_saved
+        if prediction is not None:
+            p = prediction.as_dict()
+            eff["predicted"] += 1
+            for key in PREDICTED_SUMS:
+                eff[key] += p[key]
+            eff["predictions"].append({"anchor": anchor, **p})
+
+    def predicted(self, fusion: str | None = None) -> list[dict]:
+        """The per-match predictions of the applied matches (of ``fusion``)."""
+        return [p for (f, _), e in self.effects.items() if fusion is None or f == fusion
+                for p in e["predictions"]]
 
     def record_near_miss(self, miss: NearMiss) -> None:
         key = (miss.fusion, miss.node, miss.kind, miss.check, miss.reason)
@@ -92,7 +118,13 @@ class GraphReport:
                 f"{s.nodes_before} -> {s.nodes_after} nodes, {s.seconds * 1e3:.1f} ms"
             lines.append(f"  {s.name}: {state}")
         for (fusion, variant), n in sorted(self.matches.items()):
-            lines.append(f"  fused {fusion}[{variant}] x{n}")
+            line = f"  fused {fusion}[{variant}] x{n}"
+            eff = self.effects.get((fusion, variant))
+            if eff and eff["predicted"]:
+                line += (f": predicted {eff['bytes_before']:,} -> {eff['bytes_after']:,} B, "
+                         f"{eff['launches_before']} -> {eff['launches_after']} launches, "
+                         f"benefit {eff['benefit'] * 1e6:.2f} us")
+            lines.append(line)
         for name, why in self.fusions_skipped.items():
             lines.append(f"  not run: {name}: {why}")
         for m in self.near_misses:

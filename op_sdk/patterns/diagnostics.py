@@ -24,10 +24,12 @@ __all__ = ["NearMiss", "NEAR_MISS_KINDS", "Check", "PatternRecord", "recording",
 # Near-miss categories. "other_user": an intermediate that would disappear has another
 # user; "alignment" / "dtype" / "shape" / "args": a failed extra check of that kind;
 # "fused_op": the fused operator's own checks reject the inputs; "check": a user
-# extra_check returned False; "stream": the nodes span streams (TorchAir's stream labels).
+# extra_check returned False; "stream": the nodes span streams (TorchAir's stream labels);
+# "benefit": the benefit model predicts the replacement does not save more than
+# experimental_config.fusion_benefit_threshold_us (op_sdk/patterns/benefit.py).
 # (A fusion switched off for the mode is not a near miss: GraphReport.fusions_skipped.)
 NEAR_MISS_KINDS = ("other_user", "alignment", "dtype", "shape", "args", "fused_op", "check",
-                   "stream")
+                   "stream", "benefit")
 
 
 @dataclasses.dataclass
@@ -226,7 +228,9 @@ def counting(apply, record: PatternRecord):
         picture = region_picture(match) if draw else None
         apply(match, graph, node)
         after = len(matched) - (size - len(graph.nodes))
-        report.record_match(record.fusion, record.variant, len(matched), after, saved)
+        report.record_match(record.fusion, record.variant, len(matched), after, saved,
+                            prediction=getattr(match, "op_sdk_prediction", None),
+                            anchor=anchor_name_of(node))
         if draw:
             new_nodes = [n for n in graph.nodes if n not in before]
             report.regions.append({"fusion": record.fusion, "variant": record.variant,

@@ -9,16 +9,10 @@ import torch
 
 
 def _nbytes(val) -> int:
-    if not isinstance(val, torch.Tensor):
-        return 0
-    numel = 1
-    for s in val.shape:
-        try:
-            numel *= int(s)
-        except (TypeError, ValueError):  # an unbacked symbol: use its hint when it has one
-            hint = getattr(getattr(s, "node", None), "hint", None)
-            numel *= int(hint) if hint is not None else 1
-    return numel * val.element_size()
+    """Bytes of a tensor, symbolic sizes at their hint (op_sdk/patterns/benefit.py)."""
+    from op_sdk.patterns.benefit import nbytes
+
+    return nbytes(val)
 
 
 def match_effect(match) -> int:

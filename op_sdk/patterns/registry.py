@@ -209,8 +209,9 @@ class PatternRegistry:
     def _make_check(self, record, search_fn, replace_fn, extra_check, checks, fused_op_check,
                     base_trace):
         """The extra_check given to Inductor: TorchAir's same-stream veto, the named checks,
-        the user's extra_check, then whether the replacement accepts the inputs. Each
-        refusal is recorded as a near miss in the current report."""
+        the user's extra_check, whether the replacement accepts the inputs, then whether
+        the benefit model predicts the replacement pays (op_sdk/patterns/benefit.py).
+        Each refusal is recorded as a near miss in the current report."""
         import inspect
 
         argnames = list(inspect.signature(search_fn).parameters)
@@ -244,6 +245,24 @@ class PatternRegistry:
                 if reason:
                     near_miss(match, "fused_op", "", reason)
                     return False
+            return benefit(match)
+
+        def benefit(match) -> bool:
+            """The benefit model's verdict (op_sdk/patterns/benefit.py); the accepted
+            prediction rides on the match to the report (``counting``)."""
+            from op_sdk.patterns.benefit import PLANNING, predict_match
+
+            settings = PLANNING.get()
+            if settings.threshold_us is None:
+                return True
+            graph, _ = trace_replacement(match, replace_fn, argnames, memo_trace)
+            prediction = predict_match(match, graph, settings)
+            if prediction is None:
+                return True
+            if not prediction.accepted:
+                near_miss(match, "benefit", "fusion_benefit_threshold_us", prediction.reason)
+                return False
+            match.op_sdk_prediction = prediction
             return True
 
         check.__name__ = f"check_{record.fusion}"
@@ -348,6 +367,11 @@ def register_replacement(search_fn, replace_fn, example_inputs, trace_fn=None,
     checks it on random inputs). ``trace_fn`` defaults to ``fwd_only``. The pattern goes to
     the current registry scope (see ``PatternRegistry``); ``pattern_fusion_pass=False``
     disables it with the defaults. Returns True when newly registered.
+
+    As with the default fusions, a match is replaced only where the benefit model predicts
+    a saving above ``experimental_config.fusion_benefit_threshold_us`` (a rewrite into
+    more kernels than it removes does not pay); set that option to None for TorchAir's
+    behaviour, every match that passes ``extra_check`` replaced.
     """
     return current_registry().register_replacement(
         search_fn, replace_fn, example_inputs, trace_fn, extra_check, search_fn_pattern,
