@@ -683,3 +683,42 @@ def test_dumps_show_the_streams(tmp_path, mode):
     assert mm_line and "# stream: stream_1" in mm_line[0]
     assert sub_line and "# stream:" not in sub_line[0]
     torch._dynamo.reset()
+
+
+def test_no_fusion_or_merge_spans_streams():
+    """A norm on the main stream and its quantisation inside a scope do not fuse (a near
+    miss of kind "stream"), identical quantisations on two streams stay two, and the same
+    code without the scope fuses."""
+    from tests.fusion_harness import compile_and_run
+
+    npu = torch.ops.npu
+
+    def split(x1, x2, g):
+        y, _, xo = npu.npu_add_rms_norm(x1, x2, g)
+        with npu_stream_switch("side"):
+            q, s = npu.npu_dynamic_quant(y)
+        return q, s, xo
+
+    def twice(x):
+        q, s = npu.npu_dynamic_quant(x)
+        with npu_stream_switch("side"):
+            q2, s2 = npu.npu_dynamic_quant(x)
+        return q, s, q2, s2
+
+    def together(x1, x2, g):
+        y, _, xo = npu.npu_add_rms_norm(x1, x2, g)
+        q, s = npu.npu_dynamic_quant(y)
+        return q, s, xo
+
+    args = (torch.randn(4, 64, dtype=torch.bfloat16), torch.randn(4, 64, dtype=torch.bfloat16),
+            torch.rand(64, dtype=torch.bfloat16))
+    res = compile_and_run(split, args)
+    assert res.report.match_count("add_rms_norm_dynamic_quant") == 0
+    assert any(m.kind == "stream" and m.fusion == "add_rms_norm_dynamic_quant"
+               for g in res.report.graphs for m in g.near_misses), res.report.summary()
+    for got, exp in zip(res.outputs, split(*args)):
+        assert torch.equal(got, exp)
+    res = compile_and_run(twice, args[:1])
+    assert res.report.match_count("common_calls") == 0
+    assert sum(t == npu.npu_dynamic_quant.default for t in res.targets) == 2
+    assert compile_and_run(together, args).report.match_count("add_rms_norm_dynamic_quant") == 1

@@ -205,7 +205,7 @@ def test_w8a8_block_fuses_norm_and_quantisation():
     res = compile_and_run(block, [h, r])
     rep = res.report
     assert rep.match_count("native_add_rms_norm") == 1
-    assert rep.match_count("common_npu_calls") == 1
+    assert rep.match_count("common_calls") == 1
     assert rep.match_count("add_rms_norm_dynamic_quant") == 1, rep.summary()
     assert res.has(npu.npu_add_rms_norm_dynamic_quant.default)
     assert not res.has(npu.npu_dynamic_quant.default)

@@ -268,19 +268,43 @@ class PassPipeline:
         gm.recompile()
 
     def _pattern_fusion(self, gm, example_inputs, report) -> None:
+        registries = [f.registry() for f, why in self.plan if not why]
+        if len(self.user_patterns):
+            registries.append(self.user_patterns)
+        self._apply(gm, report, registries)
+
+    def _apply(self, gm, report, registries, merge=None) -> None:
+        """Apply ``registries`` in turn (canonical spelling first; each node's air stream
+        in ``meta["stream_label"]`` so no match spans streams; the benefit model as
+        configured), then diagnose near misses. ``merge(graph) -> int``, when given, runs
+        before and after the registries (the native_ops stage's common calls)."""
+        from op_sdk.compiler import streams
         from op_sdk.patterns.benefit import planning
         from op_sdk.patterns.canonical import canonicalize
         from op_sdk.patterns.diagnostics import recording
 
         canonicalize(gm.graph)
-        registries = [f.registry() for f, why in self.plan if not why]
-        if len(self.user_patterns):
-            registries.append(self.user_patterns)
+        scoped = streams.has_streams(gm.graph)
+
+        def label_streams():  # again before each step: replacements add unlabelled nodes
+            if scoped:
+                for node, stream in streams.stream_of(gm.graph).items():
+                    node.meta["stream_label"] = stream
+
         exp = self.config.experimental_config
         with recording(report), planning(exp.fusion_benefit_threshold_us.value,
                                          exp.fusion_benefit_device.value):
-            for registry in registries:
+            merged = 0
+            for step, registry in enumerate(registries):
+                label_streams()
+                if merge is not None and step == 0:
+                    merged += merge(gm.graph)
                 registry.apply(gm)
+            if merge is not None:
+                label_streams()
+                merged += merge(gm.graph)
+                for _ in range(merged):
+                    report.record_match("common_calls", "merged", 1, 0)
             for registry in registries:
                 registry.diagnose(gm, report)
         gm.recompile()
@@ -299,22 +323,9 @@ class PassPipeline:
         return ""
 
     def _native_ops(self, gm, example_inputs, report) -> None:
-        from op_sdk.patterns.canonical import canonicalize
-        from op_sdk.patterns.diagnostics import recording
-        from op_sdk.patterns.native import merge_common_npu_calls, native_registries
+        from op_sdk.patterns.native import merge_common_calls, native_registries
 
-        canonicalize(gm.graph)
-        registries = native_registries()
-        with recording(report):
-            merged = merge_common_npu_calls(gm.graph)
-            for registry in registries:
-                registry.apply(gm)
-            merged += merge_common_npu_calls(gm.graph)
-            for _ in range(merged):
-                report.record_match("common_npu_calls", "merged", 1, 0)
-            for registry in registries:
-                registry.diagnose(gm, report)
-        gm.recompile()
+        self._apply(gm, report, native_registries(), merge=merge_common_calls)
 
     def _weight_prepack(self, gm, example_inputs, report) -> None:
         from op_sdk.compiler.prepack import prepack_weights

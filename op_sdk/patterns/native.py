@@ -84,6 +84,12 @@ def _casts(match, to_fp32_source, back_dtype) -> str | None:
     return None
 
 
+def _rule(**fields) -> Fusion:
+    """A native_ops rule: a ``Fusion`` over fp16 / bf16 / fp32 that TorchAir does not have
+    (so no TorchAir max-autotune flag) and that rewrites aten ops Inductor could handle."""
+    return Fusion(dtypes=FLOATS, torchair_max_autotune=False, opaque_to_inductor=False, **fields)
+
+
 # ---- RMSNorm ----------------------------------------------------------------------------
 
 # (weight position, cast placement): how the spellings multiply the weight and where the
@@ -155,7 +161,7 @@ def _norm_inputs(dtype=torch.float16, variant=None, *, tokens=7, hidden=32, lead
             "epsilon": 1e-6}
 
 
-RMS_NORM = Fusion(
+RMS_NORM = _rule(
     name="native_rms_norm",
     number=101,
     fused_op="npu_rms_norm",
@@ -163,9 +169,6 @@ RMS_NORM = Fusion(
     variants=lambda: tuple(_rms_norm_variant(f) for f in _NORM_FORMS),
     example_inputs=_norm_inputs,
     checks=(Check("spelling", "args", _norm_form), Check("weight", "shape", _norm_weight)),
-    dtypes=FLOATS,
-    torchair_max_autotune=False,
-    opaque_to_inductor=False,
     doc="RMSNorm as Hugging Face / F.rms_norm write it -> npu_rms_norm",
 )
 
@@ -219,7 +222,7 @@ def _quant_inputs(dtype=torch.float16, variant=None, *, tokens=7, hidden=32, lea
     return {"x": torch.randn((*lead, tokens, hidden), dtype=dtype)}
 
 
-DYNAMIC_QUANT = Fusion(
+DYNAMIC_QUANT = _rule(
     name="native_dynamic_quant",
     number=102,
     fused_op="npu_dynamic_quant",
@@ -227,9 +230,6 @@ DYNAMIC_QUANT = Fusion(
     variants=lambda: tuple(_quant_variant(f) for f in _QUANT_FORMS),
     example_inputs=_quant_inputs,
     checks=(Check("spelling", "args", _quant_spelling),),
-    dtypes=FLOATS,
-    torchair_max_autotune=False,
-    opaque_to_inductor=False,
     doc="per-token symmetric int8 quantisation in plain torch -> npu_dynamic_quant",
 )
 
@@ -277,7 +277,7 @@ def _add_norm_inputs(dtype=torch.float16, variant=None, *, tokens=7, hidden=32, 
             "gamma": torch.randn(hidden, dtype=dtype), "epsilon": 1e-6}
 
 
-ADD_RMS_NORM = Fusion(
+ADD_RMS_NORM = _rule(
     name="native_add_rms_norm",
     number=103,
     fused_op="npu_add_rms_norm",
@@ -286,9 +286,6 @@ ADD_RMS_NORM = Fusion(
                            for eps in (False, True)),
     example_inputs=_add_norm_inputs,
     checks=(Check("operands", "shape", _add_operands),),
-    dtypes=FLOATS,
-    torchair_max_autotune=False,
-    opaque_to_inductor=False,
     doc="residual add + npu_rms_norm -> npu_add_rms_norm",
 )
 
@@ -371,19 +368,20 @@ def _key(value):
     return ("const", type(value).__name__, repr(value))
 
 
-def merge_common_npu_calls(graph: torch.fx.Graph) -> int:
-    """Merge identical calls of a side-effect-free npu operator, or identical dtype casts
-    (same operator, same inputs, same arguments) into the first: a plain-PyTorch model that
-    upcasts one tensor twice then has one upcast for the patterns to match, one that quantises one
-    activation in each of several projections (q / k / v, gate / up) then quantises it
-    once, and the norm feeding them has one user, so it can fuse with that quantisation.
+def merge_common_calls(graph: torch.fx.Graph) -> int:
+    """Merge identical calls (same operator, inputs and arguments) of a side-effect-free
+    npu operator, and identical dtype casts, into the first. Plain-PyTorch code that
+    upcasts one tensor twice then has the single upcast the patterns spell; a W8A8 model
+    that quantises one activation in each of its projections (q / k / v, gate / up)
+    quantises it once, so the norm feeding them has one user and fuses with it.
     Returns the number of calls removed."""
     seen: dict = {}
     removed = 0
     for node in list(graph.nodes):
         if not _pure_npu(node):
             continue
-        key = (node.target, _key(node.args), _key(node.kwargs))
+        # calls on different air streams stay apart (a stream is where a call runs)
+        key = (node.target, _key(node.args), _key(node.kwargs), node.meta.get("stream_label"))
         first = seen.get(key)
         if first is None:
             seen[key] = node
