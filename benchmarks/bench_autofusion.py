@@ -7,9 +7,11 @@ random weights, bfloat16) and each token count, in one process:
 * the fusions found and applied (``op_sdk.explain``: native_ops rules and default fusions),
   the candidates refused and why, and the benefit model's predicted time saved;
 * the time per forward of eager, torch.compile's default backend (Inductor), op_sdk's
-  backend as the demo configures it, and the same with ``experimental_config.native_ops``
-  off and the fusions off ("op_sdk, no fusion"): the measured time the fusions save is
-  the difference of the last two, next to the predicted one.
+  backend as the demo configures it ("op_sdk": the benefit model on this CPU decides),
+  the same applying every match that passes its checks ("op_sdk_all": threshold None),
+  and with ``experimental_config.native_ops`` and the fusions off ("op_sdk_no_fusion"):
+  the measured time the applied fusions save (op_sdk_no_fusion - op_sdk) next to the
+  predicted one, and what the refused ones would have saved (op_sdk - op_sdk_all).
 
     python benchmarks/bench_autofusion.py --tokens 1 16 --out benchmarks/results/autofusion.json
 
@@ -28,7 +30,7 @@ import time
 import torch
 from torch import nn
 
-CONTENDERS = ("eager", "inductor", "op_sdk", "op_sdk_no_fusion")
+CONTENDERS = ("eager", "inductor", "op_sdk", "op_sdk_all", "op_sdk_no_fusion")
 MODELS = ("demo", "llama", "qwen2", "deepseek_v3", "llama_w8a8")
 
 
@@ -81,11 +83,13 @@ def ids_for(kind: str, model: nn.Module, tokens: int) -> torch.Tensor:
     return torch.randint(0, 4096, (1, tokens), generator=torch.Generator().manual_seed(1))
 
 
-def op_sdk_config(fusion: bool):
+def op_sdk_config(name: str):
     from op_sdk.app.demo import demo_config
 
     cfg = demo_config()
-    if not fusion:
+    if name == "op_sdk_all":
+        cfg.experimental_config.fusion_benefit_threshold_us = None
+    if name == "op_sdk_no_fusion":
         cfg.experimental_config.native_ops = False
         cfg.experimental_config.pattern_fusion_pass = False
     return cfg
@@ -103,7 +107,7 @@ def compile_contender(model, ids, name):
     elif name == "inductor":
         fn = torch.compile(model, backend="inductor", dynamic=False)
     else:
-        backend = op_sdk.get_npu_backend(compiler_config=op_sdk_config(name == "op_sdk"))
+        backend = op_sdk.get_npu_backend(compiler_config=op_sdk_config(name))
         fn = torch.compile(model, backend=backend, dynamic=False)
     start = time.perf_counter()
     with inductor_config.patch(fx_graph_cache=False), torch.no_grad():
@@ -116,17 +120,17 @@ def fusion_record(backend) -> dict:
 
     exp = op_sdk.explain(backend)
     predicted = 0.0
+    refused_benefit = sum(1 for m in exp.near_misses if m.kind == "benefit")
     per_fusion = {}
     for row in exp.table():
-        seconds = row.get("predicted_benefit_s", row.get("benefit", 0.0)) or 0.0
-        predicted += seconds
+        predicted += row["benefit_us"] * 1e-6
         per_fusion[row["pattern"]] = {k: v for k, v in row.items() if k != "pattern"}
     refused: dict[str, int] = {}
     for miss in exp.near_misses:
         key = f"{miss.fusion}: {miss.kind}"
         refused[key] = refused.get(key, 0) + 1
     return {"applied": exp.patterns, "fusions": per_fusion, "refused": refused,
-            "predicted_saved_s": predicted}
+            "refused_by_benefit": refused_benefit, "predicted_saved_s": predicted}
 
 
 def main(argv=None) -> int:
@@ -166,6 +170,7 @@ def main(argv=None) -> int:
                                               for k in CONTENDERS if k != "eager"},
                    "speedup_vs_inductor": times["inductor"] / times["op_sdk"],
                    "measured_saved_ms": (times["op_sdk_no_fusion"] - times["op_sdk"]) * 1e3,
+                   "refused_would_save_ms": (times["op_sdk"] - times["op_sdk_all"]) * 1e3,
                    "predicted_saved_ms": record["predicted_saved_s"] * 1e3,
                    **{k: v for k, v in record.items() if k != "predicted_saved_s"}}
             results["rows"].append(row)
@@ -173,7 +178,9 @@ def main(argv=None) -> int:
                 f"{k} {v * 1e3:8.2f} ms" for k, v in times.items())
                 + f"  | op_sdk/inductor {row['speedup_vs_inductor']:.2f}x"
                 + f"  saved: measured {row['measured_saved_ms']:.3f} ms, predicted "
-                  f"{row['predicted_saved_ms']:.3f} ms  applied {record['applied']}",
+                  f"{row['predicted_saved_ms']:.3f} ms; refused {record['refused_by_benefit']}"
+                  f" (would save {row['refused_would_save_ms']:.3f} ms)  applied "
+                  f"{record['applied']}",
                 flush=True)
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

@@ -35,6 +35,11 @@ def misses(result, fusion):
     return [m for g in result.report.graphs for m in g.near_misses if m.fusion == fusion]
 
 
+# max-autotune on the CPU: Inductor fuses the torch-native norm itself, so the benefit
+# model keeps it there (see the next test); planned for the NPU, the rule applies
+NPU_PLAN = {"experimental_config__fusion_benefit_device": "npu"}
+
+
 @pytest.mark.parametrize("mode,dtype", [("reduce-overhead", torch.bfloat16),
                                         ("reduce-overhead", torch.float16),
                                         ("reduce-overhead", torch.float32),
@@ -43,11 +48,33 @@ def misses(result, fusion):
 def test_hf_rms_norm_becomes_npu_rms_norm(mode, dtype, fn):
     x = torch.randn(2, 7, 33, dtype=dtype)
     w = torch.rand(33, dtype=dtype) + 0.5
-    res = compile_and_run(fn, [x, w], config(mode))
+    res = compile_and_run(fn, [x, w], config(mode, **(NPU_PLAN if mode == "max-autotune"
+                                                        else {})))
     assert res.report.match_count("native_rms_norm") == 1
     assert res.has(npu.npu_rms_norm.default)
     assert not res.has(aten.rsqrt.default) and not res.has(aten.pow.Tensor_Scalar)
     assert_fused_close(res.outputs, fn(x, w), [x, w])
+
+
+def test_inductor_keeps_the_native_norm_on_the_cpu():
+    """In max-autotune the unfused side is the one kernel Inductor generates: npu_rms_norm
+    saves nothing there, so the benefit model refuses it (a near miss of kind "benefit");
+    a residual add + npu_rms_norm (an npu operator Inductor cannot fuse) still fuses."""
+    x = torch.randn(4, 16, 64, dtype=torch.bfloat16)
+    w = torch.rand(64, dtype=torch.bfloat16) + 0.5
+    res = compile_and_run(hf_norm, [x, w], config("max-autotune"))
+    assert res.report.match_count("native_rms_norm") == 0
+    assert res.has(aten.rsqrt.default) and not res.has(npu.npu_rms_norm.default)
+    refused = [m for m in misses(res, "native_rms_norm") if m.kind == "benefit"]
+    assert refused and "threshold" in refused[0].reason
+    assert_fused_close(res.outputs, hf_norm(x, w), [x, w])
+
+    def add_norm(h, r, w):
+        s = h + r
+        return npu.npu_rms_norm(s, w)[0], s
+
+    res = compile_and_run(add_norm, [x, x.flip(0), w], config("max-autotune"))
+    assert res.report.match_count("native_add_rms_norm") == 1, res.report.summary()
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
@@ -117,7 +144,8 @@ def test_residual_add_and_norm_become_npu_add_rms_norm(mode):
 
     h, r = torch.randn(2, 5, 64, dtype=torch.bfloat16), torch.randn(2, 5, 64, dtype=torch.bfloat16)
     w = torch.rand(64, dtype=torch.bfloat16) + 0.5
-    res = compile_and_run(block, [h, r, w], config(mode))
+    res = compile_and_run(block, [h, r, w], config(mode, **(NPU_PLAN if mode == "max-autotune"
+                                                            else {})))
     assert res.report.match_count("native_add_rms_norm") == 1
     assert res.has(npu.npu_add_rms_norm.default) and not res.has(npu.npu_rms_norm.default)
     assert_fused_close(res.outputs, block(h, r, w), [h, r, w])
@@ -289,7 +317,9 @@ def test_transformers_models_get_npu_norms(kind, mode):
     ids = torch.randint(0, 128, (2, 9))
     with torch.no_grad():
         ref = model(ids).logits
-    out, counts, backend = compile_model(model, ids, config(mode))
+    # (max-autotune planned for the NPU: on the CPU Inductor keeps the norms, see above)
+    out, counts, backend = compile_model(model, ids, config(
+        mode, **(NPU_PLAN if mode == "max-autotune" else {})))
     # every norm an npu norm operator (DeepSeek-V3's router reads the post-attention norm
     # in fp32: that one fuses further into npu_add_rms_norm_cast, default fusion 3)
     with_add = sum(counts[f"npu.{op}.default"] for op in NORMS_WITH_ADD)

@@ -293,7 +293,8 @@ class PassPipeline:
 
         exp = self.config.experimental_config
         with recording(report), planning(exp.fusion_benefit_threshold_us.value,
-                                         exp.fusion_benefit_device.value):
+                                         exp.fusion_benefit_device.value,
+                                         report.executor.startswith("inductor")):
             merged = 0
             for step, registry in enumerate(registries):
                 label_streams()

@@ -10,6 +10,14 @@ kernel's tiling, priced on the device the graph runs on (or the one planned for)
   contiguous (a bmm of a transposed batch, a reshape merging the swapped dims); a fused
   operator that takes the permutation as an argument (npu_transpose_batchmatmul's
   perm_x1 / perm_y) moves nothing for it;
+* before, when Inductor executes the graph (max-autotune) on the graph's own device: the
+  matched pointwise / reduction aten ops are the one kernel Inductor generates for them
+  (reading what flows in, writing what is used outside, one launch); only the others
+  (npu operators, library GEMMs) are a kernel each. A torch-native RMSNorm then costs
+  what npu_rms_norm costs, so the native_ops stage leaves it to Inductor on the CPU
+  (measured: benchmarks/results/autofusion.json), while a plan for the NPU
+  (fusion_benefit_device="npu") or the eager executor (reduce-overhead) prices every
+  aten op as the kernel it is there;
 * after: the replacement reads the match's tensor inputs and writes the matched outputs
   that have users outside the match; one launch per non-view operator of the
   replacement graph (normally 1), and a copy per transpose it holds;
@@ -59,6 +67,10 @@ class Planning:
 
     threshold_us: float | None = 0.0
     device: str = "auto"
+    # Inductor executes the graph (max-autotune): on the graph's own device ("auto") the
+    # unfused side's pointwise / reduction aten ops are priced as the kernel Inductor
+    # generates for them, not one kernel each
+    inductor: bool = False
 
 
 PLANNING: contextvars.ContextVar[Planning] = contextvars.ContextVar(
@@ -66,8 +78,8 @@ PLANNING: contextvars.ContextVar[Planning] = contextvars.ContextVar(
 
 
 @contextlib.contextmanager
-def planning(threshold_us: float | None = 0.0, device: str = "auto"):
-    token = PLANNING.set(Planning(threshold_us, device))
+def planning(threshold_us: float | None = 0.0, device: str = "auto", inductor: bool = False):
+    token = PLANNING.set(Planning(threshold_us, device, inductor))
     try:
         yield
     finally:
@@ -146,17 +158,51 @@ def _is_transpose(n: torch.fx.Node) -> bool:
         n.meta["val"].dim() == 2
 
 
-def before_side(match) -> Side:
+# aten ops Inductor calls as library kernels (never fused with their neighbours)
+_EXTERN = frozenset({"mm", "bmm", "addmm", "baddbmm", "_int_mm", "convolution", "matmul",
+                     "_scaled_dot_product_flash_attention_for_cpu",
+                     "_scaled_dot_product_efficient_attention",
+                     "_scaled_dot_product_flash_attention", "_grouped_mm", "_weight_int8pack_mm"})
+
+
+def _inductor_fusable(n: torch.fx.Node) -> bool:
+    """An aten / prims op Inductor generates code for, fusing it with its neighbours."""
+    target = n.target
+    return isinstance(target, torch._ops.OpOverload) and target.namespace in ("aten", "prims") \
+        and target._opname not in _EXTERN
+
+
+def _inductor_group(nodes, inside) -> tuple[int, int]:
+    """(bytes, launches) of ``nodes`` (the fusable kernels of a match) run as the one
+    kernel Inductor generates: it reads the values flowing in from outside the group and
+    writes the values used outside it; intermediates stay in registers."""
+    group = set(nodes)
+    reads = {a for n in nodes for a in n.all_input_nodes if a not in group}
+    total = sum(nbytes(a.meta.get("val")) for a in reads)
+    for n in nodes:
+        if any(u not in group for u in n.users):
+            total += _written(n.meta.get("val"))
+    return total, 1
+
+
+def before_side(match, inductor: bool = False) -> Side:
     """The matched compute nodes: each reads its tensor inputs, writes its outputs; a
-    transpose among the matched views is a copy (see the module doc)."""
+    transpose among the matched views is a copy (see the module doc). With
+    ``inductor``, the pointwise / reduction aten ops among them are one generated
+    kernel (``_inductor_group``), the others (npu operators, library GEMMs) as above."""
     nodes = _compute(match.nodes)
-    total = 0
+    total = launches = 0
+    if inductor:
+        fused = [n for n in nodes if _inductor_fusable(n)]
+        if fused:
+            total, launches = _inductor_group(fused, set(match.nodes))
+            nodes = [n for n in nodes if n not in set(fused)]
     for n in nodes:
         total += sum(nbytes(a.meta.get("val")) for a in dict.fromkeys(n.all_input_nodes))
         total += _written(n.meta.get("val"))
     transposes = [n for n in match.nodes if _is_view(n) and _is_transpose(n)]
     total += sum(2 * nbytes(n.meta.get("val")) for n in transposes)
-    return Side(total, len(nodes) + len(transposes))
+    return Side(total, launches + len(nodes) + len(transposes))
 
 
 def _inputs(match) -> list[torch.fx.Node]:
@@ -218,8 +264,10 @@ def tiling_of(match, replacement: torch.fx.GraphModule | None) -> Tiling | None:
     return Tiling(rows, cols, main.element_size())
 
 
-def match_sides(match, replacement=None) -> tuple[Side, Side, Tiling | None]:
-    return before_side(match), after_side(match, replacement), tiling_of(match, replacement)
+def match_sides(match, replacement=None, inductor: bool = False
+                ) -> tuple[Side, Side, Tiling | None]:
+    return (before_side(match, inductor), after_side(match, replacement),
+            tiling_of(match, replacement))
 
 
 def match_device(match) -> str | None:
@@ -243,6 +291,9 @@ def predict_match(match, replacement=None, settings: Planning | None = None
     device = settings.device if settings.device != "auto" else match_device(match)
     if device is None:
         return None
-    before, after, tiling = match_sides(match, replacement)
+    # Inductor's own fusion counts only where the graph really runs (not when planning
+    # for another device, whose graph engine is not Inductor)
+    before, after, tiling = match_sides(match, replacement,
+                                        settings.inductor and settings.device == "auto")
     return predict(before, after, device_model(device), tiling,
                    threshold=settings.threshold_us * 1e-6)
