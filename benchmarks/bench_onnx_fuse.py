@@ -89,7 +89,7 @@ def main(argv=None) -> int:
                                           for k, s in sessions.items()}, args.repeats)
                 summary = report.as_dict()
                 predicted = sum(g.benefit_us or 0.0 for g in report.fused()) * 1e-3
-                row = {"model": kind, "seq": seq,
+                row = {"model": kind, "seq": seq, "opset": report.opset,
                        "ms": {k: v * 1e3 for k, v in times.items()},
                        "measured_saved_ms": (times["exported"] - times["fused"]) * 1e3,
                        "predicted_saved_ms": predicted,
