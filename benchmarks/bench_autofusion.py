@@ -45,7 +45,8 @@ class Logits(nn.Module):
         return self.model(ids, use_cache=False).logits
 
 
-def build(kind: str) -> nn.Module:
+def build(kind: str, dtype: torch.dtype = torch.bfloat16) -> nn.Module:
+    """``kind`` with random weights (seed 0) in ``dtype`` (W8A8: its int8 layers aside)."""
     torch.manual_seed(0)
     if kind == "demo":
         from op_sdk.app.models import DecoderConfig, DeepSeekW8A8
@@ -69,7 +70,7 @@ def build(kind: str) -> nn.Module:
         model = transformers.DeepseekV3ForCausalLM(cfg)
     else:
         raise ValueError(kind)
-    model = model.eval().to(torch.bfloat16)
+    model = model.eval().to(dtype)
     if kind == "llama_w8a8":
         import op_sdk
 
@@ -133,8 +134,16 @@ def fusion_record(backend) -> dict:
             "refused_by_benefit": refused_benefit, "predicted_saved_s": predicted}
 
 
-def main(argv=None) -> int:
+def results_header(versions: dict) -> dict:
+    """What every results file starts with: command, machine, load average, versions."""
     from op_sdk.app.machine import machine_facts
+
+    return {"command": " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
+            "machine": machine_facts(), "load_average": os.getloadavg(),
+            "versions": versions, "rows": []}
+
+
+def main(argv=None) -> int:
     from op_sdk.app.timing import time_interleaved
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -144,9 +153,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
 
-    results = {"command": " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
-               "machine": machine_facts(), "load_average": os.getloadavg(),
-               "versions": _versions(), "rows": []}
+    results = results_header(_versions())
     for kind in args.models:
         model = build(kind)
         for tokens in args.tokens:

@@ -19,30 +19,10 @@ import sys
 import tempfile
 
 import torch
-from torch import nn
+
+from bench_autofusion import build, results_header  # same models, same results header
 
 MODELS = ("llama", "qwen2")
-
-
-class Logits(nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, ids):
-        return self.model(ids, use_cache=False).logits
-
-
-def build(kind: str) -> nn.Module:
-    import transformers
-
-    torch.manual_seed(0)
-    common = dict(vocab_size=4096, hidden_size=1024, intermediate_size=2816,
-                  num_hidden_layers=4, num_attention_heads=16, num_key_value_heads=8,
-                  max_position_embeddings=512)
-    cls, cfg = {"llama": (transformers.LlamaForCausalLM, transformers.LlamaConfig),
-                "qwen2": (transformers.Qwen2ForCausalLM, transformers.Qwen2Config)}[kind]
-    return Logits(cls(cfg(**common)).eval())
 
 
 def main(argv=None) -> int:
@@ -50,7 +30,6 @@ def main(argv=None) -> int:
     import onnx
     import onnxruntime as ort
 
-    from op_sdk.app.machine import machine_facts
     from op_sdk.app.timing import time_interleaved
     from op_sdk.onnx import fuse_model
 
@@ -61,15 +40,13 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
 
-    results = {"command": " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
-               "machine": machine_facts(), "load_average": os.getloadavg(),
-               "versions": {"torch": torch.__version__, "onnx": onnx.__version__,
-                            "onnxruntime": ort.__version__}, "rows": []}
+    results = results_header({"torch": torch.__version__, "onnx": onnx.__version__,
+                              "onnxruntime": ort.__version__})
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = torch.get_num_threads()
     with tempfile.TemporaryDirectory() as tmp:
         for kind in args.models:
-            model = build(kind)
+            model = build(kind, torch.float32)
             for seq in args.seq:
                 ids = torch.randint(0, 4096, (1, seq), generator=torch.Generator().manual_seed(1))
                 path = os.path.join(tmp, f"{kind}_{seq}.onnx")

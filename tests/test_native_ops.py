@@ -31,10 +31,6 @@ def hf_norm_rhs(x, w, eps=1e-5):
     return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * w
 
 
-def misses(result, fusion):
-    return [m for g in result.report.graphs for m in g.near_misses if m.fusion == fusion]
-
-
 # max-autotune on the CPU: Inductor fuses the torch-native norm itself, so the benefit
 # model keeps it there (see the next test); planned for the NPU, the rule applies
 NPU_PLAN = {"experimental_config__fusion_benefit_device": "npu"}
@@ -65,7 +61,7 @@ def test_inductor_keeps_the_native_norm_on_the_cpu():
     res = compile_and_run(hf_norm, [x, w], config("max-autotune"))
     assert res.report.match_count("native_rms_norm") == 0
     assert res.has(aten.rsqrt.default) and not res.has(npu.npu_rms_norm.default)
-    refused = [m for m in misses(res, "native_rms_norm") if m.kind == "benefit"]
+    refused = res.report.misses("native_rms_norm", "benefit")
     assert refused and "threshold" in refused[0].reason
     assert_fused_close(res.outputs, hf_norm(x, w), [x, w])
 
@@ -126,13 +122,13 @@ def test_norm_spellings_refused_with_reason():
         res = compile_and_run(fn, [x, w])
         assert res.report.match_count("native_rms_norm") == 0
         assert not res.has(npu.npu_rms_norm.default)
-        assert any(words in m.reason for m in misses(res, "native_rms_norm")), \
+        assert any(words in m.reason for m in res.report.misses("native_rms_norm")), \
             res.report.summary()
     # an fp32 weight times the bf16 HF norm promotes the result to fp32: refused
     w32 = torch.rand(32)
     res = compile_and_run(hf_norm, [x, w32])
     assert res.report.match_count("native_rms_norm") == 0
-    assert any("promotes" in m.reason for m in misses(res, "native_rms_norm"))
+    assert any("promotes" in m.reason for m in res.report.misses("native_rms_norm"))
     assert res.outputs.dtype == torch.float32
 
 
@@ -160,7 +156,7 @@ def test_broadcasting_residual_add_is_refused():
     res = compile_and_run(block, [h, r, w])
     assert res.report.match_count("native_rms_norm") == 1
     assert res.report.match_count("native_add_rms_norm") == 0
-    assert any("broadcasts" in m.reason for m in misses(res, "native_add_rms_norm"))
+    assert any("broadcasts" in m.reason for m in res.report.misses("native_add_rms_norm"))
 
 
 def plain_quant(x):
@@ -192,7 +188,7 @@ def test_quant_spellings_refused_with_reason():
     for fn, words in ((by_100, "127"), (narrow, "clamped to [-100, 100]")):
         res = compile_and_run(fn, [x])
         assert res.report.match_count("native_dynamic_quant") == 0
-        assert any(words in m.reason for m in misses(res, "native_dynamic_quant")), \
+        assert any(words in m.reason for m in res.report.misses("native_dynamic_quant")), \
             res.report.summary()
 
 

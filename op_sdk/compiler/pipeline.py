@@ -68,20 +68,21 @@ def fusion_plan(config: CompilerConfig) -> list[tuple[Any, str]]:
     """Each default fusion with "" when this config runs it, else the reason it does not."""
     from op_sdk.patterns import DEFAULT_FUSIONS
 
-    plan = []
+    return [(fusion, _why_not(config, fusion)) for fusion in DEFAULT_FUSIONS]
+
+
+def _why_not(config: CompilerConfig, fusion) -> str:
+    """"" when ``config`` runs ``fusion`` (a Fusion), else the reason it does not."""
+    if not config.experimental_config.pattern_fusion_pass.value:
+        return "experimental_config.pattern_fusion_pass=False"
     policy = config.experimental_config.max_autotune_fusions.value
-    for fusion in DEFAULT_FUSIONS:
-        why = ""
-        if not config.experimental_config.pattern_fusion_pass.value:
-            why = "experimental_config.pattern_fusion_pass=False"
-        elif config.executes_with_inductor:
-            if policy == "torchair" and not fusion.torchair_max_autotune:
-                why = "not applied in max-autotune (max_autotune_fusions='torchair')"
-            elif policy == "opaque" and not fusion.opaque_to_inductor:
-                why = ("not applied in max-autotune: Inductor handles these aten ops itself "
-                       "(max_autotune_fusions='opaque'; 'all' applies it)")
-        plan.append((fusion, why))
-    return plan
+    if config.executes_with_inductor:
+        if policy == "torchair" and not fusion.torchair_max_autotune:
+            return "not applied in max-autotune (max_autotune_fusions='torchair')"
+        if policy == "opaque" and not fusion.opaque_to_inductor:
+            return ("not applied in max-autotune: Inductor handles these aten ops itself "
+                    "(max_autotune_fusions='opaque'; 'all' applies it)")
+    return ""
 
 
 def _call_nodes(gm: torch.fx.GraphModule) -> int:
@@ -296,10 +297,11 @@ class PassPipeline:
                                          exp.fusion_benefit_device.value,
                                          report.executor.startswith("inductor")):
             merged = 0
-            for step, registry in enumerate(registries):
+            if merge is not None:
                 label_streams()
-                if merge is not None and step == 0:
-                    merged += merge(gm.graph)
+                merged += merge(gm.graph)
+            for registry in registries:
+                label_streams()
                 registry.apply(gm)
             if merge is not None:
                 label_streams()
@@ -311,17 +313,13 @@ class PassPipeline:
         gm.recompile()
 
     def _native_ops_skipped(self) -> str:
-        """Why the native_ops stage does not run ('' when it runs)."""
-        exp = self.config.experimental_config
-        if not exp.native_ops.value:
+        """Why the native_ops stage does not run ('' when it runs): its switch, then the
+        rules' own plan, as for the default fusions."""
+        if not self.config.experimental_config.native_ops.value:
             return "experimental_config.native_ops=False"
-        if not exp.pattern_fusion_pass.value:
-            return "experimental_config.pattern_fusion_pass=False"
-        policy = exp.max_autotune_fusions.value
-        if self.config.executes_with_inductor and policy != "all":
-            return (f"not applied in max-autotune (max_autotune_fusions={policy!r}: Inductor "
-                    "handles these aten ops itself; 'all' applies it)")
-        return ""
+        from op_sdk.patterns.native import NATIVE_RULES
+
+        return next(filter(None, (_why_not(self.config, r) for r in NATIVE_RULES)), "")
 
     def _native_ops(self, gm, example_inputs, report) -> None:
         from op_sdk.patterns.native import merge_common_calls, native_registries

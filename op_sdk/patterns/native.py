@@ -344,7 +344,8 @@ def registration_failures() -> dict[str, str]:
 
 # ---- common subexpressions ------------------------------------------------------------------
 
-def _pure_npu(node: torch.fx.Node) -> bool:
+def _mergeable(node: torch.fx.Node) -> bool:
+    """A side-effect-free npu operator call or a dtype cast."""
     target = node.target
     if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
         return False
@@ -378,7 +379,7 @@ def merge_common_calls(graph: torch.fx.Graph) -> int:
     seen: dict = {}
     removed = 0
     for node in list(graph.nodes):
-        if not _pure_npu(node):
+        if not _mergeable(node):
             continue
         # calls on different air streams stay apart (a stream is where a call runs)
         key = (node.target, _key(node.args), _key(node.kwargs), node.meta.get("stream_label"))
