@@ -7,7 +7,10 @@ One compile, top to bottom (``NpuBackend.__call__``):
     config ─ mode "max-autotune" ─────────► compile_fx: AOTAutograd (Inductor's
            │                                decompositions + custom_decompositions)
            │                                → pipeline stages as post-grad custom passes
-           │                                → Inductor codegen (C++ wrapper on CPU)
+           │                                → Inductor codegen (C++ wrapper on CPU); a
+           │                                  graph with several air streams: one
+           │                                  partition per stream region, on the stream
+           │                                  executors (partitions.py)
            └ "reduce-overhead" / "npugraph_ex" / debug.run_eagerly
                                           ► aot_module_simplified (custom_decompositions
                                             only: the graph runs as captured)

@@ -2,7 +2,9 @@
 
 * ``inductor``: ``compile_fx`` compiles the (Dynamo) graph; the passes run inside it as
   post-grad custom passes (see pipeline.py). The fused operators are custom ops, which
-  Inductor keeps as opaque extern kernels; it fuses everything around them.
+  Inductor keeps as opaque extern kernels; it fuses everything around them. A graph with
+  several air streams is compiled one partition per stream region and run by the stream
+  executors (partitions.py).
 * ``eager``: the graph runs as captured, op by op (``debug.run_eagerly``, and
   reduce-overhead on CPU); a graph with air stream scopes runs each stream on a worker
   thread (CPU) or a side stream (CUDA), see streams.py.
@@ -30,8 +32,10 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
              config_patches: dict[str, Any], decompositions: dict | None):
     from torch._inductor.compile_fx import compile_fx
 
-    return compile_fx(gm, example_inputs, config_patches=config_patches,
-                      decompositions=decompositions)
+    from op_sdk.compiler import partitions
+
+    return compile_fx(gm, example_inputs, inner_compile=partitions.inner_compile,
+                      config_patches=config_patches, decompositions=decompositions)
 
 
 def _lower_prims_for_eager(gm: torch.fx.GraphModule) -> None:

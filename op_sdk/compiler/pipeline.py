@@ -54,7 +54,10 @@ from op_sdk.compiler.config import CompilerConfig, callable_digest
 from op_sdk.compiler.dump import GraphDumper
 from op_sdk.compiler.report import CompileReport, GraphReport, StageRecord
 
-__all__ = ["PassPipeline", "UserPassError", "STAGES", "fusion_plan"]
+__all__ = ["PassPipeline", "UserPassError", "STAGES", "fusion_plan", "PARTITIONED"]
+
+# the executor suffix of an Inductor graph compiled one partition per stream region
+PARTITIONED = "+streams"
 
 STAGES = ("post_grad_custom_pre_pass", "remove_noop_ops", "native_ops", "pattern_fusion",
           "weight_prepack", "post_grad_custom_post_pass")
@@ -196,18 +199,26 @@ class PassPipeline:
         self._streams(gm, report, stages)
 
     def _streams(self, gm, report, stages) -> None:
-        """The air stream scopes: checked (an error names the node), recorded in the report;
-        for Inductor, which runs a graph as one stream, removed (streams.lower_for_inductor)."""
+        """The air stream scopes: checked (an error names the node), recorded in the report.
+        For Inductor, after the last stage, a graph with several streams is handed back to
+        be compiled one partition per stream region (partitions.py); scopes naming no second
+        stream are removed (streams.lower_for_inductor)."""
         from op_sdk.compiler import streams
 
         if not streams.has_streams(gm.graph):
             return
-        if report.executor.startswith("inductor"):
-            report.streams.update(streams.lower_for_inductor(gm.graph))
-            gm.recompile()
-        else:
-            streams.check(gm.graph)
-            report.streams = streams.stream_map(gm.graph)
+        streams.check(gm.graph)
+        report.streams = streams.stream_map(gm.graph)
+        if not report.executor.startswith("inductor") or STAGES[-1] not in stages:
+            return
+        if len(streams.plan(gm.graph).streams) > 1:
+            from op_sdk.compiler.partitions import PartitionRequest
+
+            if not report.executor.endswith(PARTITIONED):
+                report.executor += PARTITIONED
+            raise PartitionRequest(gm)
+        streams.lower_for_inductor(gm.graph)
+        gm.recompile()
 
     def _dump(self, gm, name, record) -> None:
         file = self.dumper.dump(gm, name)

@@ -47,7 +47,8 @@ class StageRecord:
 class GraphReport:
     graph: str                    # "forward" / "inference" (+ id)
     mode: str
-    executor: str                 # "inductor", "inductor-cpp", "eager", "cudagraphs"
+    executor: str                 # "inductor", "inductor-cpp", "eager", "cudagraphs"; an
+                                  # Inductor one + "+streams" when compiled in partitions
     stages: list[StageRecord] = dataclasses.field(default_factory=list)
     matches: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     near_misses: list[NearMiss] = dataclasses.field(default_factory=list)
@@ -148,6 +149,9 @@ class GraphReport:
     def stream_execution(self) -> str:
         """How the streams run with this graph's executor."""
         if self.executor.startswith("inductor"):
+            if self.executor.endswith("+streams"):
+                return ("one Inductor partition per stream region, concurrently: CPU worker "
+                        "threads, or CUDA side streams")
             return "Inductor runs them in order on one thread"
         if self.executor == "cudagraphs":
             return "CUDA side streams, captured into the CUDA graph"

@@ -30,9 +30,10 @@ Executors:
   caller's stream at the start and the caller's stream joins them at the end, which is also
   what a CUDA-graph capture needs.
 
-Inductor (max-autotune) schedules a graph as one stream: ``lower_for_inductor`` records the
-streams in the compile report, then removes the scope operators (``wait_tensor`` becomes a
-clone), so the regions run in order on the calling thread.
+Inductor (max-autotune) schedules a graph as one stream. A graph with several streams is
+compiled as one Inductor partition per stream region, run by the executors above
+(partitions.py); ``lower_for_inductor`` removes the scope operators of a graph whose scopes
+name no second stream (``wait_tensor`` becomes a clone).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from torch.fx import Graph, GraphModule, Node
 
 __all__ = ["ScopeError", "MAIN", "check", "stream_of", "has_streams", "plan", "StreamPlan",
            "CpuStreamProgram", "CudaStreamProgram", "lower_for_inductor", "stream_threads",
-           "worker_threads"]
+           "worker_threads", "writes", "is_scope_op"]
 
 MAIN = "main"                       # the caller's stream
 LABEL = "_user_stream_label"
@@ -142,9 +143,19 @@ def stream_of(graph: Graph) -> dict[Node, str]:
     return out
 
 
-def _writes(node: Node) -> bool:
+def writes(node: Node) -> bool:
+    """Whether the node writes memory: a mutating schema (such as the ``copy_`` of an input
+    mutation), or a compiled partition holding one (partitions.py)."""
+    if node.op != "call_function":
+        return False
+    if getattr(node.target, "op_sdk_writes", False):
+        return True
     schema = getattr(node.target, "_schema", None)
-    return node.op == "call_function" and schema is not None and schema.is_mutable
+    return schema is not None and schema.is_mutable
+
+
+def is_scope_op(node: Node) -> bool:
+    return _kind(node) in _SCOPE_OPS
 
 
 @dataclasses.dataclass
@@ -187,11 +198,11 @@ def plan(graph: Graph) -> StreamPlan:
         for dep in inputs:
             if stream[dep] != mine:
                 need.append(dep)
-        if node.op == "output" or _writes(node):
+        if node.op == "output" or writes(node):
             need.extend(n for s, n in last.items() if s != mine)
         deps[node] = list(dict.fromkeys(need))
         last[mine] = node
-        if _writes(node):
+        if writes(node):
             barrier = node
     signals = {d for ds in deps.values() for d in ds}
     users = {n: len(n.users) for n in nodes if n.op != "output"}
