@@ -1,7 +1,8 @@
 """Multi-stream against single-stream on CPU: the DeepSeek-style MoE block of
-examples/moe_multistream.py, compiled by op_sdk's backend in reduce-overhead, once as it
-is (one stream) and once with the custom pass that puts its shared expert on a second
-stream (a worker thread beside the routed experts).
+examples/moe_multistream.py, compiled by op_sdk's backend in each mode (reduce-overhead:
+the graph's operators on the stream executor; max-autotune: one Inductor partition per
+stream region on it), once as it is (one stream) and once with the custom pass that puts
+its shared expert on a second stream (a worker thread beside the routed experts).
 
 Each ``--stream-threads`` value (the worker's intra-op threads, OP_SDK_STREAM_THREADS) runs
 in a process of its own, since a worker keeps its count for the life of the process. In a
@@ -11,7 +12,7 @@ contended if it stays so); reported: median and minimum ms per forward, the spee
 the medians, the contended rounds, and the machine's load before the run.
 
     python benchmarks/bench_multistream.py --tokens 32 128 512 --stream-threads 1 2 \\
-        --out benchmarks/results/multistream.json
+        --modes reduce-overhead max-autotune --out benchmarks/results/multistream.json
 """
 
 from __future__ import annotations
@@ -27,12 +28,12 @@ import json, sys, torch
 sys.path.insert(0, sys.argv[1])
 from moe_multistream import MoEBlock, compile_block
 from op_sdk.app.timing import measure
-tokens, repeats = int(sys.argv[2]), int(sys.argv[3])
+tokens, repeats, mode = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 block = MoEBlock().eval()
 x = torch.randn(1, tokens, 1024, generator=torch.Generator().manual_seed(0))
 with torch.no_grad():
-    single, _ = compile_block(block, multi_stream=False)
-    multi, _ = compile_block(block, multi_stream=True)
+    single, _ = compile_block(block, multi_stream=False, mode=mode)
+    multi, _ = compile_block(block, multi_stream=True, mode=mode)
     ref = single(x)
     torch.testing.assert_close(multi(x), ref, rtol=1e-5, atol=1e-5)
     res = measure({"single_stream": lambda: single(x), "multi_stream": lambda: multi(x)},
@@ -45,6 +46,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, nargs="+", default=[32, 128, 512])
     ap.add_argument("--stream-threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--modes", nargs="+", default=["reduce-overhead", "max-autotune"],
+                    choices=["reduce-overhead", "max-autotune"])
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
@@ -53,22 +56,22 @@ def main(argv=None) -> int:
 
     load_before = cpu_busy(1.0)
     rows = []
-    for threads in args.stream_threads:
+    for mode, threads in ((m, t) for m in args.modes for t in args.stream_threads):
         env = dict(os.environ, PYTHONPATH=root, OP_SDK_STREAM_THREADS=str(threads))
         for tokens in args.tokens:
             out = subprocess.run([sys.executable, "-c", _CHILD, os.path.join(root, "examples"),
-                                  str(tokens), str(args.repeats)], env=env,
+                                  str(tokens), str(args.repeats), mode], env=env,
                                  capture_output=True, text=True)
             if out.returncode != 0:
                 raise RuntimeError(out.stderr[-3000:])
             res = json.loads(out.stdout.strip().splitlines()[-1])
             med = {k: v * 1e3 for k, v in res["median_s"].items()}
-            row = {"tokens": tokens, "stream_threads": threads, "median_ms": med,
+            row = {"mode": mode, "tokens": tokens, "stream_threads": threads, "median_ms": med,
                    "min_ms": {k: v * 1e3 for k, v in res["min_s"].items()},
                    "speedup": med["single_stream"] / med["multi_stream"],
                    "contended_rounds": res["contended_rounds"], "rounds": args.repeats}
             rows.append(row)
-            print(f"stream threads {threads}, {tokens:>4} tokens: single {med['single_stream']:.2f} ms"
+            print(f"{mode}, stream threads {threads}, {tokens:>4} tokens: single {med['single_stream']:.2f} ms"
                   f", multi {med['multi_stream']:.2f} ms, speedup {row['speedup']:.2f}x "
                   f"({row['contended_rounds']}/{args.repeats} rounds contended)", flush=True)
     if args.out:

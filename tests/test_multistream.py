@@ -29,6 +29,9 @@ _lib.define("tid(Tensor x, str tag) -> Tensor")
 _lib.define("gate_wait(Tensor x) -> Tensor")
 _lib.define("gate_open(Tensor x) -> Tensor")
 _lib.define("boom(Tensor x) -> Tensor")
+_lib.define("started_then_wait(Tensor x) -> Tensor")
+_lib.define("open_once_started(Tensor x) -> Tensor")
+_STARTED = threading.Event()
 
 
 def _tid(x, tag):
@@ -53,8 +56,21 @@ def _boom(x):
     raise ValueError("boom on purpose")
 
 
+def _started_then_wait(x):
+    _STARTED.set()
+    return _gate_wait(x)
+
+
+def _open_once_started(x):
+    # runs while started_then_wait runs: the two overlap in time, whatever the scheduling
+    if not _STARTED.wait(timeout=20):
+        raise RuntimeError("open_once_started: started_then_wait never started")
+    return _gate_open(x)
+
+
 for _name, _fn in (("tid", _tid), ("gate_wait", _gate_wait), ("gate_open", _gate_open),
-                   ("boom", _boom)):
+                   ("boom", _boom), ("started_then_wait", _started_then_wait),
+                   ("open_once_started", _open_once_started)):
     _lib.impl(_name, _fn, "CPU")
     torch.library.register_fake(f"op_sdk_mstest::{_name}",
                                 (lambda x, *a: torch.empty_like(x)), lib=_lib)
@@ -885,3 +901,25 @@ def test_max_autotune_fusions_apply_inside_a_stream_partition():
     assert graph.match_count("add_rms_norm_dynamic_quant") == 1
     assert any(n.startswith("npu_add_rms_norm_dynamic_quant")
                for n in graph.nodes_by_stream()["side"])
+
+
+def test_max_autotune_trace_shows_each_partition_on_its_streams_thread(tmp_path):
+    from op_sdk.app.report import trace_data
+
+    def fn(x):
+        with npu_stream_switch("traced"):
+            a = T.started_then_wait(x.cos())   # blocks until the main stream's op ran
+        b = T.open_once_started(x * 2)         # blocks until the side stream's op started
+        return a, b
+
+    opt, _ = _compile(fn, "max-autotune")
+    x = torch.randn(8)
+    _GATE.clear(), _STARTED.clear()
+    opt(x)
+    _GATE.clear(), _STARTED.clear()
+    traced = trace_data(lambda: opt(x), str(tmp_path))
+    threads = traced["threads"]
+    by_stream = {s: tid for tid, t in threads.items() for s in t["streams"]}
+    assert set(by_stream) == {"main", "traced"} and by_stream["main"] != by_stream["traced"]
+    assert threads[by_stream["traced"]]["ops"] >= 1     # the side partition's range
+    assert traced["overlap_us"] > 0

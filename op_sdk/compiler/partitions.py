@@ -17,7 +17,8 @@ is therefore compiled in pieces:
    one call per segment (plus a ``getitem`` per value it hands on) and the output.
 3. Each segment is compiled by ``compile_fx_inner`` with the pipeline's custom passes
    switched off (they already ran; Inductor's own post-grad passes run again inside each
-   segment), through Inductor's FX graph cache like any graph.
+   segment), through Inductor's FX graph cache like any graph. A side stream's segments
+   are generated for its worker's intra-op thread count (``cpp.threads``).
 4. The outer graph runs on the stream executors of streams.py: on CPU each side stream's
    segments on its worker thread, on CUDA on its side stream, ordered by the same plan as
    reduce-overhead's (data edges, record / wait, writes as barriers).
@@ -81,6 +82,10 @@ class _Launch:
         self.op_sdk_writes = segment.writes  # read by streams.plan: a write is a barrier
 
     def __call__(self, *args):
+        if torch.autograd.profiler._is_profiler_enabled:
+            # a range per segment: Inductor's generated kernels record none of their own
+            with torch.profiler.record_function(f"op_sdk::{self.__name__}"):
+                return self.compiled(list(args))
         return self.compiled(list(args))
 
     def __repr__(self) -> str:
@@ -257,7 +262,11 @@ def compile_partitions(gm: GraphModule, example_inputs: Sequence[Any], kwargs: d
             fake_mode = detect_fake_mode(example)
             allow = (mock.patch.object(fake_mode, "allow_non_fake_inputs", True)
                      if fake_mode is not None else contextlib.nullcontext())
-            with allow:
+            # Inductor's CPU kernels fix their OpenMP thread count when generated: a side
+            # stream's get its worker's (OP_SDK_STREAM_THREADS), as its ATen calls do
+            threads = ({"cpp.threads": streams.stream_threads()}
+                       if seg.stream != streams.MAIN else {})
+            with allow, inductor_config.patch(threads):
                 launches[seg.index].compiled = compile_fx_inner(seg.gm, example, **part)
     if strides is not None:
         strides.clear()
