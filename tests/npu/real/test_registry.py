@@ -158,3 +158,20 @@ def test_a4w4_per_group_is_refused_by_torch_npus_meta(k, continuous):
             else "dtype of input must be")
     with pytest.raises(RuntimeError, match=rule):
         opdef(*margs, **mkwargs)  # dispatches to torch_npu's Meta kernel
+
+
+@pytest.mark.parametrize("div_mode", [True, False])
+def test_npu_quantize_float8_targets_differ_from_torch_npus_meta(div_mode):
+    """float8 / HiFloat8 `dtype` targets of npu_quantize: torch_npu 2.13.0's Meta answers a
+    float8 (23 / 291, 24 / 292) or uint8 (HiFloat8, 290) tensor in both modes; op_sdk refuses
+    them naming `dtype`, since torch_npu documents none of them for npu_quantize and its
+    eager kernel and CANN disagree with the Meta (docs/operators.md, "Answered
+    differently")."""
+    x, s = torch.randn(4, 16), torch.rand(16) + 0.5
+    for code, meta_dtype in [(torch.float8_e5m2, torch.float8_e5m2), (291, torch.float8_e5m2),
+                             (torch.float8_e4m3fn, torch.float8_e4m3fn),
+                             (292, torch.float8_e4m3fn), (290, torch.uint8)]:
+        out = torch.ops.npu.npu_quantize(x.to("meta"), s.to("meta"), None, code, -1, div_mode)
+        assert out.shape == x.shape and out.dtype == meta_dtype
+        with pytest.raises(RuntimeError, match="npu_quantize: argument 'dtype' must be one of"):
+            torch.ops.npu.npu_quantize(x, s, None, code, -1, div_mode)
