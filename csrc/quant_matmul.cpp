@@ -1,8 +1,9 @@
 // CPU launcher of npu_quant_matmul (the contract's subset): the checks of
 // op_sdk/ops/quant_matmul.py in the same words, then per (broadcast) batch an exact int32
 // product and the dequantisation epilogue fused into one pass over the output
-// (quant_matmul_impl of csrc/quant_matmul_launch.h). int4 weights (A4W4, per-group A8W4)
-// are unpacked to int8 here first.
+// (quant_matmul_impl of csrc/quant_matmul_launch.h). int4 weights (A4W4, per-group A4W4
+// and A8W4) are unpacked to int8 here first; the per-group forms take the exact product one
+// group of 256 rows of k at a time and sum the scaled groups in fp32, in order.
 //
 // The product, when x2 is the transpose of an (n, k) row-major weight (how models keep
 // int8 weights) and x1 has few rows (decode): up to OP_SDK_QMM_VNNI_MAX_M rows (default
@@ -14,8 +15,10 @@
 // int8_product).
 #include <torch/library.h>
 
+#include <algorithm>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "checks.h"
@@ -128,6 +131,102 @@ Tensor a8w4_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
   return out.to(code == kFloat16 ? at::kHalf : at::kBFloat16);
 }
 
+// Per-group A4W4 (op_sdk/ops/quant_matmul.py: check_a4w4_per_group, the same rules in the
+// same words and order): per group of 256 rows of k (the last one shorter when 256 does not
+// divide k), the exact value of x1[:, g] @ (x2[g, :] - offset[g]) (the int32 product minus
+// the row sums of x1[:, g] times the float16 zero point, exact in fp64) rounded once to
+// fp32, times scale[g], summed in fp32 in order; then times pertoken_scale.
+constexpr int64_t kA4W4Group = 256;
+
+Tensor a4w4_per_group_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
+                             const std::optional<Tensor>& offset,
+                             const std::optional<Tensor>& pertoken,
+                             const std::optional<Tensor>& bias,
+                             std::optional<int64_t> output_dtype,
+                             std::optional<int64_t> x1_dtype, std::optional<int64_t> x2_dtype,
+                             std::optional<int64_t> pertoken_scale_dtype,
+                             std::optional<int64_t> scale_dtype,
+                             at::OptionalIntArrayRef group_sizes,
+                             const std::optional<Tensor>& y_scale) {
+  const char* op = kOp;
+  const std::pair<const char*, bool> extra[] = {
+      {"x1_dtype", x1_dtype.has_value()}, {"x2_dtype", x2_dtype.has_value()},
+      {"pertoken_scale_dtype", pertoken_scale_dtype.has_value()},
+      {"scale_dtype", scale_dtype.has_value()}, {"y_scale", y_scale.has_value()}};
+  for (const auto& [name, given] : extra)
+    QMM_UNSUPPORTED(!given, name, "is outside the supported subset (must be None)");
+  OPK_CHECK(x1.dim() == 2, op, "x1", "must be 2-D (m, k/8) with int4 x1 and x2 and a per-group "
+            "(2-D) scale, got ", x1.dim(), " dims");
+  const std::tuple<int64_t, int64_t, bool> shapes = a4w4_shapes(x1, x2);
+  const int64_t k = std::get<0>(shapes), n = std::get<1>(shapes), m = x1.size(0), g = kA4W4Group;
+  const bool transposed = std::get<2>(shapes);
+  OPK_CHECK(group_sizes.has_value() && group_sizes->size() == 3 &&
+                ((*group_sizes)[0] == 0 || (*group_sizes)[0] == 1) &&
+                ((*group_sizes)[1] == 0 || (*group_sizes)[1] == 1) && (*group_sizes)[2] == g,
+            op, "group_sizes", "must be [0, 0, ", g, "] or [1, 1, ", g, "] (one scale row per ", g,
+            " rows of k) with int4 x1 and x2 and a per-group (2-D) scale, got ",
+            group_sizes.has_value() ? c10::str(c10::IntArrayRef(*group_sizes))
+                                    : std::string("None"));
+  const int64_t groups = (k + g - 1) / g;
+  OPK_CHECK(scale.scalar_type() == at::kFloat && scale.size(0) == groups && scale.size(1) == n,
+            op, "scale", "must be float32 of shape (ceil(k/", g, "), n) = (", groups, ", ", n,
+            ") with int4 x1 and x2 per group, got ", dtype_name(scale.scalar_type()), " ",
+            shape_str(scale.sizes()));
+  OPK_CHECK(offset.has_value(), op, "offset", "is required with int4 x1 and x2 and a per-group "
+            "(2-D) scale (the weight's float16 zero points, shaped like scale)");
+  OPK_CHECK(offset->scalar_type() == at::kHalf && offset->dim() == 2 &&
+                offset->size(0) == groups && offset->size(1) == n,
+            op, "offset", "must be float16 of scale's shape (", groups, ", ", n,
+            ") with int4 x1 and x2 per group, got ", dtype_name(offset->scalar_type()), " ",
+            shape_str(offset->sizes()));
+  OPK_CHECK(pertoken.has_value(), op, "pertoken_scale",
+            "is required with int4 x1 and x2 and a per-group (2-D) scale");
+  OPK_CHECK(pertoken->scalar_type() == at::kFloat && pertoken->dim() == 2 &&
+                pertoken->size(0) == m && pertoken->size(1) == 1,
+            op, "pertoken_scale", "must be float32 of shape (m, 1) = (", m,
+            ", 1) with int4 x1 and x2 per group, got ", dtype_name(pertoken->scalar_type()), " ",
+            shape_str(pertoken->sizes()));
+  OPK_CHECK(!bias.has_value(), op, "bias", "must be None with int4 x1 and x2 and a per-group "
+            "(2-D) scale, got ", dtype_name(bias->scalar_type()), " ", shape_str(bias->sizes()));
+  const int64_t code = dtype_arg(op, "output_dtype", output_dtype, {kFloat16, kBFloat16}, -1);
+
+  const Tensor a = unpack_int4(x1);                                         // (m, k)
+  const Tensor b = transposed ? unpack_int4(x2.t()).t() : unpack_int4(x2);  // (k, n)
+  const Tensor s = scale.contiguous();
+  const Tensor off = offset->to(at::kFloat).contiguous();  // float16 -> float32 is exact
+  Tensor out = at::zeros({m, n}, x1.options().dtype(at::kFloat));
+  Tensor acc = at::empty({m, n}, x1.options().dtype(at::kInt));
+  std::vector<int32_t> rowsum(size_t(std::max<int64_t>(m, 1)));
+  float* op_ = out.data_ptr<float>();
+  const int32_t* ap = acc.data_ptr<int32_t>();
+  for (int64_t gi = 0; gi < groups; ++gi) {
+    const int64_t k0 = gi * g, len = std::min(g, k - k0);
+    const Tensor ag = a.narrow(1, k0, len).contiguous();
+    int8_product(ag, b.narrow(0, k0, len), acc, nullptr);
+    const int8_t* agp = ag.data_ptr<int8_t>();
+    for (int64_t r = 0; r < m; ++r) {
+      int32_t t = 0;
+      for (int64_t c = 0; c < len; ++c) t += agp[r * len + c];
+      rowsum[size_t(r)] = t;
+    }
+    const float* sg = s.data_ptr<float>() + gi * n;
+    const float* zg = off.data_ptr<float>() + gi * n;
+    parallel_rows(m, n, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const double xs = double(rowsum[size_t(r)]);
+        for (int64_t j = 0; j < n; ++j) {
+          // every term is exact in fp64 (the product of an int32 and a float16 value, and
+          // the difference), so this is the exact group value, rounded once to fp32
+          const double v = double(ap[r * n + j]) - xs * double(zg[j]);
+          op_[r * n + j] = op_[r * n + j] + float(v) * sg[j];
+        }
+      }
+    });
+  }
+  out = out * *pertoken;
+  return out.to(code == kFloat16 ? at::kHalf : at::kBFloat16);
+}
+
 Tensor npu_quant_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
                         const std::optional<Tensor>& offset,
                         const std::optional<Tensor>& pertoken_scale,
@@ -137,6 +236,10 @@ Tensor npu_quant_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
                         std::optional<int64_t> scale_dtype, at::OptionalIntArrayRef group_sizes,
                         const std::optional<Tensor>& y_scale) {
   const bool a4w4 = x1.scalar_type() == at::kInt && x2.scalar_type() == at::kInt;
+  if (a4w4 && scale.dim() == 2)  // a 2-D scale: per-group A4W4
+    return a4w4_per_group_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype,
+                                 x1_dtype, x2_dtype, pertoken_scale_dtype, scale_dtype,
+                                 group_sizes, y_scale);
   if (x1.scalar_type() == at::kChar && x2.scalar_type() == at::kInt && !x1_dtype.has_value() &&
       !x2_dtype.has_value())
     return a8w4_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, group_sizes);

@@ -1,9 +1,11 @@
-"""npu_quant_matmul: int8 x int8, int4 x int4 and int8 x int4 (per-group) matmul with
-per-channel / per-token dequantisation.
+"""npu_quant_matmul: int8 x int8, int4 x int4 (per channel or per group of k) and int8 x
+int4 (per-group) matmul with per-channel / per-token dequantisation.
 
 Native CPU kernel: csrc/quant_matmul.cpp (over kernels/quant_matmul.h): an exact int8
 product (an AVX-512 VNNI kernel reading (n, k) weights in place for few-row inputs, ATen's
-int8 GEMM otherwise) with the dequantisation fused into one pass over the output.
+int8 GEMM otherwise) with the dequantisation fused into one pass over the output. The
+per-group forms (A8W4, per-group A4W4) take the same exact product one group of 256 rows
+of k at a time and accumulate the scaled groups in fp32, in order.
 """
 
 from __future__ import annotations
@@ -114,6 +116,19 @@ def check_quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype
 
 A8W4_GROUP = 256
 
+# Per-group A4W4 (K-G, torch_npu's "int32 | int32 | float32 | float16 | None | float32 |
+# bfloat16/float16" row): x1 int32 (m, k/8), x2 int32 in either A4W4 layout, a 2-D `scale`
+# (ceil(k/256), n) float32 (one row per group of 256 rows of k; a 2-D scale is what selects
+# this form), `offset` float16 of scale's shape (the weight's per-group zero point, required),
+# `pertoken_scale` (m, 1) float32 (required), no bias, float16 / bfloat16 output,
+# group_sizes [0, 0, 256] or [1, 1, 256] (0 in m or n means the size the shapes give, 1).
+#   out = (sum_g fp32(x1[:, g] @ (x2[g, :] - offset[g])) * scale[g]) * pertoken_scale
+# Each group's value is exact (x1[:, g] @ x2[g, :] in int32, minus the row sums of x1[:, g]
+# times the float16 offset, computed exactly in fp64: an int32 product for integral zero
+# points) and rounded once to fp32; the scaled groups are summed in fp32 in order. The last
+# group is shorter when 256 does not divide k (the documented ceil(k/256) rows of scale).
+A4W4_GROUP = 256
+
 
 def _is_a4w4(x1, x2):
     return x1.dtype == torch.int32 and x2.dtype == torch.int32
@@ -151,6 +166,70 @@ def _check_a4w4(x1, x2, pertoken_scale, output_dtype, bias=None):
     if pertoken_scale is None:
         check(code == FLOAT16, op, "output_dtype",
               f"must be float16 for int4 x1 and x2 without pertoken_scale, got {output_dtype}")
+
+
+def _is_a4w4_per_group(x1, x2, scale):
+    return _is_a4w4(x1, x2) and scale.dim() == 2
+
+
+def check_a4w4_per_group(x1, x2, scale, offset, pertoken_scale, bias, output_dtype,
+                         x1_dtype, x2_dtype, pertoken_scale_dtype, scale_dtype, group_sizes,
+                         y_scale):
+    """Returns (output code, k, n, groups)."""
+    op = "npu_quant_matmul"
+    for name, v in (("x1_dtype", x1_dtype), ("x2_dtype", x2_dtype),
+                    ("pertoken_scale_dtype", pertoken_scale_dtype),
+                    ("scale_dtype", scale_dtype), ("y_scale", y_scale)):
+        if v is not None:
+            unsupported(op, name, "is outside the supported subset (must be None)")
+    check(x1.dim() == 2, op, "x1", f"must be 2-D (m, k/8) with int4 x1 and x2 and a per-group "
+          f"(2-D) scale, got {x1.dim()} dims")
+    k, n, _ = _a4w4_shapes(x1, x2)
+    m = x1.shape[0]
+    g = A4W4_GROUP
+    check(group_sizes is not None and len(group_sizes) == 3 and group_sizes[0] in (0, 1)
+          and group_sizes[1] in (0, 1) and group_sizes[2] == g, op, "group_sizes",
+          f"must be [0, 0, {g}] or [1, 1, {g}] (one scale row per {g} rows of k) with int4 x1 "
+          f"and x2 and a per-group (2-D) scale, got "
+          f"{None if group_sizes is None else list(group_sizes)}")
+    groups = -(-k // g)
+    check(scale.dtype == torch.float32 and list(scale.shape) == [groups, n], op, "scale",
+          f"must be float32 of shape (ceil(k/{g}), n) = ({groups}, {n}) with int4 x1 and x2 "
+          f"per group, got {scale.dtype} {list(scale.shape)}")
+    check(offset is not None, op, "offset", "is required with int4 x1 and x2 and a per-group "
+          "(2-D) scale (the weight's float16 zero points, shaped like scale)")
+    check(offset.dtype == torch.float16 and list(offset.shape) == [groups, n], op, "offset",
+          f"must be float16 of scale's shape ({groups}, {n}) with int4 x1 and x2 per group, "
+          f"got {offset.dtype} {list(offset.shape)}")
+    check(pertoken_scale is not None, op, "pertoken_scale",
+          "is required with int4 x1 and x2 and a per-group (2-D) scale")
+    check(pertoken_scale.dtype == torch.float32 and list(pertoken_scale.shape) == [m, 1], op,
+          "pertoken_scale", f"must be float32 of shape (m, 1) = ({m}, 1) with int4 x1 and x2 "
+          f"per group, got {pertoken_scale.dtype} {list(pertoken_scale.shape)}")
+    check(bias is None, op, "bias", f"must be None with int4 x1 and x2 and a per-group (2-D) "
+          f"scale, got {None if bias is None else bias.dtype} "
+          f"{None if bias is None else list(bias.shape)}")
+    code = dtype_arg(op, "output_dtype", output_dtype, (FLOAT16, BFLOAT16), None)
+    return code, k, n, groups
+
+
+def _a4w4_per_group_reference(x1, x2, scale, offset, pertoken_scale, bias, output_dtype,
+                              x1_dtype, x2_dtype, pertoken_scale_dtype, scale_dtype,
+                              group_sizes, y_scale):
+    code, k, n, groups = check_a4w4_per_group(
+        x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype, x2_dtype,
+        pertoken_scale_dtype, scale_dtype, group_sizes, y_scale)
+    x, w = _a4w4_unpack(x1, x2)
+    out = x.new_zeros((x.shape[0], n), dtype=torch.float32)
+    for g in range(groups):
+        rows = slice(g * A4W4_GROUP, min(k, (g + 1) * A4W4_GROUP))
+        xg = x[:, rows].double()
+        # fp64 holds every term exactly: the int32 product, the row sums times the float16
+        # zero point and their difference
+        acc = torch.matmul(xg, w[rows].double())
+        val = acc - xg.sum(1, keepdim=True) * offset[g].double()
+        out = out + val.float() * scale[g]
+    return (out * pertoken_scale).to(_OUT_DTYPES[code])
 
 
 def check_a8w4(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, group_sizes):
@@ -204,6 +283,11 @@ def quant_matmul_reference(x1, x2, scale, *, offset=None, pertoken_scale=None, b
                            output_dtype=None, x1_dtype=None, x2_dtype=None,
                            pertoken_scale_dtype=None, scale_dtype=None, group_sizes=None,
                            y_scale=None):
+    if _is_a4w4_per_group(x1, x2, scale):
+        return _a4w4_per_group_reference(x1, x2, scale, offset, pertoken_scale, bias,
+                                         output_dtype, x1_dtype, x2_dtype,
+                                         pertoken_scale_dtype, scale_dtype, group_sizes,
+                                         y_scale)
     if _is_a8w4(x1, x2) and x1_dtype is None and x2_dtype is None:
         return _a8w4_reference(x1, x2, scale, offset, pertoken_scale, bias, output_dtype,
                                group_sizes)
@@ -235,6 +319,11 @@ def quant_matmul_fake(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=N
                       output_dtype=None, x1_dtype=None, x2_dtype=None,
                       pertoken_scale_dtype=None, scale_dtype=None, group_sizes=None,
                       y_scale=None):
+    if _is_a4w4_per_group(x1, x2, scale):
+        code, _, n, _ = check_a4w4_per_group(
+            x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype, x2_dtype,
+            pertoken_scale_dtype, scale_dtype, group_sizes, y_scale)
+        return x1.new_empty((x1.shape[0], n), dtype=_OUT_DTYPES[code])
     if _is_a8w4(x1, x2) and x1_dtype is None and x2_dtype is None:
         code, _, n, _ = check_a8w4(x1, x2, scale, offset, pertoken_scale, bias, output_dtype,
                                    group_sizes)
@@ -284,8 +373,8 @@ npu_quant_matmul = define_op(
                                  "scale_dtype": None, "group_sizes": None, "y_scale": None},
                        meta_only=("output_dtype",)),
     reference=quant_matmul_reference, fake=quant_matmul_fake, native=("cpu",),
-    doc="int8 x int8, int4 x int4 and int8 x int4 (per-group) matmul with per-channel / "
-        "per-token dequantisation.",
+    doc="int8 x int8, int4 x int4 (per channel or per group of k) and int8 x int4 (per-group) "
+        "matmul with per-channel / per-token dequantisation.",
     benchmarks=(
         Benchmark(bench_inputs(5632), bench_composite, "torch._int_mm + dequant (eager)",
                   composite=bench_composite, n=5632,

@@ -12,7 +12,7 @@ scale); docs/conformance.md lists every case and what became of it:
   for CPU time; the Ascend950 per-token case's golden is fixed (upstream multiplies by the
   untransposed weight and names an undefined scale_clone) and rounded to the bfloat16
   output, since upstream's prec 1e-3 is finer than a bfloat16 step.
-- int4 inputs (A4W4): compared; the per-group A4W4 case is pending (xfail strict).
+- int4 inputs (A4W4, also per group of k with a float16 zero point): compared.
 - int8 x int4 weights (A8W4): compared with upstream's golden, the NPU's decomposed form
   ((x - 8) @ w per K group, the caller's offset carrying 8 * sum(scale * w)).
 - float8 / hifloat8 / MX (float8_e8m0 scales, float4) cases: outside the subset, asserted
@@ -40,10 +40,6 @@ ROWS = 128
 ROWS_950 = 131
 
 OUTSIDE_SUBSET = r"npu_quant_matmul: argument '\w+' .*supported subset"
-PERGROUP_A4W4_PENDING = pytest.mark.xfail(
-    strict=True, raises=NotImplementedError,
-    reason="not implemented yet: per-group A4W4 in npu_quant_matmul (int4 x1 and x2 with "
-           "group_sizes [1, 1, 256], a (k/256, n) scale and a float16 offset)")
 
 
 def int_product(x1, x2):
@@ -170,7 +166,6 @@ def a4w4_pergroup_golden(x1, x2_t, x1_scale, x2_scale, x2_offset, group_size=256
     return out * x1_scale
 
 
-@PERGROUP_A4W4_PENDING
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 def test_npu_quant_matmul_a4w4_pergroup(dtype):
     # skipped upstream; (256, 2048) x (2048, 5120) cut to 16 rows and 256 columns

@@ -2,14 +2,15 @@
 product is exact and the epilogue does the contract's fp32 steps in its order), over every
 epilogue, sizes (the VNNI / AMX few-row kernels and ATen's int8 GEMM), layouts, batched,
 strided and empty inputs, saturation and rounding; the formulas on hand-built cases; the
-int4 weights A4W4 / A8W4 (torch_npu's documented contract beyond A2 / A3) and their rules."""
+int4 weights A4W4 (per channel and per group of k) / A8W4 (torch_npu's documented contract
+beyond A2 / A3) and their rules."""
 
 import pytest
 import torch
 
 from op_sdk.ops._common import pack_int4, pack_quant_scale, unpack_quant_scale
 from op_sdk.ops.quant_matmul import quant_matmul_reference
-from tests.ops._helpers import T, bf16, fp16, i8, npu, rand_i8
+from tests.ops._helpers import T, bf16, fp16, i8, i32, npu, rand_i8, strided
 
 SCHEMAS = [
     "npu_quant_matmul(Tensor x1, Tensor x2, Tensor scale, *, Tensor? offset=None, Tensor? pertoken_scale=None, Tensor? bias=None, int? output_dtype=None, int? x1_dtype=None, int? x2_dtype=None, int? pertoken_scale_dtype=None, int? scale_dtype=None, int[]? group_sizes=None, Tensor? y_scale=None) -> Tensor",
@@ -96,6 +97,33 @@ CASES = [
      {"bias": T(2, 1, 6, dtype=torch.int32)}, "bias", RuntimeError),
     ("qmm/2d-bias", "npu_quant_matmul", (T(2, 4, 8, dtype=i8), T(8, 6, dtype=i8), T(6)),
      {"bias": T(1, 6, dtype=torch.int32)}, "bias", RuntimeError),
+] + [
+    # per-group A4W4 (int32 x1 and x2, a 2-D scale): k = 520 (3 groups, the last of 8 rows),
+    # n = 24; each entry breaks one rule of an otherwise valid call
+    (f"qmm/a4w4-group/{cid}", "npu_quant_matmul",
+     (change.pop("x1", T(4, 65, dtype=i32)), change.pop("x2", T(520, 3, dtype=i32)),
+      change.pop("scale", T(3, 24))),
+     {"offset": T(3, 24, dtype=fp16), "pertoken_scale": T(4, 1), "output_dtype": fp16,
+      "group_sizes": [1, 1, 256], **change}, arg, exc)
+    for cid, change, arg, exc in [
+        ("x1-3d", {"x1": T(2, 4, 65, dtype=i32)}, "x1", RuntimeError),
+        ("x2-k", {"x2": T(512, 3, dtype=i32)}, "x2", RuntimeError),
+        ("group-sizes-none", {"group_sizes": None}, "group_sizes", RuntimeError),
+        ("group-sizes-k", {"group_sizes": [1, 1, 128]}, "group_sizes", RuntimeError),
+        ("group-sizes-m", {"group_sizes": [2, 1, 256]}, "group_sizes", RuntimeError),
+        ("scale-rows", {"scale": T(2, 24)}, "scale", RuntimeError),
+        ("scale-dtype", {"scale": T(3, 24, dtype=bf16)}, "scale", RuntimeError),
+        ("offset-none", {"offset": None}, "offset", RuntimeError),
+        ("offset-dtype", {"offset": T(3, 24)}, "offset", RuntimeError),
+        ("offset-shape", {"offset": T(24, dtype=fp16)}, "offset", RuntimeError),
+        ("pertoken-none", {"pertoken_scale": None}, "pertoken_scale", RuntimeError),
+        ("pertoken-1d", {"pertoken_scale": T(4)}, "pertoken_scale", RuntimeError),
+        ("bias", {"bias": T(24, dtype=i32)}, "bias", RuntimeError),
+        ("output-dtype-int8", {"output_dtype": None}, "output_dtype", RuntimeError),
+        ("output-dtype-int32", {"output_dtype": torch.int32}, "output_dtype", RuntimeError),
+        ("x1-dtype", {"x1_dtype": 290}, "x1_dtype", NotImplementedError),
+        ("y-scale", {"y_scale": T(1, 24, dtype=torch.int64)}, "y_scale", NotImplementedError),
+    ]
 ]
 
 
@@ -288,6 +316,94 @@ def test_quant_matmul_a8w4_rules(device):
     with pytest.raises(NotImplementedError, match="argument 'bias'"):
         npu.npu_quant_matmul(x1, x2, s, pertoken_scale=pt, output_dtype=fp16,
                              bias=torch.zeros(24, dtype=torch.int32, device=device))
+
+
+# ---- per-group A4W4: int4 x1 and x2, a (ceil(k/256), n) scale and float16 zero points ----------
+
+def _a4w4_group_call(m, k, n, continuous, integral=True, seed=0):
+    """(int4 values of x1 and x2, the packed x1 / x2 and the per-group arguments) of a per-group
+    A4W4 call; zero points integral (upstream's asymmetric quantization) or not."""
+    torch.manual_seed(seed)
+    q1, q2 = _int4(m, k), _int4(k, n)
+    x1 = pack_int4(q1)
+    x2 = pack_int4(q2.t().contiguous()).t() if continuous else pack_int4(q2)
+    groups = -(-k // 256)
+    off = torch.randint(-7, 8, (groups, n)).to(fp16)
+    if not integral:
+        off = off + torch.randn(groups, n).to(fp16)
+    kw = {"offset": off, "pertoken_scale": torch.rand(m, 1) + 0.5, "group_sizes": [1, 1, 256]}
+    return q1, q2, x1, x2, torch.rand(groups, n) / 50, kw
+
+
+# m = 1 and 3 take the VNNI kernel (where the CPU has it), 17 the AMX kernel, 40 ATen's int8
+# GEMM; k = 256 is one group, 1024 four, 520 three (the last 8 rows long); odd n where the
+# layout allows it (the transposed x2 holds n unpacked)
+@pytest.mark.parametrize("m,k,n", [(1, 256, 24), (3, 1024, 33), (17, 520, 16), (40, 768, 9)])
+@pytest.mark.parametrize("continuous", [False, True])
+@pytest.mark.parametrize("out", [fp16, bf16])
+def test_quant_matmul_a4w4_per_group(m, k, n, continuous, out):
+    if not continuous and n % 8:
+        n = 8 * (n // 8 + 1)  # packed along n: a multiple of 8
+    q1, q2, x1, x2, scale, kw = _a4w4_group_call(m, k, n, continuous)
+    got = npu.npu_quant_matmul(x1, x2, scale, output_dtype=out, **kw)
+    ref = quant_matmul_reference(x1, x2, scale, output_dtype=out, **kw)
+    assert got.shape == (m, n) and got.dtype == out
+    assert torch.equal(got, ref)
+    # the formula on the int4 values: per group an int32 product with the zero point taken
+    # off the weight, scaled and summed in fp32 in group order, then the per-token scale
+    acc = torch.zeros(m, n)
+    for g in range(scale.shape[0]):
+        r = slice(g * 256, (g + 1) * 256)
+        w = q2[r].long() - kw["offset"][g].long()
+        acc = acc + (q1[:, r].long() @ w).float() * scale[g]
+    assert torch.equal(got, (acc * kw["pertoken_scale"]).to(out))
+    # [0, 0, 256]: the sizes in m and n taken from the shapes (1 each), the same call
+    same = npu.npu_quant_matmul(x1, x2, scale, output_dtype=out, **dict(kw, group_sizes=[0, 0, 256]))
+    assert torch.equal(same, got)
+
+
+@pytest.mark.parametrize("continuous", [False, True])
+def test_quant_matmul_a4w4_per_group_fractional_zero_points(continuous):
+    """Zero points need not be integers: each group's value x1 @ (x2 - offset) is exact (fp64)
+    before its one rounding to fp32, in the kernel and the reference alike."""
+    m, k, n = 6, 1024, 40
+    q1, q2, x1, x2, scale, kw = _a4w4_group_call(m, k, n, continuous, integral=False, seed=3)
+    for out in (fp16, bf16):
+        got = npu.npu_quant_matmul(x1, x2, scale, output_dtype=out, **kw)
+        assert torch.equal(got, quant_matmul_reference(x1, x2, scale, output_dtype=out, **kw))
+        exact = sum((q1[:, g * 256:(g + 1) * 256].double()
+                     @ (q2[g * 256:(g + 1) * 256].double() - kw["offset"][g].double()))
+                    * scale[g].double() for g in range(4)) * kw["pertoken_scale"].double()
+        torch.testing.assert_close(got.double(), exact.to(out).double(), rtol=1e-2, atol=1e-2)
+
+
+def test_quant_matmul_a4w4_per_group_non_contiguous_and_fake():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    m, k, n = 5, 512, 24
+    q1, q2, x1, x2, scale, kw = _a4w4_group_call(m, k, n, True, seed=1)
+    want = npu.npu_quant_matmul(x1, x2, scale, output_dtype=bf16, **kw)
+    # every tensor argument a strided view with the same values; x1 rows taken with a step
+    wide = torch.zeros(2 * m, k // 8, dtype=i32)
+    wide[::2] = x1
+    kws = dict(kw, offset=strided(kw["offset"]), pertoken_scale=strided(kw["pertoken_scale"]))
+    for a in (wide[::2], strided(x1)):
+        got = npu.npu_quant_matmul(a, x2, strided(scale), output_dtype=bf16, **kws)
+        assert torch.equal(got, want)
+        assert torch.equal(quant_matmul_reference(a, x2, strided(scale), output_dtype=bf16, **kws),
+                           want)
+    # the (k, n/8) layout of the same weight gives the same result
+    flat = npu.npu_quant_matmul(x1, pack_int4(q2), scale, output_dtype=bf16, **kw)
+    assert torch.equal(flat, want)
+    with FakeTensorMode():
+        out = npu.npu_quant_matmul(torch.empty(m, k // 8, dtype=i32),
+                                   torch.empty(n, k // 8, dtype=i32).t(), torch.empty(2, n),
+                                   offset=torch.empty(2, n, dtype=fp16),
+                                   pertoken_scale=torch.empty(m, 1), output_dtype=fp16,
+                                   group_sizes=[0, 0, 256])
+        assert out.shape == (m, n) and out.dtype == fp16
+    torch.library.opcheck(npu.npu_quant_matmul.default, (x1, x2, scale),
+                          dict(kw, output_dtype=fp16))
 
 
 # ---- a (batch, 1, n) bias (torch_npu's documented form for a 3-D output) ------------------------

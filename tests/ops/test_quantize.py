@@ -68,6 +68,16 @@ def meta_grid():
 # (case id, operator, args, kwargs, argument named in the error, exception type)
 CASES = [
     ("q/dtype", "npu_quantize", (T(4, 8), T(8), None, torch.float16, -1), {}, "dtype", RuntimeError),
+    # float8 / HiFloat8 targets: no consistent documented behaviour (docs/operators.md,
+    # "Answered differently"); torch's codes 23 / 24, torch_npu's 290 / 291 / 292, both modes
+    ("q/dtype-float8-e4m3fn", "npu_quantize", (T(4, 8), T(8), None, torch.float8_e4m3fn, -1, True),
+     {}, "dtype", RuntimeError),
+    ("q/dtype-float8-e5m2-mul-mode", "npu_quantize",
+     (T(4, 8), T(8), None, torch.float8_e5m2, -1, False), {}, "dtype", RuntimeError),
+    ("q/dtype-hifloat8", "npu_quantize", (T(4, 8), T(8), None, 290, -1, True), {}, "dtype",
+     RuntimeError),
+    ("q/dtype-npu-float8-e4m3fn-mul-mode", "npu_quantize", (T(4, 8), T(8), None, 292, -1, False),
+     {}, "dtype", RuntimeError),
     ("q/scales-size", "npu_quantize", (T(4, 8), T(5), None, 1, -1), {}, "scales", RuntimeError),
     ("q/scales-along-axis", "npu_quantize", (T(4, 8), T(8), None, 1, 0), {}, "scales", RuntimeError),
     ("q/axis-range", "npu_quantize", (T(4, 8), T(8), None, 1, 2), {}, "axis", RuntimeError),

@@ -129,3 +129,49 @@ def test_documented_differences_from_torch_npus_meta():
     qm = torch.ops.npu.npu_quantize(x.to("meta"), torch.ones(16, device="meta"), None,
                                     torch.int32, -1, False)
     assert q.shape == qm.shape == x.shape and q.dtype == qm.dtype == torch.int32
+
+
+@pytest.mark.parametrize("k", [256, 1024])
+@pytest.mark.parametrize("continuous", [False, True])
+def test_a4w4_per_group_is_refused_by_torch_npus_meta(k, continuous):
+    """Per-group A4W4 (torch_npu's documented row int32 / int32 / float32 scale
+    (ceil(k/256), n) / float16 offset / float32 (m, 1) pertoken_scale / bfloat16 or float16
+    output): op_sdk's CPU kernel and fake give (m, n); torch_npu 2.13.0's Meta refuses every
+    such call, so the Meta grid cannot hold it (docs/operators.md, "Answered differently")."""
+    from op_sdk.ops._common import pack_int4
+
+    m, n, groups = 3, 24, k // 256
+    q2 = torch.randint(-8, 8, (k, n), dtype=torch.int8)
+    x1 = pack_int4(torch.randint(-8, 8, (m, k), dtype=torch.int8))
+    x2 = pack_int4(q2.t().contiguous()).t() if continuous else pack_int4(q2)
+    args = (x1, x2, torch.rand(groups, n))
+    kwargs = {"offset": torch.randint(-7, 8, (groups, n)).to(torch.float16),
+              "pertoken_scale": torch.rand(m, 1), "output_dtype": torch.bfloat16,
+              "group_sizes": [1, 1, 256]}
+    opdef = op_sdk.get_op("npu_quant_matmul")
+    cpu = _signature(opdef(*args, **kwargs))
+    margs, mkwargs = tuple(_meta(a) for a in args), {k: _meta(v) for k, v in kwargs.items()}
+    assert cpu == _signature(opdef.fake(*margs, **mkwargs)) == [((m, n), torch.bfloat16)]
+    # several groups: the (m, 1) pertoken_scale against the scale's k groups; one group:
+    # the int32 inputs under a group_sizes with a value above 1
+    rule = ("k dimension of scale and pertoken_scale must be equal" if groups > 1
+            else "dtype of input must be")
+    with pytest.raises(RuntimeError, match=rule):
+        opdef(*margs, **mkwargs)  # dispatches to torch_npu's Meta kernel
+
+
+@pytest.mark.parametrize("div_mode", [True, False])
+def test_npu_quantize_float8_targets_differ_from_torch_npus_meta(div_mode):
+    """float8 / HiFloat8 `dtype` targets of npu_quantize: torch_npu 2.13.0's Meta answers a
+    float8 (23 / 291, 24 / 292) or uint8 (HiFloat8, 290) tensor in both modes; op_sdk refuses
+    them naming `dtype`, since torch_npu documents none of them for npu_quantize and its
+    eager kernel and CANN disagree with the Meta (docs/operators.md, "Answered
+    differently")."""
+    x, s = torch.randn(4, 16), torch.rand(16) + 0.5
+    for code, meta_dtype in [(torch.float8_e5m2, torch.float8_e5m2), (291, torch.float8_e5m2),
+                             (torch.float8_e4m3fn, torch.float8_e4m3fn),
+                             (292, torch.float8_e4m3fn), (290, torch.uint8)]:
+        out = torch.ops.npu.npu_quantize(x.to("meta"), s.to("meta"), None, code, -1, div_mode)
+        assert out.shape == x.shape and out.dtype == meta_dtype
+        with pytest.raises(RuntimeError, match="npu_quantize: argument 'dtype' must be one of"):
+            torch.ops.npu.npu_quantize(x, s, None, code, -1, div_mode)
