@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from op_sdk.library import Benchmark, define_op
+from op_sdk.npu_binding import AclnnBinding
 from op_sdk.ops._common import (
     FLOAT_DTYPES,
     INT32,
@@ -126,6 +127,12 @@ def _bench_inputs(t, h, dt):
 npu_quantize = define_op(
     "npu_quantize(Tensor input, Tensor scales, Tensor? zero_points, int dtype, int axis=1, "
     "bool div_mode=True) -> Tensor",
+    # aclnnQuantize: rint(x / scales + zero_points) into the dtype the Meta function
+    # allocates y with. div_mode=False is aclnnAscendQuantV3 in torch_npu, which this
+    # binding does not call.
+    aclnn=AclnnBinding("aclnnQuantize", outputs=("y",), rename={"x": "input"},
+                       dtype_of={"dtype": "y"}, meta_only=("dtype",),
+                       requires={"div_mode": True}),
     reference=quantize_reference, fake=quantize_fake, native=("cpu",),
     doc="Static quantisation rint(x / scales + zp) (div_mode) or rint(x * scales + zp).",
     benchmarks=(Benchmark(_bench_inputs),),
