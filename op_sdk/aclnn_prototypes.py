@@ -11,7 +11,8 @@ Conventions, as in CANN's own headers:
 
 * parameters are listed without the trailing ``uint64_t* workspaceSize,
   aclOpExecutor** executor`` pair, which every GetWorkspaceSize function ends with;
-* an output parameter is named ``...Out`` or ``out`` (CANN's "计算输出");
+* an output parameter is named ``...Out`` or ``out`` (CANN's "计算输出"), or is listed in
+  ``outputs`` with the document that says so (aclnnAscendQuantV3's ``y``);
 * a parameter the API updates in place is named ``...Ref`` (``varRef``, ``selfRef``);
 * an input that may be null is named ``...Optional``, or is listed in ``nullable`` with
   the document that says so.
@@ -50,10 +51,11 @@ class AclnnParam:
     ctype: str
     name: str
     nullable: bool = False
+    written: bool = False  # an output whose name does not say so
 
     @property
     def output(self) -> bool:
-        return self.name == "out" or self.name.endswith("Out")
+        return self.written or self.name == "out" or self.name.endswith("Out")
 
     @property
     def ref(self) -> bool:
@@ -92,7 +94,8 @@ class AclnnPrototype:
                 "aclOpExecutor** executor)")
 
 
-def parse_params(text: str, nullable: tuple[str, ...] = ()) -> tuple[AclnnParam, ...]:
+def parse_params(text: str, nullable: tuple[str, ...] = (),
+                 outputs: tuple[str, ...] = ()) -> tuple[AclnnParam, ...]:
     """``"const aclTensor* x, double epsilon, ..."`` -> parameters (C types normalised:
     ``T *name`` and ``T* name`` are the same)."""
     params = []
@@ -104,10 +107,11 @@ def parse_params(text: str, nullable: tuple[str, ...] = ()) -> tuple[AclnnParam,
         if ctype not in C_TYPES and ctype.removeprefix("const ") not in _SCALARS:
             raise ValueError(f"aclnn parameter {piece.strip()!r}: C type {ctype!r} is not one "
                              f"the bindings handle ({', '.join(C_TYPES)})")
-        params.append(AclnnParam(ctype, m.group(3), m.group(3) in nullable))
-    unknown = set(nullable) - {p.name for p in params}
+        params.append(AclnnParam(ctype, m.group(3), m.group(3) in nullable,
+                                 m.group(3) in outputs))
+    unknown = (set(nullable) | set(outputs)) - {p.name for p in params}
     if unknown:
-        raise ValueError(f"nullable names no parameter: {sorted(unknown)}")
+        raise ValueError(f"nullable / outputs name no parameter: {sorted(unknown)}")
     return tuple(params)
 
 
@@ -118,8 +122,8 @@ _OPS_MATH = "hicann/ops-math 8.5.0 (commit b6031bda9848fb77c4124891a90ff83db5c40
 
 
 def _entry(api: str, params: str, source: str, nullable: tuple[str, ...] = (),
-           cann: str = CANN_VERSION) -> AclnnPrototype:
-    return AclnnPrototype(api, parse_params(params, nullable), cann, source)
+           cann: str = CANN_VERSION, outputs: tuple[str, ...] = ()) -> AclnnPrototype:
+    return AclnnPrototype(api, parse_params(params, nullable, outputs), cann, source)
 
 
 PROTOTYPES: dict[str, AclnnPrototype] = {p.api: p for p in (
@@ -170,6 +174,13 @@ PROTOTYPES: dict[str, AclnnPrototype] = {p.api: p for p in (
            "aclDataType dtype, int32_t axis, aclTensor* out",
            _OPS_NN + "quant/quantize/op_api/aclnn_quantize.h; nullable: "
            "quant/quantize/docs/aclnnQuantize.md", nullable=("zeroPoints",), cann="8.5.0"),
+    # offset may be null ("可选参数") and y is the output ("输出"): the API document's rows
+    _entry("aclnnAscendQuantV3",
+           "const aclTensor* x, const aclTensor* scale, const aclTensor* offset, bool sqrtMode, "
+           "const char* roundMode, int32_t dstType, int32_t axis, const aclTensor* y",
+           _OPS_NN + "quant/ascend_quant_v2/op_host/op_api/aclnn_ascend_quant_v3.h; nullable, "
+           "outputs: quant/ascend_quant_v2/docs/aclnnAscendQuantV3.md",
+           nullable=("offset",), outputs=("y",), cann="8.5.0"),
     # scale may be null: "输入（可选）" (the API document's scale row); bias is reserved,
     # "当前暂不支持", and the bindings pass null for it
     _entry("aclnnTransposeBatchMatMul",

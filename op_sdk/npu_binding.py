@@ -14,8 +14,9 @@ schema arguments the API cannot take. From it:
   keeps it equal to what the declaration generates): the aclnn arguments in prototype
   order, the outputs allocated from the operator's Meta function, and a compile-time
   check of every converted argument's C type against the prototype;
-* ``check_source`` reads the ``EXEC_NPU_CMD_EXT`` call of a binding source and checks its
-  argument order against the prototype (for sources edited by hand);
+* ``check_source`` reads the ``EXEC_NPU_CMD_EXT`` calls of a binding source (one per API
+  of a binding selected by argument values) and checks their argument order against the
+  prototypes (for sources edited by hand);
 * ``decide`` / ``load_bindings`` register a built binding only for operators the
   installed torch_npu does not define (backfilling an older torch_npu; never two kernels
   for one operator).
@@ -77,6 +78,13 @@ class AclnnBinding:
                argument itself is never written (an out-of-place operator over an in-place
                API).
 
+    convert:   {schema argument: named conversion} for an argument the API takes in another
+               form, through a function of csrc/npu/binding.h (``CONVERSIONS``).
+    when / otherwise: a binding selected by argument values: ``when`` {schema argument:
+               value or tuple of values} holds for the calls this binding serves, the others
+               go to ``otherwise`` (another AclnnBinding, with the same outputs). The
+               arguments in ``when`` need no other mention in either binding.
+
     An in-place operator (a ``Tensor(a!)`` argument, returned) passes that argument to the
     API's ``...Ref`` parameter and names its return after it: ``outputs=("input",)``.
     """
@@ -90,10 +98,22 @@ class AclnnBinding:
     defaults: dict[str, Any] = dataclasses.field(default_factory=dict)
     dtype_of: dict[str, str] = dataclasses.field(default_factory=dict)
     copy_of: dict[str, str] = dataclasses.field(default_factory=dict)
+    convert: dict[str, str] = dataclasses.field(default_factory=dict)
+    when: dict[str, Any] = dataclasses.field(default_factory=dict)
+    otherwise: AclnnBinding | None = None
 
     @property
     def prototype(self) -> AclnnPrototype:
         return PROTOTYPES[self.api]
+
+    @property
+    def branches(self) -> tuple[AclnnBinding, ...]:
+        """This binding and those ``otherwise`` chains to, in the order they are tried."""
+        return (self,) + (self.otherwise.branches if self.otherwise is not None else ())
+
+    @property
+    def apis(self) -> tuple[str, ...]:
+        return tuple(b.api for b in self.branches)
 
 
 # ---------------------------------------------------------------------------------------
@@ -160,6 +180,12 @@ _CPP_TYPES = {
 # an int argument passed to a narrower or dtype parameter goes through a named conversion
 _CONVERSIONS = {("int", "int32_t"): "static_cast<int32_t>",
                 ("int", "aclDataType"): "static_cast<at::ScalarType>"}
+# conversions a declaration names (convert=): function of csrc/npu/binding.h -> (schema type,
+# C type of the parameter it feeds)
+CONVERSIONS = {
+    # npu_quantize's axis for aclnnAscendQuantV3: -2 stays, any other is the last axis
+    "ascend_quant_axis": ("int", "int32_t"),
+}
 
 
 def _default_argument(param: AclnnParam) -> str:
@@ -186,9 +212,11 @@ def _fail(opdef, binding, rule: str) -> BindingError:
     return BindingError(f"{opdef.qualname} binding to {binding.api}: {rule}")
 
 
-def binding_plan(opdef, binding: AclnnBinding | None = None) -> list[_Bound]:
+def binding_plan(opdef, binding: AclnnBinding | None = None,
+                 chosen: tuple[str, ...] = ()) -> list[_Bound]:
     """Each aclnn parameter, in prototype order, with what the binding passes to it.
-    Raises BindingError where the declaration contradicts the prototype or the schema."""
+    Raises BindingError where the declaration contradicts the prototype or the schema.
+    ``chosen``: the arguments whose values selected this binding (an enclosing ``when``)."""
     binding = binding or opdef.aclnn
     if binding.api not in PROTOTYPES:
         raise _fail(opdef, binding, f"no prototype for {binding.api} in the pinned table "
@@ -205,7 +233,8 @@ def binding_plan(opdef, binding: AclnnBinding | None = None) -> list[_Bound]:
                 raise _fail(opdef, binding, f"{what}= names '{key}', which is no parameter of "
                             f"{binding.api} ({', '.join(p.name for p in proto.params)})")
     for key in (list(binding.requires) + list(binding.meta_only) + list(binding.rename.values())
-                + list(binding.defaults) + list(binding.copy_of.values())):
+                + list(binding.defaults) + list(binding.copy_of.values()) + list(binding.convert)
+                + list(binding.when)):
         if key not in by_name:
             raise _fail(opdef, binding, f"'{key}' is no argument of the schema "
                         f"({', '.join(by_name)})")
@@ -213,6 +242,18 @@ def binding_plan(opdef, binding: AclnnBinding | None = None) -> list[_Bound]:
         raise _fail(opdef, binding, f"outputs= names {len(binding.outputs)} returns "
                     f"{binding.outputs}, the schema has {n_returns}; rule: one distinct name "
                     "per return, in schema order")
+    if bool(binding.when) != (binding.otherwise is not None):
+        raise _fail(opdef, binding, "when= and otherwise= go together; rule: a binding "
+                    "selected by argument values names the binding of the other calls "
+                    "(requires= rejects values no binding serves)")
+    if binding.otherwise is not None and binding.otherwise.outputs != binding.outputs:
+        raise _fail(opdef, binding, f"otherwise= binding {binding.otherwise.api} names the "
+                    f"returns {binding.otherwise.outputs}; rule: the same outputs= in every "
+                    "binding of one operator (the outputs are allocated once)")
+    for name, conv in binding.convert.items():
+        if conv not in CONVERSIONS:
+            raise _fail(opdef, binding, f"convert= names '{conv}' for argument '{name}'; rule: "
+                        f"a conversion of csrc/npu/binding.h ({', '.join(CONVERSIONS)})")
     aliased = _aliased_returns(opdef)
     for name, alias in zip(binding.outputs, aliased):
         if alias is not None and (name != alias or n_returns != 1):
@@ -260,9 +301,9 @@ def binding_plan(opdef, binding: AclnnBinding | None = None) -> list[_Bound]:
             continue
         if p.name in binding.dtype_of:
             output = binding.dtype_of[p.name]
-            if p.ctype.replace("const ", "") != "aclDataType":
+            if p.ctype.replace("const ", "") not in ("aclDataType", "int32_t"):
                 raise _fail(opdef, binding, f"dtype_of= gives {where} the dtype of '{output}'; "
-                            "rule: a dtype goes to an aclDataType parameter")
+                            "rule: a dtype goes to an aclDataType (or int32_t) parameter")
             plan.append(_Bound(p, "dtype", output, f"{output}_dtype"))
             continue
         target = binding.rename.get(p.name, _default_argument(p))
@@ -290,13 +331,15 @@ def binding_plan(opdef, binding: AclnnBinding | None = None) -> list[_Bound]:
         if target in seen_args:
             raise _fail(opdef, binding, f"argument '{target}' is passed again, to {where}; "
                         "rule: each schema argument reaches one aclnn parameter")
-        if target in binding.requires or target in binding.meta_only:
+        if (target in binding.requires or target in binding.meta_only or target in binding.when
+                or target in chosen):
             raise _fail(opdef, binding, f"argument '{target}' is passed to {where} and also "
-                        "listed in requires= / meta_only=")
+                        "listed in requires= / meta_only= / when=")
         if p.ref != arg.mutable:
-            raise _fail(opdef, binding, f"argument '{target}' ({'mutable' if arg.mutable else 'read-only'}) "
-                        f"is passed to {where}; rule: the operator's mutable (a!) argument, "
-                        "and only it, goes to the API's in-place ...Ref parameter")
+            access = "mutable" if arg.mutable else "read-only"
+            raise _fail(opdef, binding, f"argument '{target}' ({access}) is passed to {where}; "
+                        "rule: the operator's mutable (a!) argument, and only it, goes to the "
+                        "API's in-place ...Ref parameter")
         if target in binding.copy_of.values():
             raise _fail(opdef, binding, f"argument '{target}' is passed to {where} and also "
                         "copied by copy_of=")
@@ -305,6 +348,13 @@ def binding_plan(opdef, binding: AclnnBinding | None = None) -> list[_Bound]:
         cpp, converts_to = _CPP_TYPES.get(typ, (None, ()))
         want = p.ctype.replace("const ", "")
         conversion = _CONVERSIONS.get((typ, want))
+        if target in binding.convert:
+            name = binding.convert[target]
+            if CONVERSIONS[name] != (typ, want):
+                raise _fail(opdef, binding, f"convert= passes argument '{target}' ({arg.type}) "
+                            f"through {name}, which takes {CONVERSIONS[name][0]} to "
+                            f"{CONVERSIONS[name][1]}, to {where}; rule: the conversion's types")
+            conversion = f"op_sdk_npu::{name}"
         if cpp is None or (want not in converts_to and conversion is None):
             raise _fail(opdef, binding, f"argument '{target}' ({arg.type}) cannot be passed "
                         f"to {where}; rule: Tensor/Tensor? -> aclTensor*, float -> double, "
@@ -335,9 +385,14 @@ def binding_plan(opdef, binding: AclnnBinding | None = None) -> list[_Bound]:
     if unused:
         raise _fail(opdef, binding, f"defaults= names {unused}, which reach no parameter of "
                     f"{binding.api}; rule: a default is for an argument the API takes")
+    unconverted = [c for c in binding.convert if c not in seen_args]
+    if unconverted:
+        raise _fail(opdef, binding, f"convert= names {unconverted}, which reach no parameter "
+                    f"of {binding.api}")
     unbound = [a.name for a in args if a.name not in seen_args and a.name not in
                binding.requires and a.name not in binding.meta_only
-               and a.name not in binding.copy_of.values()]
+               and a.name not in binding.copy_of.values() and a.name not in binding.when
+               and a.name not in chosen]
     if unbound:
         raise _fail(opdef, binding, f"schema argument(s) {unbound} reach no parameter of "
                     f"{binding.api}; rule: every argument is passed, pinned with requires= "
@@ -345,9 +400,19 @@ def binding_plan(opdef, binding: AclnnBinding | None = None) -> list[_Bound]:
     return plan
 
 
+def _branch_plans(opdef, binding: AclnnBinding) -> list[tuple[AclnnBinding, list[_Bound]]]:
+    """Each binding of the chain (``when`` / ``otherwise``) with its plan."""
+    out, chosen = [], ()
+    for branch in binding.branches:
+        out.append((branch, binding_plan(opdef, branch, chosen)))
+        chosen = chosen + tuple(branch.when)
+    return out
+
+
 def check_binding(opdef, binding: AclnnBinding) -> None:
-    """Raise BindingError unless ``binding`` agrees with its prototype and the schema."""
-    binding_plan(opdef, binding)
+    """Raise BindingError unless ``binding`` (and every binding it selects between) agrees
+    with its prototype and the schema."""
+    _branch_plans(opdef, binding)
 
 
 # ---------------------------------------------------------------------------------------
@@ -399,9 +464,10 @@ def _ivalue(arg: _Arg, binding: AclnnBinding) -> str:
 def generate_source(opdef, binding: AclnnBinding | None = None) -> str:
     """The binding's C++ source, generated from its declaration."""
     binding = binding or opdef.aclnn
-    plan = binding_plan(opdef, binding)
+    branches = _branch_plans(opdef, binding)
     args, n_returns = _schema_args(opdef)
-    proto = binding.prototype
+    protos = list({b.api: b.prototype for b, _ in branches}.values())
+    canns = " / ".join(dict.fromkeys(p.cann for p in protos))
     fn = f"{opdef.name}_npu"
     aliased = _aliased_returns(opdef)
     if aliased[0] is not None:  # in place: the mutable argument itself (binding_plan: one)
@@ -411,56 +477,43 @@ def generate_source(opdef, binding: AclnnBinding | None = None) -> str:
     params = ",\n    ".join(f"{'at::Tensor&' if a.mutable else _CPP_TYPES[a.type][0]} {a.name}"
                             for a in args)
     lines = [
-        f"// OpPlugin-style eager binding of {opdef.qualname} to {proto.api} (CANN {proto.cann}).",
+        f"// OpPlugin-style eager binding of {opdef.qualname} to {' / '.join(binding.apis)} "
+        f"(CANN {canns}).",
         f"// Generated by op_sdk.npu_binding from the aclnn= declaration in {opdef.module};",
         "// edit the declaration, not this file (tests/npu/test_bindings.py keeps the two equal).",
         "// Built only where torch_npu is importable; registered only when the installed",
         f"// torch_npu does not define {opdef.qualname} (op_sdk.npu_binding.load_bindings).",
-        f"// Prototype ({proto.source}):",
-        f"//   {proto.signature()}",
-        '#include "binding.h"',
-        "",
-        f"OPSDK_ACLNN_PROTOTYPE({proto.api}, {', '.join(p.ctype for p in proto.params)});",
-        "",
-        "namespace {",
-        "",
-        f"{ret} {fn}(",
-        f"    {params}) {{",
     ]
+    for proto in protos:
+        lines += [f"// Prototype ({proto.source}):", f"//   {proto.signature()}"]
+    lines += ['#include "binding.h"', ""]
+    lines += [f"OPSDK_ACLNN_PROTOTYPE({p.api}, {', '.join(q.ctype for q in p.params)});"
+              for p in protos]
+    lines += ["", "namespace {", "", f"{ret} {fn}(", f"    {params}) {{"]
     by_name = {a.name: a for a in args}
-    for name, value in binding.requires.items():
-        values = value if isinstance(value, tuple) else (value,)
-        cond = " || ".join(_require_condition(by_name[name], v) for v in values)
-        shown = " or ".join("None" if v is None else repr(v) for v in values)
-        lines.append(f"  TORCH_CHECK({cond},")
-        lines.append(f'              "{opdef.qualname}: argument \'{name}\' must be {shown} '
-                     f'for op_sdk\'s binding to {proto.api} (CANN {proto.cann}), which has '
-                     'no parameter for other values");')
     ivalues = ", ".join(_ivalue(a, binding) for a in args)
     if aliased[0] is not None:
         # nothing to allocate: the Meta function runs for its argument checks
-        lines.append(f'  op_sdk_npu::meta_outputs("{opdef.qualname}", {{{ivalues}}});')
+        allocation = [f'  op_sdk_npu::meta_outputs("{opdef.qualname}", {{{ivalues}}});']
     else:
-        lines.append(f'  auto outputs = op_sdk_npu::empty_outputs("{opdef.qualname}", '
-                     f"{{{ivalues}}}, {_device_arg(args)});")
-        for i, name in enumerate(binding.outputs):
-            lines.append(f"  at::Tensor {name}_out = outputs[{i}];")
-    for name, source in binding.copy_of.items():  # the API updates the copy in place
-        lines.append(f"  {name}_out.copy_({source});")
-    for b in plan:  # EXEC_NPU_CMD_EXT takes lvalues: constants and conversions become locals
-        if b.kind == "constant":
-            lines.append(f"  const {b.param.ctype.removeprefix('const ')} {b.expr} = {b.target};")
-        elif b.kind == "dtype":
-            lines.append(f"  const at::ScalarType {b.expr} = {b.target}_out.scalar_type();")
-            continue
-        if b.default is not None:
-            lines += _default_lines(by_name[b.target], b.default)
-        if b.conversion:
-            value = f"{b.target}_value" if b.default is not None else b.target
-            lines.append(f"  const auto {b.expr} = {b.conversion}({value});")
-    call = ", ".join(b.expr for b in plan)
-    lines.append(f"  OPSDK_CHECK_ACLNN_ARGS({proto.api}, {call});")
-    lines.append(f"  EXEC_NPU_CMD_EXT({proto.api}, {call});")
+        allocation = [f'  auto outputs = op_sdk_npu::empty_outputs("{opdef.qualname}", '
+                      f"{{{ivalues}}}, {_device_arg(args)});"]
+        allocation += [f"  at::Tensor {name}_out = outputs[{i}];"
+                       for i, name in enumerate(binding.outputs)]
+    if len(branches) == 1:
+        lines += _require_lines(opdef, binding, by_name, "  ")
+        lines += allocation
+        lines += _call_lines(binding, branches[0][1], by_name, "  ")
+    else:  # one block per binding, selected by its when= values
+        lines += allocation
+        for k, (branch, plan) in enumerate(branches):
+            cond = " && ".join(_values_condition(by_name[name], value)
+                               for name, value in branch.when.items())
+            lines.append(f"  if ({cond}) {{" if k == 0 else
+                         f"  }} else if ({cond}) {{" if cond else "  } else {")
+            lines += _require_lines(opdef, branch, by_name, "    ")
+            lines += _call_lines(branch, plan, by_name, "    ")
+        lines.append("  }")
     outs = ", ".join(f"{name}_out" if alias is None else alias
                      for name, alias in zip(binding.outputs, aliased))
     lines.append(f"  return {outs if n_returns == 1 else '{' + outs + '}'};")
@@ -468,6 +521,54 @@ def generate_source(opdef, binding: AclnnBinding | None = None) -> str:
               f"TORCH_LIBRARY_IMPL({opdef.namespace}, PrivateUse1, m) {{",
               f'  m.impl("{opdef.name}", TORCH_FN({fn}));', "}", ""]
     return "\n".join(lines)
+
+
+def _values_condition(arg: _Arg, value) -> str:
+    values = value if isinstance(value, tuple) else (value,)
+    conds = [_require_condition(arg, v) for v in values]
+    return conds[0] if len(conds) == 1 else "(" + " || ".join(conds) + ")"
+
+
+def _require_lines(opdef, binding: AclnnBinding, by_name, indent: str) -> list[str]:
+    """The checks of ``requires=``, each naming its argument."""
+    proto = binding.prototype
+    lines = []
+    for name, value in binding.requires.items():
+        values = value if isinstance(value, tuple) else (value,)
+        cond = " || ".join(_require_condition(by_name[name], v) for v in values)
+        shown = " or ".join("None" if v is None else repr(v) for v in values)
+        lines.append(f"{indent}TORCH_CHECK({cond},")
+        lines.append(f'{indent}            "{opdef.qualname}: argument \'{name}\' must be {shown} '
+                     f'for op_sdk\'s binding to {proto.api} (CANN {proto.cann}), which has '
+                     'no parameter for other values");')
+    return lines
+
+
+def _call_lines(binding: AclnnBinding, plan: list[_Bound], by_name, indent: str) -> list[str]:
+    """The copies, the locals, the compile-time check and the EXEC_NPU_CMD_EXT call."""
+    api = binding.api
+    lines = [f"{indent}{name}_out.copy_({source});"  # the API updates the copy in place
+             for name, source in binding.copy_of.items()]
+    for b in plan:  # EXEC_NPU_CMD_EXT takes lvalues: constants and conversions become locals
+        if b.kind == "constant":
+            lines.append(f"{indent}const {b.param.ctype.removeprefix('const ')} {b.expr} = "
+                         f"{b.target};")
+        elif b.kind == "dtype":
+            if b.param.ctype.replace("const ", "") == "aclDataType":
+                lines.append(f"{indent}const at::ScalarType {b.expr} = {b.target}_out.scalar_type();")
+            else:  # an int32_t code: the aclDataType's value
+                lines.append(f"{indent}const int32_t {b.expr} = "
+                             f"static_cast<int32_t>(ConvertType({b.target}_out.scalar_type()));")
+            continue
+        if b.default is not None:
+            lines += [indent + line[2:] for line in _default_lines(by_name[b.target], b.default)]
+        if b.conversion:
+            value = f"{b.target}_value" if b.default is not None else b.target
+            lines.append(f"{indent}const auto {b.expr} = {b.conversion}({value});")
+    call = ", ".join(b.expr for b in plan)
+    lines.append(f"{indent}OPSDK_CHECK_ACLNN_ARGS({api}, {call});")
+    lines.append(f"{indent}EXEC_NPU_CMD_EXT({api}, {call});")
+    return lines
 
 
 def _default_lines(arg: _Arg, value) -> list[str]:
@@ -506,30 +607,32 @@ def _split_args(text: str) -> list[str]:
 
 
 def check_source(opdef, source: str, binding: AclnnBinding | None = None) -> None:
-    """Check the ``EXEC_NPU_CMD_EXT`` call of a binding source against the prototype:
-    the API, the number of arguments, and, position by position, that each argument is
-    what the parameter of that position takes. Raises BindingError naming the operator,
-    the parameter and the argument."""
+    """Check the ``EXEC_NPU_CMD_EXT`` calls of a binding source against the prototypes:
+    one call per binding (``when`` / ``otherwise``: in order), its API, the number of
+    arguments, and, position by position, that each argument is what the parameter of that
+    position takes. Raises BindingError naming the operator, the parameter and the
+    argument."""
     binding = binding or opdef.aclnn
-    plan = binding_plan(opdef, binding)
+    branches = _branch_plans(opdef, binding)
     calls = _CALL.findall(source)
-    if len(calls) != 1:
+    if len(calls) != len(branches):
         raise _fail(opdef, binding, f"the source has {len(calls)} EXEC_NPU_CMD_EXT calls; "
-                    "rule: exactly one")
-    api, text = calls[0]
-    if api != binding.api:
-        raise _fail(opdef, binding, f"the source calls {api}; rule: the declared API")
-    got = _split_args(text)
-    if len(got) != len(plan):
-        raise _fail(opdef, binding, f"the call passes {len(got)} arguments, the prototype "
-                    f"has {len(plan)} ({binding.prototype.signature()}); rule: one argument "
-                    "per parameter, workspaceSize and executor excluded")
-    for i, (expr, bound) in enumerate(zip(got, plan)):
-        if re.sub(r"\s+", "", expr) != re.sub(r"\s+", "", bound.expr):
-            raise _fail(opdef, binding, f"argument {i + 1} is '{expr}', but parameter "
-                        f"{i + 1} '{bound.param.name}' ({bound.param.ctype}) takes "
-                        f"{bound.kind} '{bound.target}' ('{bound.expr}'); rule: the aclnn "
-                        "argument order is the prototype's")
+                    f"rule: exactly {len(branches)}, one per declared API "
+                    f"({', '.join(binding.apis)})")
+    for (api, text), (branch, plan) in zip(calls, branches):
+        if api != branch.api:
+            raise _fail(opdef, branch, f"the source calls {api}; rule: the declared API")
+        got = _split_args(text)
+        if len(got) != len(plan):
+            raise _fail(opdef, branch, f"the call passes {len(got)} arguments, the prototype "
+                        f"has {len(plan)} ({branch.prototype.signature()}); rule: one argument "
+                        "per parameter, workspaceSize and executor excluded")
+        for i, (expr, bound) in enumerate(zip(got, plan)):
+            if re.sub(r"\s+", "", expr) != re.sub(r"\s+", "", bound.expr):
+                raise _fail(opdef, branch, f"argument {i + 1} is '{expr}', but parameter "
+                            f"{i + 1} '{bound.param.name}' ({bound.param.ctype}) takes "
+                            f"{bound.kind} '{bound.target}' ('{bound.expr}'); rule: the aclnn "
+                            "argument order is the prototype's")
 
 
 def binding_sources() -> dict[str, str]:

@@ -56,6 +56,14 @@ inline std::vector<at::Tensor> empty_outputs(const char* qualname, std::vector<c
   return out;
 }
 
+// ---- conversions a declaration names (convert=, op_sdk.npu_binding.CONVERSIONS) -------------
+
+// npu_quantize's axis for aclnnAscendQuantV3 (div_mode=False), whose axis is one of x's last
+// two: -2 stays, any other axis is the last one (-1), as op_sdk's reference reads it.
+inline int32_t ascend_quant_axis(int64_t axis) {
+  return axis == -2 ? -2 : -1;
+}
+
 // ---- compile-time check of an EXEC_NPU_CMD_EXT call against the prototype ------------------
 //
 // EXEC_NPU_CMD_EXT converts each argument with op-plugin's ConvertType and calls the aclnn

@@ -39,7 +39,8 @@ def test_the_bindings_declared():
     assert apis["npu_dtype_cast"] == apis["_npu_dtype_cast"] == "aclnnCast"
     assert apis["npu_scatter_nd_update"] == apis["npu_scatter_nd_update_"] == "aclnnScatterNdUpdate"
     assert apis["npu_transpose_batchmatmul"] == "aclnnTransposeBatchMatMul"
-    assert apis["npu_quantize"] == "aclnnQuantize"
+    assert apis["npu_quantize"] == "aclnnQuantize"  # div_mode=True; False: its otherwise=
+    assert op_sdk.get_op("npu_quantize").aclnn.apis == ("aclnnQuantize", "aclnnAscendQuantV3")
 
 
 @pytest.mark.parametrize("opdef", BINDINGS, ids=IDS)
@@ -171,13 +172,17 @@ def test_out_of_place_scatter_updates_a_copy_of_its_input():
     copy of input (allocated from the Meta function, then filled), never input itself; the
     in-place operator passes input and returns it."""
     source = nb.generate_source(op_sdk.get_op("npu_scatter_nd_update"))
-    assert "  var_out.copy_(input);\n  OPSDK_CHECK_ACLNN_ARGS(aclnnScatterNdUpdate, var_out, " in source
-    assert "EXEC_NPU_CMD_EXT(aclnnScatterNdUpdate, var_out, indices, updates);\n  return var_out;" in source
+    assert ("  var_out.copy_(input);\n"
+            "  OPSDK_CHECK_ACLNN_ARGS(aclnnScatterNdUpdate, var_out, ") in source
+    assert ("EXEC_NPU_CMD_EXT(aclnnScatterNdUpdate, var_out, indices, updates);\n"
+            "  return var_out;") in source
     assert "at::Tensor npu_scatter_nd_update_npu(\n    const at::Tensor& input," in source
     inplace = nb.generate_source(op_sdk.get_op("npu_scatter_nd_update_"))
     assert "at::Tensor& npu_scatter_nd_update__npu(\n    at::Tensor& input," in inplace
-    assert "EXEC_NPU_CMD_EXT(aclnnScatterNdUpdate, input, indices, updates);\n  return input;" in inplace
-    assert "empty_outputs" not in inplace and "op_sdk_npu::meta_outputs(\"npu::npu_scatter_nd_update_\"" in inplace
+    assert ("EXEC_NPU_CMD_EXT(aclnnScatterNdUpdate, input, indices, updates);\n"
+            "  return input;") in inplace
+    assert "empty_outputs" not in inplace
+    assert 'op_sdk_npu::meta_outputs("npu::npu_scatter_nd_update_"' in inplace
     # passing input itself to the functional form's varRef would write the caller's tensor
     opdef = op_sdk.get_op("npu_scatter_nd_update")
     with pytest.raises(nb.BindingError, match="argument 'input' \\(read-only\\) is passed to "
@@ -203,9 +208,60 @@ def test_defaults_dtype_of_and_const_scalars():
     assert "const at::ScalarType y_dtype = y_out.scalar_type();" in cast
     assert "EXEC_NPU_CMD_EXT(aclnnCast, input, y_dtype, y_out);" in cast
     quant = nb.generate_source(op_sdk.get_op("npu_quantize"))
-    assert "EXEC_NPU_CMD_EXT(aclnnQuantize, input, scales, zero_points, y_dtype, axis_int32_t, y_out);" in quant
-    # div_mode=False (AscendQuant in torch_npu) is refused, naming the argument
-    assert "argument 'div_mode' must be True for op_sdk's binding to aclnnQuantize" in quant
+    assert ("EXEC_NPU_CMD_EXT(aclnnQuantize, input, scales, zero_points, y_dtype, "
+            "axis_int32_t, y_out);") in quant
+
+
+def test_binding_selected_by_an_argument():
+    """npu_quantize calls aclnnQuantize for div_mode=True and aclnnAscendQuantV3 otherwise,
+    as torch_npu's kernel does: one allocation from the Meta function, then one block per
+    API; the second block rejects the output dtypes AscendQuantV3 cannot write as op_sdk
+    defines them, naming the argument, and maps axis to one of the last two."""
+    opdef = op_sdk.get_op("npu_quantize")
+    source = nb.generate_source(opdef)
+    assert source.count("op_sdk_npu::empty_outputs(") == 1
+    first, second = source.split("  if (div_mode == true) {\n")[1].split("  } else {\n")
+    assert "EXEC_NPU_CMD_EXT(aclnnQuantize, " in first and "AscendQuantV3" not in first
+    assert second.startswith("    TORCH_CHECK(dtype == 1 || dtype == 12 || dtype == 16,\n"
+                             "                \"npu::npu_quantize: argument 'dtype' must be")
+    assert ("EXEC_NPU_CMD_EXT(aclnnAscendQuantV3, input, scales, zero_points, sqrtMode, "
+            "roundMode, y_dtype, axis_int32_t, y_out);") in second
+    assert "const auto axis_int32_t = op_sdk_npu::ascend_quant_axis(axis);" in second
+    assert ("const int32_t y_dtype = "
+            "static_cast<int32_t>(ConvertType(y_out.scalar_type()));") in second
+    assert 'const char* roundMode = "round";' in second
+    # each call is checked against its own prototype, in order
+    nb.check_source(opdef, source)
+    swapped = _swap(source, "aclnnAscendQuantV3", 5, 6)
+    with pytest.raises(nb.BindingError, match="binding to aclnnAscendQuantV3: argument 6 is "
+                       "'axis_int32_t', but parameter 6 'dstType'"):
+        nb.check_source(opdef, swapped)
+    one = re.sub(r"    OPSDK_CHECK_ACLNN_ARGS\(aclnnAscendQuantV3.*?"
+                 r"EXEC_NPU_CMD_EXT\(aclnnAscendQuantV3.*?;\n", "", source, flags=re.S)
+    with pytest.raises(nb.BindingError, match="the source has 1 EXEC_NPU_CMD_EXT calls; rule: "
+                       "exactly 2, one per declared API \\(aclnnQuantize, aclnnAscendQuantV3\\)"):
+        nb.check_source(opdef, one)
+
+
+def test_selected_binding_errors():
+    opdef = op_sdk.get_op("npu_quantize")
+    main = opdef.aclnn
+    other = main.otherwise
+    cases = [
+        (dataclasses.replace(main, otherwise=None), "when= and otherwise= go together"),
+        (dataclasses.replace(main, otherwise=dataclasses.replace(other, outputs=("z",))),
+         "otherwise= binding aclnnAscendQuantV3 names the returns ('z',)"),
+        (dataclasses.replace(main, otherwise=dataclasses.replace(other, convert={"axis": "nope"})),
+         "convert= names 'nope' for argument 'axis'"),
+        (dataclasses.replace(main, otherwise=dataclasses.replace(other, requires={})),
+         "schema argument(s) ['dtype'] reach no parameter of aclnnAscendQuantV3"),
+        (dataclasses.replace(main, when={"div_mode": True, "axis": 1}, meta_only=("dtype", "axis")),
+         "argument 'axis' is passed to parameter 5 'axis' (int32_t) and also listed in"),
+    ]
+    for binding, words in cases:
+        with pytest.raises(nb.BindingError) as err:
+            nb.check_binding(opdef, binding)
+        assert words in str(err.value), str(err.value)
 
 
 @pytest.mark.parametrize("schema,binding,words", [
@@ -221,7 +277,7 @@ def test_defaults_dtype_of_and_const_scalars():
      nb.AclnnBinding("aclnnCast", outputs=("y",), rename={"self": "input"},
                      dtype_of={"out": "y"}),
      ["dtype_of= gives parameter 3 'out' (aclTensor*) the dtype of 'y'",
-      "rule: a dtype goes to an aclDataType parameter"]),
+      "rule: a dtype goes to an aclDataType (or int32_t) parameter"]),
     ("q(Tensor input, int dtype, int? axis=None) -> Tensor",
      nb.AclnnBinding("aclnnCast", outputs=("y",), rename={"self": "input"},
                      dtype_of={"dtype": "y"}, meta_only=("dtype", "axis"),
@@ -353,7 +409,10 @@ def test_deliverables_claim_no_more_than_the_tests_reach():
         else:
             # the level is what tests/npu/real/test_bindings.py establishes for every source
             assert opdef.name in nb.binding_sources()
+            branches = opdef.aclnn.branches
+            canns = " / ".join(dict.fromkeys(b.prototype.cann for b in branches))
             assert level["opplugin_binding"].startswith(
-                f"{opdef.aclnn.api} (CANN {opdef.aclnn.prototype.cann} prototype): {BINDING_LEVEL}")
+                f"{' / '.join(b.api for b in branches)} (CANN {canns} "
+                f"prototype{'s' if len(branches) > 1 else ''}): {BINDING_LEVEL}")
     missing = dataclasses.replace(op_sdk.get_op("npu_rms_norm"), name="npu_rms_norm_nowhere")
     assert "declared, source not generated" in npu_deliverables(missing)["opplugin_binding"]
