@@ -30,21 +30,38 @@ inline c10::IValue meta(const c10::optional<at::Tensor>& t) {
   return t.has_value() && t->defined() ? meta(*t) : c10::IValue();
 }
 
-// The operator's outputs for these (boxed, Meta) arguments, allocated on `device` with the
-// shapes and dtypes its Meta function gives: the binding, torch.compile and the CPU kernels
-// agree on them by construction.
-inline std::vector<at::Tensor> empty_outputs(const char* qualname, std::vector<c10::IValue> args,
-                                             const at::Device& device) {
+// The operator's Meta function on these (boxed, Meta) arguments: it checks them, and its
+// results are the outputs' shapes and dtypes.
+inline std::vector<at::Tensor> meta_outputs(const char* qualname, std::vector<c10::IValue> args) {
   const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(qualname, "");
   torch::jit::Stack stack(std::move(args));
   op.callBoxed(stack);
   std::vector<at::Tensor> out;
   out.reserve(stack.size());
   for (const auto& value : stack) {
-    const at::Tensor& m = value.toTensor();
+    out.push_back(value.toTensor());
+  }
+  return out;
+}
+
+// The operator's outputs for these (boxed, Meta) arguments, allocated on `device` with the
+// shapes and dtypes its Meta function gives: the binding, torch.compile and the CPU kernels
+// agree on them by construction.
+inline std::vector<at::Tensor> empty_outputs(const char* qualname, std::vector<c10::IValue> args,
+                                             const at::Device& device) {
+  std::vector<at::Tensor> out;
+  for (const at::Tensor& m : meta_outputs(qualname, std::move(args))) {
     out.push_back(at::empty(m.sizes(), m.options().device(device)));
   }
   return out;
+}
+
+// ---- conversions a declaration names (convert=, op_sdk.npu_binding.CONVERSIONS) -------------
+
+// npu_quantize's axis for aclnnAscendQuantV3 (div_mode=False), whose axis is one of x's last
+// two: -2 stays, any other axis is the last one (-1), as op_sdk's reference reads it.
+inline int32_t ascend_quant_axis(int64_t axis) {
+  return axis == -2 ? -2 : -1;
 }
 
 // ---- compile-time check of an EXEC_NPU_CMD_EXT call against the prototype ------------------
@@ -52,14 +69,15 @@ inline std::vector<at::Tensor> empty_outputs(const char* qualname, std::vector<c
 // EXEC_NPU_CMD_EXT converts each argument with op-plugin's ConvertType and calls the aclnn
 // function through a pointer cast to the converted types: a wrong type or count is not
 // diagnosed, it is undefined behaviour on the device. Here each converted type must be the
-// prototype's (a pointer may gain const; a scalar must match exactly).
+// prototype's (a pointer may gain const; a scalar must match exactly, a top-level const of
+// the prototype's, as in `const int32_t batchSplitFactor`, being no part of its type).
 
 template <typename Want, typename Got>
 constexpr bool passes_as() {
   if constexpr (std::is_pointer_v<Want>) {
     return std::is_convertible_v<Got, Want>;
   } else {
-    return std::is_same_v<std::decay_t<Got>, Want>;
+    return std::is_same_v<std::decay_t<Got>, std::remove_cv_t<Want>>;
   }
 }
 

@@ -76,11 +76,13 @@ def opplugin_binding(opdef) -> str:
         return "none of op_sdk's (torch_npu's own binding serves it)"
     from op_sdk import npu_binding
 
-    proto = binding.prototype
+    apis = " / ".join(binding.apis)  # more than one: selected by argument values
     if not os.path.isfile(npu_binding.source_path(opdef)):
-        return f"{proto.api}: declared, source not generated (csrc/npu/{opdef.name}.cpp)"
+        return f"{apis}: declared, source not generated (csrc/npu/{opdef.name}.cpp)"
+    canns = " / ".join(dict.fromkeys(b.prototype.cann for b in binding.branches))
+    plural = "s" if len(binding.apis) > 1 else ""
     here = opdef.binding_status or "not loaded (no torch_npu in this process)"
-    return (f"{proto.api} (CANN {proto.cann} prototype): {BINDING_LEVEL}; "
+    return (f"{apis} (CANN {canns} prototype{plural}): {BINDING_LEVEL}; "
             f"in this process: {here}")
 
 

@@ -84,7 +84,8 @@ def render_npu_table() -> str:
         kernel = ascendc_kernel(d)
         kernel = "CPU-model tested" if kernel.startswith("source + CPU-model") else \
             "CANN's own (none of op_sdk's)" if kernel.startswith("CANN's own") else kernel
-        binding = (f"`{d.aclnn.api}`: compiles, registration-checked" if d.aclnn is not None
+        binding = (" / ".join(f"`{api}`" for api in d.aclnn.apis)
+                   + ": compiles, registration-checked" if d.aclnn is not None
                    else "torch_npu's own")
         if converter_for(d.op) is None:
             conv = "none"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from op_sdk.library import define_op
+from op_sdk.npu_binding import AclnnBinding
 from op_sdk.ops._common import check
 
 # ScalarType codes a cast may target (the plain numeric dtypes; quantized ones are not
@@ -74,6 +75,10 @@ def _private_cast_backward(ctx, grad):
 
 npu_dtype_cast = define_op(
     "npu_dtype_cast(Tensor input, int dtype, int? input_dtype=None) -> Tensor",
+    # dtype chooses y's dtype (the Meta function), which aclnnCast casts to; input_dtype
+    # can only restate the input's dtype (the Meta function checks it)
+    aclnn=AclnnBinding("aclnnCast", outputs=("y",), rename={"self": "input"},
+                       dtype_of={"dtype": "y"}, meta_only=("dtype", "input_dtype")),
     reference=dtype_cast_reference, fake=dtype_cast_fake,
     backward=_cast_backward, setup_context=_cast_setup,
     doc="Cast to dtype (complex too); always a new tensor; float -> int truncates toward "
@@ -91,6 +96,7 @@ def private_dtype_cast_fake(input, dtype):
 
 _npu_dtype_cast = define_op(
     "_npu_dtype_cast(Tensor input, ScalarType dtype) -> Tensor",
+    aclnn=AclnnBinding("aclnnCast", outputs=("y",), rename={"self": "input"}),
     reference=private_dtype_cast_reference, fake=private_dtype_cast_fake,
     backward=_private_cast_backward, setup_context=_cast_setup,
     doc="The ScalarType spelling of npu_dtype_cast, as torch_npu's .to() lowers to.",

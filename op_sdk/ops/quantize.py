@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from op_sdk.library import Benchmark, define_op
+from op_sdk.npu_binding import AclnnBinding
 from op_sdk.ops._common import (
     FLOAT_DTYPES,
     INT32,
@@ -126,6 +127,19 @@ def _bench_inputs(t, h, dt):
 npu_quantize = define_op(
     "npu_quantize(Tensor input, Tensor scales, Tensor? zero_points, int dtype, int axis=1, "
     "bool div_mode=True) -> Tensor",
+    # as torch_npu's kernel: div_mode=True is aclnnQuantize, round(x / scales + zero_points)
+    # into the dtype the Meta function allocates y with; div_mode=False is
+    # aclnnAscendQuantV3, round(x * scale + offset), whose int32 output is int4 packed
+    # eight to an int32 (quint4x2 here) and which has no uint8 one, so int8 / qint8 /
+    # quint4x2 only
+    aclnn=AclnnBinding(
+        "aclnnQuantize", outputs=("y",), rename={"x": "input"}, dtype_of={"dtype": "y"},
+        meta_only=("dtype",), when={"div_mode": True},
+        otherwise=AclnnBinding(
+            "aclnnAscendQuantV3", outputs=("y",),
+            rename={"x": "input", "scale": "scales", "offset": "zero_points"},
+            constants={"sqrtMode": "false", "roundMode": '"round"'}, dtype_of={"dstType": "y"},
+            convert={"axis": "ascend_quant_axis"}, requires={"dtype": (INT8, QINT8, QUINT4X2)})),
     reference=quantize_reference, fake=quantize_fake, native=("cpu",),
     doc="Static quantisation rint(x / scales + zp) (div_mode) or rint(x * scales + zp).",
     benchmarks=(Benchmark(_bench_inputs),),

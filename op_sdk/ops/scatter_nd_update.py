@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from op_sdk.library import define_op
+from op_sdk.npu_binding import AclnnBinding
 from op_sdk.ops._common import check
 
 _INDEX_DTYPES = (torch.int32, torch.int64)
@@ -53,12 +54,15 @@ def scatter_nd_update_fake(input, indices, updates):
 
 npu_scatter_nd_update = define_op(
     "npu_scatter_nd_update(Tensor input, Tensor indices, Tensor updates) -> Tensor",
+    # aclnnScatterNdUpdate updates varRef in place: here a copy of input, returned
+    aclnn=AclnnBinding("aclnnScatterNdUpdate", outputs=("var",), copy_of={"var": "input"}),
     reference=scatter_nd_update_reference, fake=scatter_nd_update_fake,
     doc="A copy of input with the slices addressed by indices replaced by updates.",
 )
 
 npu_scatter_nd_update_ = define_op(
     "npu_scatter_nd_update_(Tensor(a!) input, Tensor indices, Tensor updates) -> Tensor(a!)",
+    aclnn=AclnnBinding("aclnnScatterNdUpdate", outputs=("input",), rename={"varRef": "input"}),
     reference=scatter_nd_update_reference, functional="npu_scatter_nd_update",
     doc="In-place npu_scatter_nd_update; returns input.",
 )

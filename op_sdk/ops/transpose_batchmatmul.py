@@ -11,6 +11,7 @@ import torch
 
 from op_sdk.composite import Composite, same
 from op_sdk.library import Benchmark, define_op
+from op_sdk.npu_binding import AclnnBinding
 from op_sdk.ops._common import (
     FLOAT_DTYPES,
     bench_randn,
@@ -140,6 +141,13 @@ npu_transpose_batchmatmul = define_op(
     "npu_transpose_batchmatmul(Tensor input, Tensor weight, *, Tensor? bias=None, "
     "Tensor? scale=None, int[]? perm_x1=None, int[]? perm_x2=None, int[]? perm_y=None, "
     "int? batch_split_factor=1) -> Tensor",
+    # bias is reserved by the API (null: the Meta function rejects any other); the
+    # permutations the call leaves None are the reference's defaults; cubeMathType 0 is
+    # KEEP_DTYPE: the product in the inputs' dtype, as the reference computes it.
+    aclnn=AclnnBinding("aclnnTransposeBatchMatMul", outputs=("y",),
+                       rename={"x1": "input", "x2": "weight"}, constants={"cubeMathType": "0"},
+                       defaults={"perm_x1": (0, 1, 2), "perm_x2": (0, 1, 2),
+                                 "perm_y": (1, 0, 2), "batch_split_factor": 1}),
     reference=transpose_batchmatmul_reference, fake=transpose_batchmatmul_fake,
     native=("cpu",),
     doc="Batched matmul with input / weight / output permutations, result (M, B, N).",

@@ -27,9 +27,20 @@ def test_the_bindings_declared():
     names = {o.qualname for o in BINDINGS}
     assert {"npu::npu_rms_norm", "npu::npu_add_rms_norm", "npu::npu_add_rms_norm_quant",
             "npu::npu_add_rms_norm_dynamic_quant", "npu::npu_dynamic_quant",
-            "npu::npu_quant_matmul", "my_ops::silu_mul_quant"} <= names
-    # the matmul binds to CANN's own kernel, as op-plugin does
-    assert op_sdk.get_op("npu_quant_matmul").aclnn.api == "aclnnQuantMatmulV4"
+            "npu::npu_quant_matmul", "npu::npu_add_rms_norm_cast", "npu::npu_quantize",
+            "npu::npu_transpose_batchmatmul", "npu::npu_dtype_cast", "npu::_npu_dtype_cast",
+            "npu::npu_scatter_nd_update", "npu::npu_scatter_nd_update_",
+            "my_ops::silu_mul_quant"} <= names
+    # every npu operator op_sdk defines has one
+    assert {o.qualname for o in op_sdk.registered_ops() if o.namespace == "npu"} <= names
+    # each binds to the API torch_npu's own kernel calls
+    apis = {o.name: o.aclnn.api for o in BINDINGS}
+    assert apis["npu_quant_matmul"] == "aclnnQuantMatmulV4"
+    assert apis["npu_dtype_cast"] == apis["_npu_dtype_cast"] == "aclnnCast"
+    assert apis["npu_scatter_nd_update"] == apis["npu_scatter_nd_update_"] == "aclnnScatterNdUpdate"
+    assert apis["npu_transpose_batchmatmul"] == "aclnnTransposeBatchMatMul"
+    assert apis["npu_quantize"] == "aclnnQuantize"  # div_mode=True; False: its otherwise=
+    assert op_sdk.get_op("npu_quantize").aclnn.apis == ("aclnnQuantize", "aclnnAscendQuantV3")
 
 
 @pytest.mark.parametrize("opdef", BINDINGS, ids=IDS)
@@ -55,7 +66,8 @@ def test_source_argument_order_is_the_prototypes(opdef):
     assert len(plan) == len(opdef.aclnn.prototype.params)
     for bound in plan:
         if bound.kind == "output":
-            assert bound.param.name in (f"{bound.target}Out", "out")
+            assert bound.param.name in (f"{bound.target}Out", f"{bound.target}Ref", "out")
+            assert bound.param.ref == (bound.target in opdef.aclnn.copy_of)
 
 
 def _swap(source: str, api: str, i: int, j: int) -> str:
@@ -70,6 +82,10 @@ def _swap(source: str, api: str, i: int, j: int) -> str:
     ("npu_add_rms_norm_quant", 4, 5, "scales2Optional"),
     ("npu_rms_norm", 3, 4, "yOut"),              # outputs swapped
     ("npu_quant_matmul", 6, 7, "transposeX1"),   # constants swapped
+    ("npu_add_rms_norm_cast", 4, 5, "y1Out"),    # fp32 y1 and x1-dtype y2 swapped
+    ("npu_transpose_batchmatmul", 4, 5, "permX1"),
+    ("npu_scatter_nd_update", 1, 2, "indices"),
+    ("npu_quantize", 3, 4, "dtype"),
 ])
 def test_wrong_argument_order_is_detected(name, i, j, param):
     opdef = op_sdk.get_op(name)
@@ -151,6 +167,144 @@ def test_define_op_rejects_a_bad_declaration_before_defining_anything():
     assert "bindtest::rms_bad" not in {o.qualname for o in op_sdk.registered_ops()}
 
 
+def test_out_of_place_scatter_updates_a_copy_of_its_input():
+    """aclnnScatterNdUpdate writes varRef in place: the functional operator passes it a
+    copy of input (allocated from the Meta function, then filled), never input itself; the
+    in-place operator passes input and returns it."""
+    source = nb.generate_source(op_sdk.get_op("npu_scatter_nd_update"))
+    assert ("  var_out.copy_(input);\n"
+            "  OPSDK_CHECK_ACLNN_ARGS(aclnnScatterNdUpdate, var_out, ") in source
+    assert ("EXEC_NPU_CMD_EXT(aclnnScatterNdUpdate, var_out, indices, updates);\n"
+            "  return var_out;") in source
+    assert "at::Tensor npu_scatter_nd_update_npu(\n    const at::Tensor& input," in source
+    inplace = nb.generate_source(op_sdk.get_op("npu_scatter_nd_update_"))
+    assert "at::Tensor& npu_scatter_nd_update__npu(\n    at::Tensor& input," in inplace
+    assert ("EXEC_NPU_CMD_EXT(aclnnScatterNdUpdate, input, indices, updates);\n"
+            "  return input;") in inplace
+    assert "empty_outputs" not in inplace
+    assert 'op_sdk_npu::meta_outputs("npu::npu_scatter_nd_update_"' in inplace
+    # passing input itself to the functional form's varRef would write the caller's tensor
+    opdef = op_sdk.get_op("npu_scatter_nd_update")
+    with pytest.raises(nb.BindingError, match="argument 'input' \\(read-only\\) is passed to "
+                       "parameter 1 'varRef'.*mutable \\(a!\\) argument, and only it"):
+        nb.check_binding(opdef, nb.AclnnBinding("aclnnScatterNdUpdate", outputs=("var",),
+                                                rename={"varRef": "input"}))
+    with pytest.raises(nb.BindingError, match="parameter 1 'varRef'.*in-place parameter"):
+        nb.check_binding(opdef, nb.AclnnBinding("aclnnScatterNdUpdate", outputs=("var",)))
+
+
+def test_defaults_dtype_of_and_const_scalars():
+    """Optional arguments the API needs a value of get the reference's default; an aclnn
+    dtype parameter gets the dtype of the output the Meta function allocated; a prototype's
+    const scalar (``const int32_t batchSplitFactor``) takes the plain converted type."""
+    tbmm = nb.generate_source(op_sdk.get_op("npu_transpose_batchmatmul"))
+    assert ("const at::IntArrayRef perm_y_value = perm_y.has_value() ? *perm_y : "
+            "at::IntArrayRef(perm_y_default);") in tbmm
+    assert "const std::vector<int64_t> perm_y_default = {1, 0, 2};" in tbmm
+    assert ("const auto batch_split_factor_int32_t = static_cast<int32_t>("
+            "batch_split_factor_value);") in tbmm
+    assert "OPSDK_ACLNN_PROTOTYPE(aclnnTransposeBatchMatMul, " in tbmm and ", const int32_t, " in tbmm
+    cast = nb.generate_source(op_sdk.get_op("npu_dtype_cast"))
+    assert "const at::ScalarType y_dtype = y_out.scalar_type();" in cast
+    assert "EXEC_NPU_CMD_EXT(aclnnCast, input, y_dtype, y_out);" in cast
+    quant = nb.generate_source(op_sdk.get_op("npu_quantize"))
+    assert ("EXEC_NPU_CMD_EXT(aclnnQuantize, input, scales, zero_points, y_dtype, "
+            "axis_int32_t, y_out);") in quant
+
+
+def test_binding_selected_by_an_argument():
+    """npu_quantize calls aclnnQuantize for div_mode=True and aclnnAscendQuantV3 otherwise,
+    as torch_npu's kernel does: one allocation from the Meta function, then one block per
+    API; the second block rejects the output dtypes AscendQuantV3 cannot write as op_sdk
+    defines them, naming the argument, and maps axis to one of the last two."""
+    opdef = op_sdk.get_op("npu_quantize")
+    source = nb.generate_source(opdef)
+    assert source.count("op_sdk_npu::empty_outputs(") == 1
+    first, second = source.split("  if (div_mode == true) {\n")[1].split("  } else {\n")
+    assert "EXEC_NPU_CMD_EXT(aclnnQuantize, " in first and "AscendQuantV3" not in first
+    assert second.startswith("    TORCH_CHECK(dtype == 1 || dtype == 12 || dtype == 16,\n"
+                             "                \"npu::npu_quantize: argument 'dtype' must be")
+    assert ("EXEC_NPU_CMD_EXT(aclnnAscendQuantV3, input, scales, zero_points, sqrtMode, "
+            "roundMode, y_dtype, axis_int32_t, y_out);") in second
+    assert "const auto axis_int32_t = op_sdk_npu::ascend_quant_axis(axis);" in second
+    assert ("const int32_t y_dtype = "
+            "static_cast<int32_t>(ConvertType(y_out.scalar_type()));") in second
+    assert 'const char* roundMode = "round";' in second
+    # each call is checked against its own prototype, in order
+    nb.check_source(opdef, source)
+    swapped = _swap(source, "aclnnAscendQuantV3", 5, 6)
+    with pytest.raises(nb.BindingError, match="binding to aclnnAscendQuantV3: argument 6 is "
+                       "'axis_int32_t', but parameter 6 'dstType'"):
+        nb.check_source(opdef, swapped)
+    one = re.sub(r"    OPSDK_CHECK_ACLNN_ARGS\(aclnnAscendQuantV3.*?"
+                 r"EXEC_NPU_CMD_EXT\(aclnnAscendQuantV3.*?;\n", "", source, flags=re.S)
+    with pytest.raises(nb.BindingError, match="the source has 1 EXEC_NPU_CMD_EXT calls; rule: "
+                       "exactly 2, one per declared API \\(aclnnQuantize, aclnnAscendQuantV3\\)"):
+        nb.check_source(opdef, one)
+
+
+def test_selected_binding_errors():
+    opdef = op_sdk.get_op("npu_quantize")
+    main = opdef.aclnn
+    other = main.otherwise
+    cases = [
+        (dataclasses.replace(main, otherwise=None), "when= and otherwise= go together"),
+        (dataclasses.replace(main, otherwise=dataclasses.replace(other, outputs=("z",))),
+         "otherwise= binding aclnnAscendQuantV3 names the returns ('z',)"),
+        (dataclasses.replace(main, otherwise=dataclasses.replace(other, convert={"axis": "nope"})),
+         "convert= names 'nope' for argument 'axis'"),
+        (dataclasses.replace(main, otherwise=dataclasses.replace(other, requires={})),
+         "schema argument(s) ['dtype'] reach no parameter of aclnnAscendQuantV3"),
+        (dataclasses.replace(main, when={"div_mode": True, "axis": 1}, meta_only=("dtype", "axis")),
+         "argument 'axis' is passed to parameter 5 'axis' (int32_t) and also listed in"),
+    ]
+    for binding, words in cases:
+        with pytest.raises(nb.BindingError) as err:
+            nb.check_binding(opdef, binding)
+        assert words in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("schema,binding,words", [
+    ("q(Tensor input, int dtype, int? input_dtype=None) -> Tensor",
+     nb.AclnnBinding("aclnnCast", outputs=("y",), rename={"self": "input"},
+                     dtype_of={"dtype": "y"}, meta_only=("dtype",)),
+     ["schema argument(s) ['input_dtype'] reach no parameter"]),
+    ("q(Tensor input, int dtype) -> Tensor",
+     nb.AclnnBinding("aclnnCast", outputs=("y",), rename={"self": "input"},
+                     dtype_of={"dtype": "z"}, meta_only=("dtype",)),
+     ["dtype_of= names 'z', which is no return"]),
+    ("q(Tensor input, int dtype) -> Tensor",
+     nb.AclnnBinding("aclnnCast", outputs=("y",), rename={"self": "input"},
+                     dtype_of={"out": "y"}),
+     ["dtype_of= gives parameter 3 'out' (aclTensor*) the dtype of 'y'",
+      "rule: a dtype goes to an aclDataType (or int32_t) parameter"]),
+    ("q(Tensor input, int dtype, int? axis=None) -> Tensor",
+     nb.AclnnBinding("aclnnCast", outputs=("y",), rename={"self": "input"},
+                     dtype_of={"dtype": "y"}, meta_only=("dtype", "axis"),
+                     defaults={"axis": 1}),
+     ["defaults= names ['axis'], which reach no parameter"]),
+    ("q(Tensor input, ScalarType dtype, Tensor? flag=None) -> Tensor",
+     nb.AclnnBinding("aclnnCast", outputs=("y",), rename={"self": "input"},
+                     defaults={"flag": 1.0}),
+     ["defaults= gives argument 'flag' (Tensor?)", "optional int, float or int[] argument"]),
+    ("q(Tensor(a!) input, Tensor indices, Tensor updates) -> Tensor(a!)",
+     nb.AclnnBinding("aclnnScatterNdUpdate", outputs=("out",), rename={"varRef": "input"}),
+     ["the return 'out' is the mutable argument 'input'"]),
+    ("q(Tensor input, Tensor indices, Tensor updates) -> Tensor",
+     nb.AclnnBinding("aclnnScatterNdUpdate", outputs=("var",), copy_of={"var": "updates"}),
+     ["argument 'updates' is passed to parameter 3 'updates' (const aclTensor*) and also "
+      "copied by copy_of="]),
+])
+def test_new_declaration_errors(schema, binding, words):
+    opdef = _opdef(schema)
+    with pytest.raises(nb.BindingError) as err:
+        nb.check_binding(opdef, binding)
+    msg = str(err.value)
+    assert msg.startswith(f"bindtest::q binding to {binding.api}: "), msg
+    for w in words:
+        assert w in msg, msg
+
+
 def test_requires_generates_a_check_naming_the_argument():
     source = nb.generate_source(op_sdk.get_op("npu_add_rms_norm_quant"))
     assert ("TORCH_CHECK(!beta.has_value(),\n              \"npu::npu_add_rms_norm_quant: argument "
@@ -166,7 +320,7 @@ def test_prototype_entries_cite_their_source(api):
     assert proto.cann and proto.source
     assert proto.signature().startswith(f"aclnnStatus {api}GetWorkspaceSize(")
     assert proto.signature().endswith("uint64_t* workspaceSize, aclOpExecutor** executor)")
-    assert any(p.output for p in proto.params)
+    assert any(p.output or p.ref for p in proto.params)
 
 
 def _opdef_file(folder):
@@ -180,6 +334,8 @@ def _opdef_file(folder):
     # the generation rule, and these OpDefs, agree with CANN 8.1.RC1
     ("rms_norm", "RmsNorm", "aclnnRmsNorm"),
     ("add_rms_norm", "AddRmsNorm", "aclnnAddRmsNorm"),
+    # and CANN 8.5.0's (hicann/ops-nn's document of the generated API)
+    ("add_rms_norm_cast", "AddRmsNormCast", "aclnnAddRmsNormCast"),
 ])
 def test_generated_prototype_rule(folder, op_type, api):
     assert protos.prototype_from_opdef(_opdef_file(folder), op_type) == protos.PROTOTYPES[api].params
@@ -188,6 +344,10 @@ def test_generated_prototype_rule(folder, op_type, api):
 def test_prototype_parser_rejects_unknown_types():
     with pytest.raises(ValueError, match="C type 'aclFoo\\*'"):
         protos.parse_params("const aclTensor* x, aclFoo* y")
+    # a const scalar is read as declared; a const of an unknown type is still unknown
+    assert protos.parse_params("const int32_t n")[0].ctype == "const int32_t"
+    with pytest.raises(ValueError, match="C type 'const aclFoo'"):
+        protos.parse_params("const aclFoo n")
 
 
 # ---- registration decision --------------------------------------------------------------
@@ -249,7 +409,10 @@ def test_deliverables_claim_no_more_than_the_tests_reach():
         else:
             # the level is what tests/npu/real/test_bindings.py establishes for every source
             assert opdef.name in nb.binding_sources()
+            branches = opdef.aclnn.branches
+            canns = " / ".join(dict.fromkeys(b.prototype.cann for b in branches))
             assert level["opplugin_binding"].startswith(
-                f"{opdef.aclnn.api} (CANN {opdef.aclnn.prototype.cann} prototype): {BINDING_LEVEL}")
+                f"{' / '.join(b.api for b in branches)} (CANN {canns} "
+                f"prototype{'s' if len(branches) > 1 else ''}): {BINDING_LEVEL}")
     missing = dataclasses.replace(op_sdk.get_op("npu_rms_norm"), name="npu_rms_norm_nowhere")
     assert "declared, source not generated" in npu_deliverables(missing)["opplugin_binding"]

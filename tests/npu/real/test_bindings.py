@@ -80,6 +80,18 @@ def test_compile_time_check_rejects_a_mistyped_argument_order():
                      b.errors), b.errors[-4000:]
 
 
+def test_compile_time_check_covers_each_selected_api():
+    """npu_quantize's second call (aclnnAscendQuantV3, div_mode=False) with sqrtMode and
+    roundMode swapped: position 3 of that prototype is bool, the argument a const char*."""
+    api = "aclnnAscendQuantV3, input, scales, zero_points, "
+    b = build("npu_quantize_swapped",
+              _variant("npu_quantize", api + "sqrtMode, roundMode,", api + "roundMode, sqrtMode,"),
+              TORCH_NPU_DIR)
+    assert not b.ok
+    assert re.search(r"aclnn_argument_matches_prototype<3, bool, const char\s?\*, false>",
+                     b.errors), b.errors[-4000:]
+
+
 def test_compile_time_check_rejects_a_missing_argument():
     b = build("npu_add_rms_norm_short",
               _variant("npu_add_rms_norm", "x1, x2, gamma, epsilon,", "x1, x2, gamma,"),
