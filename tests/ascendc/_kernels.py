@@ -193,16 +193,55 @@ def add_rms_norm_cast(builder, x1, x2, gamma, eps=1e-6, cores=40, ub=UB_910B):
     return (y1, y2, rstd, x), key
 
 
-def dynamic_quant(builder, x, smooth_scales=None, cores=40, ub=UB_910B):
+DQ_MODES = {"pertoken": 0, "pertensor": 1, "perchannel": 2}
+
+
+def dynamic_quant(builder, x, smooth_scales=None, group_index=None, quant_mode="pertoken", int4=False, v2=None,
+                  flags=0, cores=40, ub=UB_910B):
+    """DynamicQuant (per token) or DynamicQuantV2 (v2; the default for per tensor / per
+    channel). Returns ((y, scale), tiling key), or ((y, scale, offset), key) with v2; y is int8,
+    or int4 packed 8 per int32 (int4, npu_dynamic_quant's quint4x2 layout)."""
+    v2 = quant_mode != "pertoken" if v2 is None else v2
     lib = builder.lib("dynamic_quant", DTYPE_X=CTYPE[x.dtype])
     x = x.contiguous()
     cols = x.shape[-1]
-    y = torch.empty(x.shape, dtype=torch.int8)
-    scale = torch.empty(x.shape[:-1], dtype=torch.float32)
+    rows = x.numel() // cols
+    m = x.shape[-2]
+    y = torch.empty((*x.shape[:-1], cols // 8), dtype=torch.int32) if int4 else torch.empty(x.shape, dtype=torch.int8)
+    s_shape = {"pertoken": x.shape[:-1], "pertensor": (1,), "perchannel": (*x.shape[:-2], cols)}[quant_mode]
+    scale = torch.full(s_shape, float("nan"), dtype=torch.float32)
+    offset = torch.full(s_shape, float("nan"), dtype=torch.float32) if v2 else None
     sm = smooth_scales.contiguous() if smooth_scales is not None else None
-    key = call(lib.opsdk_run, _ptr(x), _ptr(sm), _ptr(y), _ptr(scale), _rows(x, cols), ctypes.c_uint32(cols),
+    gi = group_index.contiguous() if group_index is not None else None
+    key = call(lib.opsdk_run, ctypes.c_int(int(v2)), _ptr(x), _ptr(sm), _ptr(gi), _ptr(y), _ptr(scale), _ptr(offset),
+               ctypes.c_uint64(rows), ctypes.c_uint32(cols), ctypes.c_uint32(gi.numel() if gi is not None else 0),
+               ctypes.c_uint32(DQ_MODES[quant_mode]), ctypes.c_uint64(m), ctypes.c_int(int(int4)), ctypes.c_int(flags),
                ctypes.c_uint32(cores), ctypes.c_uint32(ub))
-    return (y, scale), key
+    return ((y, scale, offset) if v2 else (y, scale)), key
+
+
+class DynamicQuantTiling(ctypes.Structure):
+    _fields_ = [("numRows", ctypes.c_uint64), ("numCols", ctypes.c_uint32), ("blockDim", ctypes.c_uint32),
+                ("rowsPerBlock", ctypes.c_uint64), ("formerBlocks", ctypes.c_uint32),
+                ("tilingKey", ctypes.c_uint32), ("rowsPerLoop", ctypes.c_uint32), ("chunkCols", ctypes.c_uint32),
+                ("numChunks", ctypes.c_uint32), ("lastChunkCols", ctypes.c_uint32)] + [
+                (f, ctypes.c_uint32) for f in ("hasSmooth", "numGroups", "chanRows", "int4Out")]
+
+
+def dynamic_quant_tiling(builder, shape, quant_mode="pertoken", smooth=False, groups=0, int4=False, cores=40,
+                         ub=UB_910B, x_dtype=torch.float16):
+    """The plain tiling (DynamicQuantV2's) of an x of `shape`."""
+    lib = builder.lib("dynamic_quant", DTYPE_X=CTYPE[x_dtype])
+    cols = shape[-1]
+    rows = 1
+    for d in shape[:-1]:
+        rows *= d
+    t = DynamicQuantTiling()
+    size = lib.opsdk_tiling(ctypes.c_uint64(rows), ctypes.c_uint32(cols), ctypes.c_int(int(smooth)),
+                            ctypes.c_uint32(groups), ctypes.c_uint32(DQ_MODES[quant_mode]), ctypes.c_uint64(shape[-2]),
+                            ctypes.c_int(int(int4)), ctypes.c_uint32(cores), ctypes.c_uint32(ub), ctypes.byref(t))
+    assert size == ctypes.sizeof(DynamicQuantTiling)
+    return t
 
 
 class AddRmsNormQuantTiling(ctypes.Structure):
