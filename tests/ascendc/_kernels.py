@@ -306,18 +306,32 @@ def add_rms_norm_quant(builder, x1, x2, gamma, scales1, zero_points1=None, beta=
     return (y1, y2, x), t
 
 
-def quantize(builder, x, scales, zero_points, div_mode=True, axis=-1, flags=0, cores=40, ub=UB_910B):
-    """npu_quantize's kernels: Quantize (div_mode) or AscendQuantV2; returns (y, tiling key).
-    The build is chosen by x's dtype (QUANTIZE_DTYPES)."""
+QUANT_ROUND = {"round": 0, "floor": 1, "ceil": 2, "trunc": 3}
+
+
+def quantize(builder, x, scales, zero_points, div_mode=True, axis=-1, sqrt_mode=False, round_mode="round",
+             int8_out=True, cores=40, ub=UB_910B):
+    """npu_quantize's kernels: Quantize (div_mode) or AscendQuantV2 (with its sqrt_mode and
+    round_mode attributes; an unknown round mode reaches the tiling as an unsupported one);
+    returns (y, tiling key). The build is chosen by x's dtype (QUANTIZE_DTYPES). axis is passed
+    as the IR attribute: Quantize's axis, or AscendQuantV2's (-1 or -2, as the converter gives)."""
     row = next(r for r in QUANTIZE_DTYPES if r[0] == CTYPE[x.dtype])
     lib = builder.lib("quantize", DTYPE_X=row[0], DTYPE_SCALES=row[1], DTYPE_ZERO_POINTS=row[2])
     x, scales = x.contiguous(), scales.contiguous()
     zp = zero_points.contiguous() if zero_points is not None else None
     cols = x.shape[-1] if x.dim() else 1
+    rank = x.dim()
+    ax = axis + rank if axis < 0 else axis
+    ax_dim = x.shape[ax] if 0 <= ax < rank else 0
+    inner = 1
+    for d in x.shape[ax + 1:rank - 1] if 0 <= ax < rank else ():
+        inner *= d
     y = torch.empty(x.shape, dtype=torch.int8)
     key = call(lib.opsdk_run, ctypes.c_int(int(div_mode)), _ptr(x), _ptr(scales), _ptr(zp), _ptr(y),
-               _rows(x, cols), ctypes.c_uint32(cols), ctypes.c_uint64(scales.numel()), ctypes.c_int64(x.dim()),
-               ctypes.c_int64(axis), ctypes.c_int(flags), ctypes.c_uint32(cores), ctypes.c_uint32(ub))
+               _rows(x, cols), ctypes.c_uint32(cols), ctypes.c_uint64(scales.numel()), ctypes.c_int64(rank),
+               ctypes.c_int64(axis), ctypes.c_uint64(ax_dim), ctypes.c_uint64(inner), ctypes.c_int(int(sqrt_mode)),
+               ctypes.c_uint32(QUANT_ROUND.get(round_mode, 4)), ctypes.c_int(int(int8_out)), ctypes.c_uint32(cores),
+               ctypes.c_uint32(ub))
     return y, key
 
 

@@ -1,6 +1,6 @@
 // CANN tiling callback of Quantize: calls the plain TilingQuantize (quantize_tiling.h).
-// Attributes: dtype (0, String), axis (1, Int, default 1). Outputs other than int8, and
-// per-channel scales along another dim than the last, are rejected.
+// Attributes: dtype (0, String), axis (1, Int, default 1). Outputs other than int8 are
+// rejected; scales along another dim than the last are applied per row.
 #include <cstring>
 
 #include "../../common/tiling_host_common.h"
@@ -24,9 +24,11 @@ static ge::graphStatus TilingQuantizeCallback(gert::TilingContext *context)
     bool int8Out = dtype != nullptr && (std::strcmp(dtype, "torch.qint8") == 0 || std::strcmp(dtype, "torch.int8") == 0);
     uint32_t xSize = ge::GetSizeByDataType(context->GetInputDesc(0)->GetDataType());
     auto facts = opsdk_ascendc::GetPlatformFacts(context);
+    int64_t ax = axis ? *axis : 1;
+    opsdk_ascendc::AxisExtent ext = opsdk_ascendc::GetAxisExtent(xs, ax < 0 ? ax + rank : ax);
     QuantizeTilingData td = TilingQuantize(total / cols, static_cast<uint32_t>(cols), xSize,
                                            static_cast<uint64_t>(scales->GetStorageShape().GetShapeSize()),
-                                           context->GetOptionalInputShape(2) != nullptr, rank, axis ? *axis : 1,
+                                           context->GetOptionalInputShape(2) != nullptr, rank, ax, ext.dim, ext.inner,
                                            int8Out, facts.coreNum, facts.ubSize);
     return opsdk_ascendc::CommitTiling(context, td);
 }
