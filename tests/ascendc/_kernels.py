@@ -307,14 +307,19 @@ def add_rms_norm_quant(builder, x1, x2, gamma, scales1, zero_points1=None, beta=
 
 
 QUANT_ROUND = {"round": 0, "floor": 1, "ceil": 2, "trunc": 3}
+# npu_quantize's dtype -> (QUANT_OUT_*, y's storage dtype)
+QUANT_OUT = {torch.qint8: (0, torch.int8), torch.int8: (0, torch.int8), torch.quint8: (1, torch.uint8),
+             torch.uint8: (1, torch.uint8), torch.qint32: (2, torch.int32), torch.int32: (2, torch.int32),
+             torch.quint4x2: (3, torch.int32)}
 
 
 def quantize(builder, x, scales, zero_points, div_mode=True, axis=-1, sqrt_mode=False, round_mode="round",
-             int8_out=True, cores=40, ub=UB_910B):
+             dtype=torch.qint8, cores=40, ub=UB_910B):
     """npu_quantize's kernels: Quantize (div_mode) or AscendQuantV2 (with its sqrt_mode and
     round_mode attributes; an unknown round mode reaches the tiling as an unsupported one);
     returns (y, tiling key). The build is chosen by x's dtype (QUANTIZE_DTYPES). axis is passed
-    as the IR attribute: Quantize's axis, or AscendQuantV2's (-1 or -2, as the converter gives)."""
+    as the IR attribute: Quantize's axis, or AscendQuantV2's (-1 or -2, as the converter gives).
+    dtype: npu_quantize's (quint4x2: int4 packed 8 per int32); None: an unsupported output."""
     row = next(r for r in QUANTIZE_DTYPES if r[0] == CTYPE[x.dtype])
     lib = builder.lib("quantize", DTYPE_X=row[0], DTYPE_SCALES=row[1], DTYPE_ZERO_POINTS=row[2])
     x, scales = x.contiguous(), scales.contiguous()
@@ -326,11 +331,12 @@ def quantize(builder, x, scales, zero_points, div_mode=True, axis=-1, sqrt_mode=
     inner = 1
     for d in x.shape[ax + 1:rank - 1] if 0 <= ax < rank else ():
         inner *= d
-    y = torch.empty(x.shape, dtype=torch.int8)
+    out, ydt = QUANT_OUT.get(dtype, (4, torch.int8))
+    y = torch.empty((*x.shape[:-1], cols // 8) if out == 3 else x.shape, dtype=ydt)
     key = call(lib.opsdk_run, ctypes.c_int(int(div_mode)), _ptr(x), _ptr(scales), _ptr(zp), _ptr(y),
                _rows(x, cols), ctypes.c_uint32(cols), ctypes.c_uint64(scales.numel()), ctypes.c_int64(rank),
                ctypes.c_int64(axis), ctypes.c_uint64(ax_dim), ctypes.c_uint64(inner), ctypes.c_int(int(sqrt_mode)),
-               ctypes.c_uint32(QUANT_ROUND.get(round_mode, 4)), ctypes.c_int(int(int8_out)), ctypes.c_uint32(cores),
+               ctypes.c_uint32(QUANT_ROUND.get(round_mode, 4)), ctypes.c_uint32(out), ctypes.c_uint32(cores),
                ctypes.c_uint32(ub))
     return y, key
 

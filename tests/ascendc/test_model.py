@@ -141,3 +141,11 @@ def test_float_to_int32_round_modes(kernels):
         got = _convert(kernels, 6, mode, v, torch.int32)
         want = fn(v.double()).clamp(-2 ** 31, 2 ** 31 - 1).to(torch.int32)
         assert torch.equal(got, want), mode
+
+
+def test_half_to_uint8_saturates_in_each_mode(kernels):
+    v = torch.tensor([0.5, 1.5, 2.5, -0.5, -3.0, 254.5, 255.49, 255.5, 300.0, 65504.0, -65504.0, 7.5, 7.25, 7.75],
+                     dtype=torch.float16)
+    for mode, fn in ((1, torch.round), (2, torch.floor), (3, torch.ceil), (5, torch.trunc)):
+        got = _convert(kernels, 8, mode, v.view(torch.int16), torch.uint8)
+        assert torch.equal(got, fn(v.float()).clamp(0, 255).to(torch.uint8)), mode

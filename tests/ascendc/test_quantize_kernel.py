@@ -154,18 +154,72 @@ def test_ascend_quant_v2_round_modes_on_ties_and_signs(kernels):
         assert y[0].tolist() == w, mode
 
 
-@pytest.mark.parametrize("what", ["round_mode", "non-int8-div", "non-int8-mul", "axis0-mul"])
+@pytest.mark.parametrize("what", ["round_mode", "int4-div", "uint8-mul", "axis0-mul", "int4-odd"])
 def test_quantize_rejects_unimplemented(kernels, what):
     x = torch.randn(3, 5, 64).to(f16)
     s = torch.ones(64, dtype=f16)
     if what == "round_mode":
         call = lambda: K.quantize(kernels, x, s, None, div_mode=False, round_mode="hybrid", cores=2)  # noqa: E731
-    elif what == "non-int8-div":
-        call = lambda: K.quantize(kernels, x, s.float(), None, div_mode=True, int8_out=False, cores=2)  # noqa: E731
-    elif what == "non-int8-mul":
-        call = lambda: K.quantize(kernels, x, s, None, div_mode=False, int8_out=False, cores=2)  # noqa: E731
+    elif what == "int4-div":  # npu_quantize allows quint4x2 with div_mode=False only
+        call = lambda: K.quantize(kernels, x, s.float(), None, div_mode=True, dtype=torch.quint4x2,  # noqa: E731
+                                  cores=2)
+    elif what == "uint8-mul":  # AscendQuantV2 lists int8 / int4 (and float8) outputs
+        call = lambda: K.quantize(kernels, x, s, None, div_mode=False, dtype=torch.quint8, cores=2)  # noqa: E731
+    elif what == "int4-odd":  # int4: the last dim a multiple of 8
+        call = lambda: K.quantize(kernels, torch.randn(3, 36).to(f16), torch.ones(36, dtype=f16), None,  # noqa: E731
+                                  div_mode=False, dtype=torch.quint4x2, cores=2)
     else:  # AscendQuantV2 takes per-channel scales along the last two dims only
         call = lambda: K.quantize(kernels, x, torch.ones(3, dtype=f16), None, div_mode=False, axis=0,  # noqa: E731
                                   cores=2)
     with pytest.raises(K.KernelError, match="not supported"):
         call()
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.parametrize("out", ["uint8", "int32", "int4"])
+@pytest.mark.parametrize("per", ["channel", "row", "tensor"])
+def test_quantize_outputs_bit_exact(kernels, case, out, per):
+    """npu_quantize's uint8 and int32 outputs (Quantize, div_mode=True) and quint4x2 (int4 packed
+    8 per int32; AscendQuantV2, div_mode=False), saturating both ways."""
+    rows, cols, cores, ub, want_key = case
+    if out == "int4":
+        cols = (cols + 7) // 8 * 8
+    div = out != "int4"
+    dt = (f16, bf16, f32)[(rows + cols) % 3]
+    torch.manual_seed(rows * 31 + cols)
+    x = (torch.randn(2, rows, cols) * 4).to(dt)
+    x[0, 0, 0], x[-1, -1, -1] = 60000.0, -60000.0
+    n = {"channel": cols, "row": rows, "tensor": 1}[per]
+    axis = {"channel": -1, "row": 1 if div else -2, "tensor": -1}[per]
+    if out == "int4":
+        s = (torch.rand(n) + 0.5).to(dt)
+        z = torch.randint(-2, 3, (n,)).to(dt)
+    else:
+        sdt, zdt = DIV_PARAMS[dt]
+        s = (torch.rand(n) * 0.04 + 0.02 if out == "uint8" else torch.rand(n) * 1e-6 + 1e-7).to(sdt)
+        z = (torch.randint(100, 156, (n,)) if out == "uint8" else torch.randint(-1000, 1000, (n,))).to(zdt)
+    dtype = {"uint8": torch.quint8, "int32": torch.qint32, "int4": torch.quint4x2}[out]
+    y, key = K.quantize(kernels, x, s, z, div_mode=div, axis=axis, dtype=dtype, cores=cores, ub=ub)
+    if ub == K.UB_910B or want_key == 2:
+        check_key(key, (2 * rows, cols, cores, ub, want_key))
+    ref = op_sdk.get_op("npu_quantize").reference(x, s, z, dtype, axis, div)
+    assert y.dtype == ref.dtype and y.shape == ref.shape
+    assert torch.equal(y, ref)
+    if out == "uint8":
+        assert (ref == 0).any() and (ref == 255).any()
+    elif out == "int32":
+        assert (ref == 2 ** 31 - 1).any() and (ref == -2 ** 31).any()
+
+
+@pytest.mark.parametrize("round_mode", ["round", "floor", "ceil", "trunc"])
+def test_ascend_quant_v2_int4_round_modes(kernels, round_mode):
+    from op_sdk.ops._common import pack_int4
+
+    torch.manual_seed(9)
+    x = (torch.randn(5, 7, 136) * 4).to(bf16)
+    s = (torch.rand(7) + 0.5).to(bf16)
+    y, _ = K.quantize(kernels, x, s, None, div_mode=False, axis=-2, round_mode=round_mode, sqrt_mode=True,
+                      dtype=torch.quint4x2, cores=6, ub=4 * 1024)
+    v = x.float() * s.float().reshape(7, 1) * s.float().reshape(7, 1)
+    fn = {"round": torch.round, "floor": torch.floor, "ceil": torch.ceil, "trunc": torch.trunc}[round_mode]
+    assert torch.equal(y, pack_int4(fn(v).clamp(-8, 7).to(torch.int8)))

@@ -1,7 +1,8 @@
-// The kernel body of static int8 quantisation, Quantize (DIV: y = x / scales) and AscendQuantV2
+// The kernel body of static quantisation, Quantize (DIV: y = x / scales) and AscendQuantV2
 // (y = x * scale, or x * scale * scale with sqrt_mode): v = x (/ or *) s (+ z) in fp32,
-// y = round(v) saturated to int8 (clamped in fp32 first, then fp32 -> int32 in the round mode:
-// rint, floor, ceil or trunc -> half -> int8). s / z per channel along the last dim (resident in
+// y = round(v) saturated to int8, uint8 or int4 (clamped in fp32 first, then fp32 -> int32 in
+// the round mode: rint, floor, ceil or trunc -> half -> the output type; int4 packed two per
+// byte, element 0 in the low nibble), or to int32 (fp32 -> int32 in the round mode, saturating). s / z per channel along the last dim (resident in
 // fp32), per row (scales along another dim: row r takes value (r / chanInner) % chanCount,
 // duplicated over the row and loaded again when it changes) or per tensor (one value,
 // duplicated over a row). T: x; S: scales; Z: zero points / offset. Tiling keys
@@ -29,14 +30,14 @@ public:
         uint64_t n = td.numCols;
         uint64_t pn = td.perTensor ? 1 : td.perRow ? td.chanCount : n;
         xGm.SetGlobalBuffer((__gm__ T *)x + r.start * n, r.count * n);
-        yGm.SetGlobalBuffer((__gm__ int8_t *)y + r.start * n, r.count * n);
+        yGm.SetGlobalBuffer((__gm__ int8_t *)y + r.start * YBytes(n), r.count * YBytes(n));
         sGm.SetGlobalBuffer((__gm__ S *)scale, pn);
         if (td.hasZero) zGm.SetGlobalBuffer((__gm__ Z *)zero, pn);
         bool whole = td.tilingKey == TILING_KEY_WHOLE_ROW;
         uint32_t work = whole ? td.numCols : td.chunkCols;
         uint32_t rows = whole ? td.rowsPerLoop : 1;
         pitchX_ = Align(work, 32 / sizeof(T));
-        pitchY_ = Align(work, 32);
+        pitchY_ = Align(static_cast<uint32_t>(YBytes(work)), 32);
         pitchF_ = Align(work, 8);
         pipe.InitBuffer(inQueueX, BUFFER_NUM, rows * pitchX_ * sizeof(T));
         pipe.InitBuffer(outQueueY, BUFFER_NUM, rows * pitchY_);
@@ -126,8 +127,45 @@ private:
             Add(v, v, zFpBuf.Get<float>(), n);
             PipeBarrier<PIPE_V>();
         }
-        SaturateToInt8(y, v, i32Buf.Get<int32_t>(), halfBuf.Get<half>(), n, Mode());
+        ToOutput(y, v, n);
         PipeBarrier<PIPE_V>();
+    }
+
+    // bytes of y per n elements
+    __aicore__ inline uint64_t YBytes(uint64_t n) const
+    {
+        return td_.outType == QUANT_OUT_INT32 ? 4 * n : td_.outType == QUANT_OUT_INT4 ? n / 2 : n;
+    }
+
+    // y (bytes) = v rounded in the mode and saturated to the output type; v is clamped in place
+    __aicore__ inline void ToOutput(const LocalTensor<int8_t> &y, const LocalTensor<float> &v, uint32_t n)
+    {
+        LocalTensor<int32_t> i32 = i32Buf.Get<int32_t>();
+        LocalTensor<half> h = halfBuf.Get<half>();
+        if (td_.outType == QUANT_OUT_INT8) {
+            SaturateToInt8(y, v, i32, h, n, Mode());
+            return;
+        }
+        if (td_.outType == QUANT_OUT_INT32) {  // the Cast saturates to the int32 range
+            Cast(y.template ReinterpretCast<int32_t>(), v, Mode(), n);
+            return;
+        }
+        bool u8 = td_.outType == QUANT_OUT_UINT8;
+        Maxs(v, v, u8 ? 0.0f : -8.0f, n);
+        PipeBarrier<PIPE_V>();
+        Mins(v, v, u8 ? 255.0f : 7.0f, n);
+        PipeBarrier<PIPE_V>();
+        Cast(i32, v, Mode(), n);
+        PipeBarrier<PIPE_V>();
+        SetDeqScale(static_cast<half>(1.0f));
+        PipeBarrier<PIPE_V>();
+        Cast(h, i32, RoundMode::CAST_ROUND, n);  // exact: |v| <= 255
+        PipeBarrier<PIPE_V>();
+        if (u8) {
+            Cast(y.template ReinterpretCast<uint8_t>(), h, RoundMode::CAST_TRUNC, n);
+        } else {
+            Cast(y.template ReinterpretCast<int4b_t>(), h, RoundMode::CAST_TRUNC, n);
+        }
     }
 
     // ---- key 1 ---------------------------------------------------------------------------
@@ -156,7 +194,7 @@ private:
             outQueueY.EnQue(yLocal);
             inQueueX.FreeTensor(xLocal);
             yLocal = outQueueY.DeQue<int8_t>();
-            CopyRowsOut(yGm[off], yLocal, rows, td_.numCols);
+            CopyRowsOut(yGm[row0 * YBytes(td_.numCols)], yLocal, rows, static_cast<uint32_t>(YBytes(td_.numCols)));
             outQueueY.FreeTensor(yLocal);
         }
     }
@@ -179,7 +217,7 @@ private:
                 outQueueY.EnQue(yLocal);
                 inQueueX.FreeTensor(xLocal);
                 yLocal = outQueueY.DeQue<int8_t>();
-                CopyRowsOut(yGm[off], yLocal, 1, len);
+                CopyRowsOut(yGm[row * YBytes(td_.numCols) + YBytes(col0)], yLocal, 1, static_cast<uint32_t>(YBytes(len)));
                 outQueueY.FreeTensor(yLocal);
             }
         }

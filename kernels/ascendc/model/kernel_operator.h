@@ -892,6 +892,7 @@ __aicore__ inline void ReduceMax(const LocalTensor<T> &dst, const LocalTensor<T>
 //   int32_t -> half                   : value * SetDeqScale's scale, then the mode (NONE = RINT)
 //   half -> int8_t                    : CAST_NONE (= RINT), RINT, FLOOR, CEIL, ROUND, TRUNC;
 //                                       saturating to [-128, 127], NaN -> 0
+//   half -> uint8_t                   : as half -> int8_t, saturating to [0, 255]
 //   half -> int4b_t                   : as half -> int8_t, saturating to [-8, 7]; two per byte,
 //                                       element 2k in the low nibble of byte k
 inline void SetDeqScale(half scale) { model::S().deqScale = static_cast<float>(scale); }
@@ -967,6 +968,10 @@ __aicore__ inline void Cast(const LocalTensor<D> &dst, const LocalTensor<S> &src
         need({R::CAST_NONE, R::CAST_RINT, R::CAST_FLOOR, R::CAST_CEIL, R::CAST_ROUND, R::CAST_TRUNC}, "half -> int8");
         R m = mode == R::CAST_NONE ? R::CAST_RINT : mode;
         for (uint32_t i = 0; i < count; ++i) pd[i] = static_cast<int8_t>(model::SatInt(static_cast<float>(tmp[i]), m, -128, 127));
+    } else if constexpr (std::is_same<S, half>::value && std::is_same<D, uint8_t>::value) {
+        need({R::CAST_NONE, R::CAST_RINT, R::CAST_FLOOR, R::CAST_CEIL, R::CAST_ROUND, R::CAST_TRUNC}, "half -> uint8");
+        R m = mode == R::CAST_NONE ? R::CAST_RINT : mode;
+        for (uint32_t i = 0; i < count; ++i) pd[i] = static_cast<uint8_t>(model::SatInt(static_cast<float>(tmp[i]), m, 0, 255));
     } else if constexpr (std::is_same<S, half>::value && std::is_same<D, int4b_t>::value) {
         need({R::CAST_NONE, R::CAST_RINT, R::CAST_FLOOR, R::CAST_CEIL, R::CAST_ROUND, R::CAST_TRUNC}, "half -> int4");
         R m = mode == R::CAST_NONE ? R::CAST_RINT : mode;

@@ -1,4 +1,4 @@
-// AscendQuantV2 (npu_quantize with div_mode=False, int8 output) for the vector cores:
+// AscendQuantV2 (npu_quantize with div_mode=False; int8 or int4 output) for the vector cores:
 // y = sat(round(x * scale + offset)) in fp32 (x * scale * scale with sqrt_mode; round_mode
 // "round" = rint, "floor", "ceil", "trunc"), scale / offset per channel along the last dim,
 // per row of dim -2 (axis -2) or per tensor, in x's dtype. T: half, bfloat16_t or float.
