@@ -93,13 +93,7 @@ private:
         LocalTensor<int32_t> i32 = absBuf.Get<int32_t>();
         LocalTensor<half> h = halfBuf.Get<half>();
         if (td_.int4Out) {
-            Cast(i32, v, RoundMode::CAST_RINT, n);
-            PipeBarrier<PIPE_V>();
-            SetDeqScale(static_cast<half>(1.0f));
-            PipeBarrier<PIPE_V>();
-            Cast(h, i32, RoundMode::CAST_ROUND, n);
-            PipeBarrier<PIPE_V>();
-            Cast(y.template ReinterpretCast<int4b_t>(), h, RoundMode::CAST_TRUNC, n);
+            FloatToInt4(y, v, i32, h, n);
         } else {
             FloatToInt8(y, v, i32, h, n);
         }
