@@ -193,16 +193,55 @@ def add_rms_norm_cast(builder, x1, x2, gamma, eps=1e-6, cores=40, ub=UB_910B):
     return (y1, y2, rstd, x), key
 
 
-def dynamic_quant(builder, x, smooth_scales=None, cores=40, ub=UB_910B):
+DQ_MODES = {"pertoken": 0, "pertensor": 1, "perchannel": 2}
+
+
+def dynamic_quant(builder, x, smooth_scales=None, group_index=None, quant_mode="pertoken", int4=False, v2=None,
+                  flags=0, cores=40, ub=UB_910B):
+    """DynamicQuant (per token) or DynamicQuantV2 (v2; the default for per tensor / per
+    channel). Returns ((y, scale), tiling key), or ((y, scale, offset), key) with v2; y is int8,
+    or int4 packed 8 per int32 (int4, npu_dynamic_quant's quint4x2 layout)."""
+    v2 = quant_mode != "pertoken" if v2 is None else v2
     lib = builder.lib("dynamic_quant", DTYPE_X=CTYPE[x.dtype])
     x = x.contiguous()
     cols = x.shape[-1]
-    y = torch.empty(x.shape, dtype=torch.int8)
-    scale = torch.empty(x.shape[:-1], dtype=torch.float32)
+    rows = x.numel() // cols
+    m = x.shape[-2]
+    y = torch.empty((*x.shape[:-1], cols // 8), dtype=torch.int32) if int4 else torch.empty(x.shape, dtype=torch.int8)
+    s_shape = {"pertoken": x.shape[:-1], "pertensor": (1,), "perchannel": (*x.shape[:-2], cols)}[quant_mode]
+    scale = torch.full(s_shape, float("nan"), dtype=torch.float32)
+    offset = torch.full(s_shape, float("nan"), dtype=torch.float32) if v2 else None
     sm = smooth_scales.contiguous() if smooth_scales is not None else None
-    key = call(lib.opsdk_run, _ptr(x), _ptr(sm), _ptr(y), _ptr(scale), _rows(x, cols), ctypes.c_uint32(cols),
+    gi = group_index.contiguous() if group_index is not None else None
+    key = call(lib.opsdk_run, ctypes.c_int(int(v2)), _ptr(x), _ptr(sm), _ptr(gi), _ptr(y), _ptr(scale), _ptr(offset),
+               ctypes.c_uint64(rows), ctypes.c_uint32(cols), ctypes.c_uint32(gi.numel() if gi is not None else 0),
+               ctypes.c_uint32(DQ_MODES[quant_mode]), ctypes.c_uint64(m), ctypes.c_int(int(int4)), ctypes.c_int(flags),
                ctypes.c_uint32(cores), ctypes.c_uint32(ub))
-    return (y, scale), key
+    return ((y, scale, offset) if v2 else (y, scale)), key
+
+
+class DynamicQuantTiling(ctypes.Structure):
+    _fields_ = [("numRows", ctypes.c_uint64), ("numCols", ctypes.c_uint32), ("blockDim", ctypes.c_uint32),
+                ("rowsPerBlock", ctypes.c_uint64), ("formerBlocks", ctypes.c_uint32),
+                ("tilingKey", ctypes.c_uint32), ("rowsPerLoop", ctypes.c_uint32), ("chunkCols", ctypes.c_uint32),
+                ("numChunks", ctypes.c_uint32), ("lastChunkCols", ctypes.c_uint32)] + [
+                (f, ctypes.c_uint32) for f in ("hasSmooth", "numGroups", "chanRows", "int4Out")]
+
+
+def dynamic_quant_tiling(builder, shape, quant_mode="pertoken", smooth=False, groups=0, int4=False, cores=40,
+                         ub=UB_910B, x_dtype=torch.float16):
+    """The plain tiling (DynamicQuantV2's) of an x of `shape`."""
+    lib = builder.lib("dynamic_quant", DTYPE_X=CTYPE[x_dtype])
+    cols = shape[-1]
+    rows = 1
+    for d in shape[:-1]:
+        rows *= d
+    t = DynamicQuantTiling()
+    size = lib.opsdk_tiling(ctypes.c_uint64(rows), ctypes.c_uint32(cols), ctypes.c_int(int(smooth)),
+                            ctypes.c_uint32(groups), ctypes.c_uint32(DQ_MODES[quant_mode]), ctypes.c_uint64(shape[-2]),
+                            ctypes.c_int(int(int4)), ctypes.c_uint32(cores), ctypes.c_uint32(ub), ctypes.byref(t))
+    assert size == ctypes.sizeof(DynamicQuantTiling)
+    return t
 
 
 class AddRmsNormQuantTiling(ctypes.Structure):
@@ -212,35 +251,38 @@ class AddRmsNormQuantTiling(ctypes.Structure):
                 ("numChunks", ctypes.c_uint32), ("lastChunkCols", ctypes.c_uint32), ("epsilon", ctypes.c_float),
                 ("avgFactor", ctypes.c_float)] + [
                 (f, ctypes.c_uint32) for f in ("hasBeta", "run1", "run2", "hasScale1", "hasScale2", "hasZero1",
-                                               "hasZero2", "divMode")]
+                                               "hasZero2", "divMode", "int4Out", "reserved")]
 
 
-def _mask_arg(output_mask):
+def _mask_arg(output_mask, int4=False):
     if output_mask is None:
-        return ctypes.c_int(-1)
-    return ctypes.c_int((1 if output_mask[0] else 0) | (2 if output_mask[1] else 0))
+        return ctypes.c_int(255 | 256 if int4 else -1)
+    return ctypes.c_int((1 if output_mask[0] else 0) | (2 if output_mask[1] else 0) | (256 if int4 else 0))
 
 
 def add_rms_norm_dynamic_quant(builder, x1, x2, gamma, smooth_scale1=None, smooth_scale2=None, beta=None, eps=1e-6,
-                               output_mask=None, cores=40, ub=UB_910B):
+                               output_mask=None, int4=False, cores=40, ub=UB_910B):
     """Returns ((y1, y2, x, scale1, scale2), tiling); outputs of a branch that does not run are
-    (0,) tensors, as the reference returns them."""
+    (0,) tensors, as the reference returns them. int4: y1 / y2 int4 packed 8 per int32 (the
+    reference's quint4x2 layout)."""
     lib = builder.lib("add_rms_norm_dynamic_quant", DTYPE_X1=CTYPE[x1.dtype])
     x1, x2, gamma = x1.contiguous(), x2.contiguous(), gamma.contiguous()
     sm1, sm2, b = (t.contiguous() if t is not None else None for t in (smooth_scale1, smooth_scale2, beta))
     cols, rows = gamma.numel(), x1.numel() // gamma.numel()
     t = AddRmsNormQuantTiling()
     lib.opsdk_tiling(ctypes.c_uint64(rows), ctypes.c_uint32(cols), ctypes.c_float(eps), _ptr(sm1), _ptr(sm2),
-                     _ptr(b), _mask_arg(output_mask), ctypes.c_uint32(cores), ctypes.c_uint32(ub), ctypes.byref(t))
-    y1 = torch.empty(x1.shape if t.run1 else (0,), dtype=torch.int8)
-    y2 = torch.empty(x1.shape if t.run2 else (0,), dtype=torch.int8)
+                     _ptr(b), _mask_arg(output_mask, int4), ctypes.c_uint32(cores), ctypes.c_uint32(ub),
+                     ctypes.byref(t))
+    y_shape, y_dtype = ((*x1.shape[:-1], cols // 8), torch.int32) if int4 else (x1.shape, torch.int8)
+    y1 = torch.empty(y_shape if t.run1 else (0,), dtype=y_dtype)
+    y2 = torch.empty(y_shape if t.run2 else (0,), dtype=y_dtype)
     s1 = torch.empty(x1.shape[:-1] if t.run1 else (0,), dtype=torch.float32)
     s2 = torch.empty(x1.shape[:-1] if t.run2 else (0,), dtype=torch.float32)
     x = torch.empty_like(x1)
     outs = [(o if o.numel() else None) for o in (y1, y2, s1, s2)]
     call(lib.opsdk_run, _ptr(x1), _ptr(x2), _ptr(gamma), _ptr(sm1), _ptr(sm2), _ptr(b), _ptr(outs[0]),
          _ptr(outs[1]), _ptr(x), _ptr(outs[2]), _ptr(outs[3]), ctypes.c_uint64(rows), ctypes.c_uint32(cols),
-         ctypes.c_float(eps), _mask_arg(output_mask), ctypes.c_uint32(cores), ctypes.c_uint32(ub))
+         ctypes.c_float(eps), _mask_arg(output_mask, int4), ctypes.c_uint32(cores), ctypes.c_uint32(ub))
     return (y1, y2, x, s1, s2), t
 
 
@@ -267,18 +309,38 @@ def add_rms_norm_quant(builder, x1, x2, gamma, scales1, zero_points1=None, beta=
     return (y1, y2, x), t
 
 
-def quantize(builder, x, scales, zero_points, div_mode=True, axis=-1, flags=0, cores=40, ub=UB_910B):
-    """npu_quantize's kernels: Quantize (div_mode) or AscendQuantV2; returns (y, tiling key).
-    The build is chosen by x's dtype (QUANTIZE_DTYPES)."""
+QUANT_ROUND = {"round": 0, "floor": 1, "ceil": 2, "trunc": 3}
+# npu_quantize's dtype -> (QUANT_OUT_*, y's storage dtype)
+QUANT_OUT = {torch.qint8: (0, torch.int8), torch.int8: (0, torch.int8), torch.quint8: (1, torch.uint8),
+             torch.uint8: (1, torch.uint8), torch.qint32: (2, torch.int32), torch.int32: (2, torch.int32),
+             torch.quint4x2: (3, torch.int32)}
+
+
+def quantize(builder, x, scales, zero_points, div_mode=True, axis=-1, sqrt_mode=False, round_mode="round",
+             dtype=torch.qint8, cores=40, ub=UB_910B):
+    """npu_quantize's kernels: Quantize (div_mode) or AscendQuantV2 (with its sqrt_mode and
+    round_mode attributes; an unknown round mode reaches the tiling as an unsupported one);
+    returns (y, tiling key). The build is chosen by x's dtype (QUANTIZE_DTYPES). axis is passed
+    as the IR attribute: Quantize's axis, or AscendQuantV2's (-1 or -2, as the converter gives).
+    dtype: npu_quantize's (quint4x2: int4 packed 8 per int32); None: an unsupported output."""
     row = next(r for r in QUANTIZE_DTYPES if r[0] == CTYPE[x.dtype])
     lib = builder.lib("quantize", DTYPE_X=row[0], DTYPE_SCALES=row[1], DTYPE_ZERO_POINTS=row[2])
     x, scales = x.contiguous(), scales.contiguous()
     zp = zero_points.contiguous() if zero_points is not None else None
     cols = x.shape[-1] if x.dim() else 1
-    y = torch.empty(x.shape, dtype=torch.int8)
+    rank = x.dim()
+    ax = axis + rank if axis < 0 else axis
+    ax_dim = x.shape[ax] if 0 <= ax < rank else 0
+    inner = 1
+    for d in x.shape[ax + 1:rank - 1] if 0 <= ax < rank else ():
+        inner *= d
+    out, ydt = QUANT_OUT.get(dtype, (4, torch.int8))
+    y = torch.empty((*x.shape[:-1], cols // 8) if out == 3 else x.shape, dtype=ydt)
     key = call(lib.opsdk_run, ctypes.c_int(int(div_mode)), _ptr(x), _ptr(scales), _ptr(zp), _ptr(y),
-               _rows(x, cols), ctypes.c_uint32(cols), ctypes.c_uint64(scales.numel()), ctypes.c_int64(x.dim()),
-               ctypes.c_int64(axis), ctypes.c_int(flags), ctypes.c_uint32(cores), ctypes.c_uint32(ub))
+               _rows(x, cols), ctypes.c_uint32(cols), ctypes.c_uint64(scales.numel()), ctypes.c_int64(rank),
+               ctypes.c_int64(axis), ctypes.c_uint64(ax_dim), ctypes.c_uint64(inner), ctypes.c_int(int(sqrt_mode)),
+               ctypes.c_uint32(QUANT_ROUND.get(round_mode, 4)), ctypes.c_uint32(out), ctypes.c_uint32(cores),
+               ctypes.c_uint32(ub))
     return y, key
 
 

@@ -1,5 +1,6 @@
 // ctypes entry of the AddRmsNormDynamicQuant kernel (kernels/ascendc/add_rms_norm_dynamic_quant)
-// on the CPU model. -DDTYPE_X1=half|bfloat16_t. mask: -1 no output_mask, else bit 0 / bit 1.
+// on the CPU model. -DDTYPE_X1=half|bfloat16_t. mask: -1 no output_mask, else bit 0 / bit 1;
+// bit 8 of mask: int4 outputs.
 #include "driver_common.h"
 #include "add_rms_norm_dynamic_quant/op_kernel/add_rms_norm_dynamic_quant.cpp"
 
@@ -7,9 +8,12 @@ static AddRmsNormDynamicQuantTilingData Tiling(uint64_t rows, uint32_t cols, flo
                                                const void *smooth2, const void *beta, int mask, uint32_t coreNum,
                                                uint32_t ubBytes)
 {
+    bool int4 = mask >= 0 && (mask & 256);
+    int m = mask >= 0 ? (mask & 255) : mask;
+    bool hasMask = m >= 0 && m != 255;  // 255: int4 without an output_mask
     return TilingAddRmsNormDynamicQuant(rows, cols, sizeof(DTYPE_X1), eps, smooth1 != nullptr, smooth2 != nullptr,
-                                        beta != nullptr, mask >= 0, mask >= 0 && (mask & 1), mask >= 0 && (mask & 2),
-                                        coreNum, ubBytes);
+                                        beta != nullptr, hasMask, hasMask && (m & 1), hasMask && (m & 2), int4, coreNum,
+                                        ubBytes);
 }
 
 extern "C" int opsdk_tiling(uint64_t rows, uint32_t cols, float eps, void *smooth1, void *smooth2, void *beta, int mask,
@@ -37,9 +41,10 @@ extern "C" int opsdk_run(void *x1, void *x2, void *gamma, void *smooth1, void *s
     OPSDK_GM(smooth2, cols * sizeof(DTYPE_X1), "smooth_scale2");
     OPSDK_GM(beta, cols * sizeof(DTYPE_X1), "beta");
     OPSDK_GM(x, n * sizeof(DTYPE_X1), "x");
-    if (td.run1) OPSDK_GM(y1, n, "y1");
+    uint64_t yn = td.int4Out ? n / 2 : n;
+    if (td.run1) OPSDK_GM(y1, yn, "y1");
     if (td.run1) OPSDK_GM(scale1, rows * sizeof(float), "scale1");
-    if (td.run2) OPSDK_GM(y2, n, "y2");
+    if (td.run2) OPSDK_GM(y2, yn, "y2");
     if (td.run2) OPSDK_GM(scale2, rows * sizeof(float), "scale2");
     OPSDK_GM(&td, sizeof(td), "tiling");
     return opsdk_driver::RunBlocks(td.blockDim, ubBytes, err, errLen, [&] {

@@ -80,7 +80,9 @@ extern "C" int opsdk_fault(int which, void *gm, uint64_t elems, uint32_t blocks,
 }
 
 // The model's Cast over n values: kind 0 float -> half, 1 float -> bfloat16 (mode: RoundMode),
-// 2 half -> float, 3 bfloat16 -> float, 4 float -> int8 through int32 / half (kernel_common.h).
+// 2 half -> float, 3 bfloat16 -> float, 4 float -> int8 through int32 / half (kernel_common.h),
+// 5 half -> int4 (mode; packed two per byte, n / 2 bytes out), 6 float -> int32 (mode),
+// 7 an int4 view indexed at an odd element (an error), 8 half -> uint8 (mode).
 #include "common/kernel_common.h"
 extern "C" int opsdk_convert(int kind, int mode, const void *in, void *out, uint32_t n, char *err, int errLen)
 {
@@ -105,6 +107,19 @@ extern "C" int opsdk_convert(int kind, int mode, const void *in, void *out, uint
                 opsdk_ascendc::FloatToInt8(b.Get<int8_t>(), src, c.Get<int32_t>(), d.Get<half>(), n);
                 std::memcpy(out, b.Get<int8_t>().Data(), n);
             }
+        } else if (kind == 5 || kind == 7) {
+            std::memcpy(a.Get<half>().Data(), in, n * 2);
+            LocalTensor<int4b_t> q = b.Get<int8_t>().ReinterpretCast<int4b_t>();
+            Cast(kind == 7 ? q[1] : q, a.Get<half>(), m, n);
+            std::memcpy(out, b.Get<int8_t>().Data(), (n + 1) / 2);
+        } else if (kind == 8) {
+            std::memcpy(a.Get<half>().Data(), in, n * 2);
+            Cast(b.Get<uint8_t>(), a.Get<half>(), m, n);
+            std::memcpy(out, b.Get<uint8_t>().Data(), n);
+        } else if (kind == 6) {
+            std::memcpy(a.Get<float>().Data(), in, n * 4);
+            Cast(b.Get<int32_t>(), a.Get<float>(), m, n);
+            std::memcpy(out, b.Get<int32_t>().Data(), n * 4);
         } else if (kind == 2) {
             std::memcpy(a.Get<half>().Data(), in, n * 2);
             Cast(b.Get<float>(), a.Get<half>(), RoundMode::CAST_NONE, n);

@@ -19,28 +19,30 @@ static int Run(const QuantizeTilingData &td, void *x, void *scale, void *zero, v
     OPSDK_GM(x, n * sizeof(DTYPE_X), "x");
     OPSDK_GM(scale, scaleLen * sizeof(S), "scale");
     OPSDK_GM(zero, scaleLen * sizeof(Z), "zero_points");
-    OPSDK_GM(y, n, "y");
+    OPSDK_GM(y, td.outType == QUANT_OUT_INT32 ? 4 * n : td.outType == QUANT_OUT_INT4 ? n / 2 : n, "y");
     OPSDK_GM(&td, sizeof(td), "tiling");
     return opsdk_driver::RunBlocks(td.blockDim, ubBytes, err, errLen, kernel);
 }
 
-// divMode 1: Quantize (x / scales); 0: AscendQuantV2 (x * scale). flags: bit 0 sqrt_mode,
-// bit 1 a round mode other than rint, bit 2 an output other than int8.
+// divMode 1: Quantize (x / scales); 0: AscendQuantV2 (x * scale). axDim / inner: the size of the
+// scales' dim and the product of the dims between it and the last. sqrtMode / roundMode
+// (QUANT_ROUND_*, 4: an unsupported mode): AscendQuantV2's attributes. outType: QUANT_OUT_*.
 extern "C" int opsdk_run(int divMode, void *x, void *scale, void *zero, void *y, uint64_t rows, uint32_t cols,
-                         uint64_t scaleLen, int64_t rank, int64_t axis, int flags, uint32_t coreNum, uint32_t ubBytes,
-                         uint32_t *keyOut, char *err, int errLen)
+                         uint64_t scaleLen, int64_t rank, int64_t axis, uint64_t axDim, uint64_t inner, int sqrtMode,
+                         uint32_t roundMode, uint32_t outType, uint32_t coreNum, uint32_t ubBytes, uint32_t *keyOut,
+                         char *err, int errLen)
 {
-    bool int8Out = !(flags & 4);
     if (divMode) {
-        QuantizeTilingData td = TilingQuantize(rows, cols, sizeof(DTYPE_X), scaleLen, zero != nullptr, rank, axis,
-                                               int8Out, coreNum, ubBytes);
+        QuantizeTilingData td = TilingQuantize(rows, cols, sizeof(DTYPE_X), scaleLen, zero != nullptr, rank, axis, axDim,
+                                               inner, outType, coreNum, ubBytes);
         return Run<DTYPE_SCALES, DTYPE_ZERO_POINTS>(td, x, scale, zero, y, rows, cols, scaleLen, ubBytes, keyOut, err,
                                                     errLen, [&] {
             quantize((GM_ADDR)x, (GM_ADDR)scale, (GM_ADDR)zero, (GM_ADDR)y, nullptr, (GM_ADDR)&td);
         });
     }
     AscendQuantV2TilingData td = TilingAscendQuantV2(rows, cols, sizeof(DTYPE_X), scaleLen, zero != nullptr, rank, axis,
-                                                     flags & 1, !(flags & 2), int8Out, coreNum, ubBytes);
+                                                     axDim, inner, sqrtMode != 0, roundMode, outType, coreNum,
+                                                     ubBytes);
     return Run<DTYPE_SCALE, DTYPE_OFFSET>(td, x, scale, zero, y, rows, cols, scaleLen, ubBytes, keyOut, err, errLen, [&] {
         ascend_quant_v2((GM_ADDR)x, (GM_ADDR)scale, (GM_ADDR)zero, (GM_ADDR)y, nullptr, (GM_ADDR)&td);
     });

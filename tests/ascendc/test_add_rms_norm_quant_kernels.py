@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import op_sdk
+from op_sdk.ops._common import pack_int4, unpack_int4
 from tests.ascendc import _kernels as K
 from tests.ascendc._cases import CASES, SPLIT, case_id, check_key
 
@@ -54,43 +55,46 @@ def _rstd_of(x, tiling):
 
 # ---- AddRmsNormDynamicQuant -------------------------------------------------------------------
 
-def _dynamic_branch(y, smooth):
+def _dynamic_branch(y, smooth, int4=False):
+    dmax = 7.0 if int4 else 127.0
     v = y * smooth.float() if smooth is not None else y
     amax = v.abs().amax(-1, keepdim=True)
-    inv = torch.where(amax > 0, torch.full_like(amax, 127.0) / amax, torch.zeros_like(amax))
-    return torch.round(v * inv).clamp_(-128.0, 127.0).to(torch.int8), (amax / 127.0).squeeze(-1)
+    inv = torch.where(amax > 0, torch.full_like(amax, dmax) / amax, torch.zeros_like(amax))
+    q = torch.round(v * inv).clamp_(-dmax - 1, dmax).to(torch.int8)
+    return (pack_int4(q) if int4 else q), (amax / dmax).squeeze(-1)
 
 
-def _adrq_formula(x1, x2, gamma, rstd_fn, sm1, sm2, beta, run):
+def _adrq_formula(x1, x2, gamma, rstd_fn, sm1, sm2, beta, run, int4=False):
     x = x1.float() + x2.float()
     y = _y(x, rstd_fn(x), gamma, beta)
-    return [_dynamic_branch(y, sm) if on else None for on, sm in zip(run, (sm1, sm2))]
+    return [_dynamic_branch(y, sm, int4) if on else None for on, sm in zip(run, (sm1, sm2))]
 
 
-def _check_adrq(kernels, x1, x2, g, sm1, sm2, beta, mask, cores, ub):
-    (y1, y2, x, s1, s2), t = K.add_rms_norm_dynamic_quant(kernels, x1, x2, g, sm1, sm2, beta, EPS, mask,
+def _check_adrq(kernels, x1, x2, g, sm1, sm2, beta, mask, cores, ub, int4=False):
+    (y1, y2, x, s1, s2), t = K.add_rms_norm_dynamic_quant(kernels, x1, x2, g, sm1, sm2, beta, EPS, mask, int4=int4,
                                                           cores=cores, ub=ub)
     ref = op_sdk.get_op("npu_add_rms_norm_dynamic_quant").reference(
-        x1, x2, g, smooth_scale1=sm1, smooth_scale2=sm2, beta=beta, epsilon=EPS, output_mask=mask)
+        x1, x2, g, smooth_scale1=sm1, smooth_scale2=sm2, beta=beta, epsilon=EPS, output_mask=mask,
+        y_dtype=torch.quint4x2 if int4 else None)
     ry1, ry2, rx, rs1, rs2 = ref
     run = (bool(t.run1), bool(t.run2))
     assert run == (ry1.numel() > 0, ry2.numel() > 0), "the kernel's branches are not the reference's"
     _assert_bits(x, rx, "x = x1 + x2")
     # the formula is the reference's ...
-    for got, want in zip(_adrq_formula(x1, x2, g, _torch_rstd, sm1, sm2, beta, run), ((ry1, rs1), (ry2, rs2))):
+    for got, want in zip(_adrq_formula(x1, x2, g, _torch_rstd, sm1, sm2, beta, run, int4), ((ry1, rs1), (ry2, rs2))):
         if got is not None:
             _assert_bits(got[0], want[0], "formula y"), _assert_bits(got[1], want[1], "formula scale")
     # ... and with the model's rstd it gives the kernel's outputs bit for bit
     rows = x1.numel() // g.numel()
     model = _adrq_formula(x1.reshape(rows, -1), x2.reshape(rows, -1), g, lambda v: _rstd_of(v, t), sm1, sm2, beta,
-                          run)
+                          run, int4)
     for i, (m, y, s, ry, rs) in enumerate(zip(model, (y1, y2), (s1, s2), (ry1, ry2), (rs1, rs2)), 1):
         if m is None:
             assert y.numel() == 0 and s.numel() == 0 and ry.numel() == 0 and rs.numel() == 0
             continue
         _assert_bits(y.reshape(rows, -1), m[0], f"y{i} (model rstd)")
         _assert_bits(s.reshape(-1), m[1], f"scale{i} (model rstd)")
-        K.assert_int_close(y, ry, what=f"y{i}")
+        K.assert_int_close(unpack_int4(y) if int4 else y, unpack_int4(ry) if int4 else ry, what=f"y{i}")
         K.assert_ulp(s, rs, K.SCALE_ULP, what=f"scale{i}")
     return t
 
@@ -108,6 +112,31 @@ def test_add_rms_norm_dynamic_quant(kernels, case, config, dt):
     t = _check_adrq(kernels, x1, x2, g, sm1, sm2, beta, None, cores, ub)
     check_key(t.tilingKey, case)
     assert (t.run1, t.run2) == ((1, 1) if config != "plain" else (1, 0))
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.parametrize("config", ["plain", "smooth2-beta", "mask01-smooth2"])
+def test_add_rms_norm_dynamic_quant_int4(kernels, case, config):
+    """int4 outputs (quint4x2, DMAX 7, 8 per int32), the last dim rounded up to a multiple of 8."""
+    rows, cols, cores, ub, want_key = case
+    cols = (cols + 7) // 8 * 8
+    dt = bf16 if cols % 16 else f16
+    x1, x2, g = _norm_inputs(rows, cols, dt)
+    sm1 = sm2 = beta = mask = None
+    if config == "smooth2-beta":
+        sm1, sm2 = (torch.rand(cols) + 0.5).to(dt), (torch.rand(cols) * 2 + 0.1).to(dt)
+        beta = (torch.randn(cols) * 0.3).to(dt)
+    elif config == "mask01-smooth2":
+        sm2, mask = (torch.rand(cols) + 0.5).to(dt), (False, True)
+    t = _check_adrq(kernels, x1, x2, g, sm1, sm2, beta, mask, cores, ub, int4=True)
+    check_key(t.tilingKey, (rows, cols, cores, ub, want_key))
+    assert t.int4Out == 1
+
+
+def test_add_rms_norm_dynamic_quant_int4_needs_a_multiple_of_8(kernels):
+    x1, x2, g = _norm_inputs(3, 36, f16)
+    with pytest.raises(K.KernelError, match="no tiling fits"):
+        K.add_rms_norm_dynamic_quant(kernels, x1, x2, g, int4=True, cores=2)
 
 
 @pytest.mark.parametrize("ub", [K.UB_910B, 4 * 1024], ids=["whole", "split"])

@@ -1,7 +1,7 @@
 """Every Ascend C kernel of kernels/ascendc/ is run on the CPU model: its folder's op_kernel
-source is included by a driver that the kernel builder compiles and a test file calls, so
-the level "CPU-model tested" that `op-sdk ops --npu` and docs/operators.md report for it
-(op_sdk/app/deliverables.py) is one these tests establish."""
+source is included by a driver that calls its kernel entry, that the kernel builder compiles
+and a test file calls, so the level "CPU-model tested" that `op-sdk ops --npu` and
+docs/operators.md report for it (op_sdk/app/deliverables.py) is one these tests establish."""
 
 import re
 
@@ -32,6 +32,9 @@ def test_every_kernel_has_a_driver_that_is_built_and_called(folder):
     assert drivers, f"no tests/ascendc/driver_*.cpp includes kernels/ascendc/{folder}"
     built = {d for d, _ in VARIANTS}
     tests = " ".join(p.read_text() for p in HERE.glob("test_*.py") if p.name != "test_coverage.py")
+    entry = re.compile(rf"(?<![\w.]){folder}\s*\(\s*\(GM_ADDR\)")
+    assert any(entry.search((HERE / f"driver_{d}.cpp").read_text()) for d in drivers), \
+        f"no driver calls the kernel entry {folder}(...) (including its source is not running it)"
     for driver in drivers:
         assert driver in built, f"driver_{driver}.cpp is not among the kernel builder's variants"
         assert re.search(rf"""\blib\(\s*["']{driver}["']""", tests + (HERE / "_kernels.py").read_text()), \

@@ -115,3 +115,37 @@ def test_float_to_int8_rounds_half_to_even_and_saturates(kernels):
     q = _convert(kernels, 4, 0, v, torch.int8)
     ref = torch.round(torch.nan_to_num(v, nan=0.0)).clamp(-128, 127).to(torch.int8)
     assert torch.equal(q, ref)
+
+
+def test_half_to_int4_packs_two_per_byte_and_saturates(kernels):
+    """Cast half -> int4b_t: element 2k in the low nibble of byte k; [-8, 7]; the round modes."""
+    from op_sdk.ops._common import pack_int4
+    v = torch.tensor([0.5, 1.5, 2.5, -0.5, -2.5, 6.5, 7.49, 7.5, 100.0, -8.5, -1e4, 1e4, float("nan"), -3.0, 3.0, 0.0,
+                      -7.5, -6.5, 4.5, -4.5, 1.0, -1.0, 65504.0, -65504.0], dtype=torch.float16)
+    rint = _convert(kernels, 5, 1, v.view(torch.int16), torch.uint8)[: v.numel() // 2]
+    ref = torch.round(torch.nan_to_num(v.float(), nan=0.0)).clamp(-8, 7).to(torch.int8)
+    assert torch.equal(rint.view(torch.uint8), pack_int4(ref.reshape(3, 8)).view(torch.uint8).reshape(-1))
+    for mode, fn in ((2, torch.floor), (3, torch.ceil), (5, torch.trunc)):
+        got = _convert(kernels, 5, mode, v.view(torch.int16), torch.uint8)[: v.numel() // 2]
+        want = fn(torch.nan_to_num(v.float(), nan=0.0)).clamp(-8, 7).to(torch.int8)
+        assert torch.equal(got, pack_int4(want.reshape(3, 8)).view(torch.uint8).reshape(-1)), mode
+    with pytest.raises(K.KernelError, match="odd int4 element"):
+        _convert(kernels, 7, 1, v[:4].view(torch.int16), torch.uint8)
+
+
+def test_float_to_int32_round_modes(kernels):
+    """Cast float -> int32 with RINT / FLOOR / CEIL / ROUND (ties away) / TRUNC, saturating."""
+    v = torch.tensor([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 2.7, -2.7, 3e9, -3e9, 1e-30, -1e-30])
+    half_away = lambda t: torch.sign(t) * torch.floor(t.abs() + 0.5)  # noqa: E731
+    for mode, fn in ((1, torch.round), (2, torch.floor), (3, torch.ceil), (4, half_away), (5, torch.trunc)):
+        got = _convert(kernels, 6, mode, v, torch.int32)
+        want = fn(v.double()).clamp(-2 ** 31, 2 ** 31 - 1).to(torch.int32)
+        assert torch.equal(got, want), mode
+
+
+def test_half_to_uint8_saturates_in_each_mode(kernels):
+    v = torch.tensor([0.5, 1.5, 2.5, -0.5, -3.0, 254.5, 255.49, 255.5, 300.0, 65504.0, -65504.0, 7.5, 7.25, 7.75],
+                     dtype=torch.float16)
+    for mode, fn in ((1, torch.round), (2, torch.floor), (3, torch.ceil), (5, torch.trunc)):
+        got = _convert(kernels, 8, mode, v.view(torch.int16), torch.uint8)
+        assert torch.equal(got, fn(v.float()).clamp(0, 255).to(torch.uint8)), mode

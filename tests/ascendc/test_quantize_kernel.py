@@ -65,14 +65,161 @@ def test_quantize_axis_forms(kernels):
     s1 = torch.tensor([0.03])
     y, _ = K.quantize(kernels, x, s1, None, div_mode=True, axis=0, cores=5)   # per tensor: any axis
     assert torch.equal(y, _ref(x, s1, None, True, 0))
-    s6, _ = _params(6, f16, True, False, 8)
-    with pytest.raises(K.KernelError, match="not supported"):                   # per channel along dim 1
-        K.quantize(kernels, x, s6, None, div_mode=True, axis=1, cores=5)
 
 
-@pytest.mark.parametrize("flags", [1, 2, 4], ids=["sqrt_mode", "round_mode", "non-int8"])
-def test_quantize_rejects_unimplemented(kernels, flags):
-    x = torch.randn(3, 64).to(f16)
+def _formula(x, s, o, sqrt_mode, round_mode, axis=-1):
+    """AscendQuantV2 with its attributes: sat(round((x * s) (* s) + o)) in fp32, scale / offset
+    along axis (-1 or -2). npu_quantize passes sqrt_mode=False and round_mode="round" only; the
+    test below checks that this formula is npu_quantize's reference there."""
+    shape = [1] * x.dim()
+    ax = x.dim() - 2 if axis == -2 else x.dim() - 1
+    shape[ax] = -1
+    v = x.float() * s.float().reshape(shape)
+    if sqrt_mode:
+        v = v * s.float().reshape(shape)
+    if o is not None:
+        v = v + o.float().reshape(shape)
+    fn = {"round": torch.round, "floor": torch.floor, "ceil": torch.ceil, "trunc": torch.trunc}[round_mode]
+    return fn(v).clamp(-128, 127).to(torch.int8)
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.parametrize("mode", ["div-zp", "mul-zp", "mul-fullrank"])
+@pytest.mark.parametrize("dt", [f16, bf16, f32], ids=str)
+def test_quantize_per_row_bit_exact(kernels, case, mode, dt):
+    """Scales along dim -2 (one per row): Quantize with axis rank - 2, AscendQuantV2 with axis
+    -2 (npu_quantize's div_mode=False per-head scales, 1-D or of x's rank)."""
+    rows, cols, cores, ub, want_key = case
+    div = mode.startswith("div")
+    torch.manual_seed(rows + cols)
+    x = (torch.randn(2, rows, cols) * 4).to(dt)
+    s, z = _params(rows, dt, div, True, rows * 7 + cols)
+    if mode == "mul-fullrank":
+        s, z = s.reshape(1, rows, 1), z.reshape(1, rows, 1)
+    axis = 1 if div else -2
+    y, key = K.quantize(kernels, x, s, z, div_mode=div, axis=axis, cores=cores, ub=ub)
+    if ub == K.UB_910B or want_key == 2:
+        check_key(key, (2 * rows, cols, cores, ub, want_key))
+    assert torch.equal(y, _ref(x, s, z, div, axis))
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2, -3])
+@pytest.mark.parametrize("ub", [K.UB_910B, 4 * 1024], ids=["whole", "split"])
+def test_quantize_scales_along_any_dim(kernels, axis, ub):
+    """Quantize (div_mode=True) with per-channel scales along a leading dim: row r takes the
+    scale (r / inner) % size, inner the product of the dims between the axis and the last."""
+    torch.manual_seed(axis + 10)
+    x = (torch.randn(3, 4, 5, 300) * 3).to(bf16)
+    n = x.shape[axis]
+    s, z = _params(n, bf16, True, True, 40 + axis)
+    for cores in (1, 7, 40):
+        y, key = K.quantize(kernels, x, s, z, div_mode=True, axis=axis, cores=cores, ub=ub)
+        assert key == (1 if ub == K.UB_910B else 2)
+        assert torch.equal(y, _ref(x, s, z, True, axis))
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c[1] >= 33], ids=case_id)
+@pytest.mark.parametrize("round_mode", ["round", "floor", "ceil", "trunc"])
+@pytest.mark.parametrize("sqrt_mode", [False, True], ids=["plain", "sqrt"])
+@pytest.mark.parametrize("per", ["channel", "row", "tensor"])
+def test_ascend_quant_v2_sqrt_and_round_modes(kernels, case, round_mode, sqrt_mode, per):
+    rows, cols, cores, ub, want_key = case
+    torch.manual_seed(rows * 3 + cols)
+    dt = bf16 if cols % 2 else f16
+    x = (torch.randn(rows, cols) * 12).to(dt)
+    x[0, 0], x[-1, -1] = 1000.0, -1000.0  # saturation both ways
+    n = {"channel": cols, "row": rows, "tensor": 1}[per]
+    s = (torch.rand(n) * 2 + 1.2 if sqrt_mode else torch.rand(n) * 6 + 1.5).to(dt)
+    o = torch.randint(-5, 6, (n,)).to(dt)
+    axis = -2 if per == "row" else -1
+    y, key = K.quantize(kernels, x, s, o, div_mode=False, axis=axis, sqrt_mode=sqrt_mode, round_mode=round_mode,
+                        cores=cores, ub=ub)
+    check_key(key, case)
+    want = _formula(x, s, o, sqrt_mode, round_mode, axis)
+    assert torch.equal(y, want)
+    if not sqrt_mode and round_mode == "round":
+        assert torch.equal(want, _ref(x, s, o, False, axis))  # the formula is npu_quantize's
+    assert (want == 127).any() and (want == -128).any(), "the case should reach saturation"
+
+
+def test_ascend_quant_v2_round_modes_on_ties_and_signs(kernels):
+    x = torch.tensor([[-2.5, -1.5, -0.5, -0.25, 0.25, 0.5, 1.5, 2.5, 126.5, -128.5, 127.75, -129.0]]).to(f32)
+    s = torch.ones(12, dtype=f32)
+    want = {"round": [-2, -2, 0, 0, 0, 0, 2, 2, 126, -128, 127, -128],
+            "floor": [-3, -2, -1, -1, 0, 0, 1, 2, 126, -128, 127, -128],
+            "ceil": [-2, -1, 0, 0, 1, 1, 2, 3, 127, -128, 127, -128],
+            "trunc": [-2, -1, 0, 0, 0, 0, 1, 2, 126, -128, 127, -128]}
+    for mode, w in want.items():
+        y, _ = K.quantize(kernels, x, s, None, div_mode=False, round_mode=mode, cores=1)
+        assert y[0].tolist() == w, mode
+
+
+@pytest.mark.parametrize("what", ["round_mode", "int4-div", "uint8-mul", "axis0-mul", "int4-odd"])
+def test_quantize_rejects_unimplemented(kernels, what):
+    x = torch.randn(3, 5, 64).to(f16)
     s = torch.ones(64, dtype=f16)
+    if what == "round_mode":
+        call = lambda: K.quantize(kernels, x, s, None, div_mode=False, round_mode="hybrid", cores=2)  # noqa: E731
+    elif what == "int4-div":  # npu_quantize allows quint4x2 with div_mode=False only
+        call = lambda: K.quantize(kernels, x, s.float(), None, div_mode=True, dtype=torch.quint4x2,  # noqa: E731
+                                  cores=2)
+    elif what == "uint8-mul":  # AscendQuantV2 lists int8 / int4 (and float8) outputs
+        call = lambda: K.quantize(kernels, x, s, None, div_mode=False, dtype=torch.quint8, cores=2)  # noqa: E731
+    elif what == "int4-odd":  # int4: the last dim a multiple of 8
+        call = lambda: K.quantize(kernels, torch.randn(3, 36).to(f16), torch.ones(36, dtype=f16), None,  # noqa: E731
+                                  div_mode=False, dtype=torch.quint4x2, cores=2)
+    else:  # AscendQuantV2 takes per-channel scales along the last two dims only
+        call = lambda: K.quantize(kernels, x, torch.ones(3, dtype=f16), None, div_mode=False, axis=0,  # noqa: E731
+                                  cores=2)
     with pytest.raises(K.KernelError, match="not supported"):
-        K.quantize(kernels, x, s, None, div_mode=flags == 4, flags=flags, cores=2)
+        call()
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.parametrize("out", ["uint8", "int32", "int4"])
+@pytest.mark.parametrize("per", ["channel", "row", "tensor"])
+def test_quantize_outputs_bit_exact(kernels, case, out, per):
+    """npu_quantize's uint8 and int32 outputs (Quantize, div_mode=True) and quint4x2 (int4 packed
+    8 per int32; AscendQuantV2, div_mode=False), saturating both ways."""
+    rows, cols, cores, ub, want_key = case
+    if out == "int4":
+        cols = (cols + 7) // 8 * 8
+    div = out != "int4"
+    dt = (f16, bf16, f32)[(rows + cols) % 3]
+    torch.manual_seed(rows * 31 + cols)
+    x = (torch.randn(2, rows, cols) * 4).to(dt)
+    x[0, 0, 0], x[-1, -1, -1] = 60000.0, -60000.0
+    n = {"channel": cols, "row": rows, "tensor": 1}[per]
+    axis = {"channel": -1, "row": 1 if div else -2, "tensor": -1}[per]
+    if out == "int4":
+        s = (torch.rand(n) + 0.5).to(dt)
+        z = torch.randint(-2, 3, (n,)).to(dt)
+    else:
+        sdt, zdt = DIV_PARAMS[dt]
+        s = (torch.rand(n) * 0.04 + 0.02 if out == "uint8" else torch.rand(n) * 1e-6 + 1e-7).to(sdt)
+        z = (torch.randint(100, 156, (n,)) if out == "uint8" else torch.randint(-1000, 1000, (n,))).to(zdt)
+    dtype = {"uint8": torch.quint8, "int32": torch.qint32, "int4": torch.quint4x2}[out]
+    y, key = K.quantize(kernels, x, s, z, div_mode=div, axis=axis, dtype=dtype, cores=cores, ub=ub)
+    if ub == K.UB_910B or want_key == 2:
+        check_key(key, (2 * rows, cols, cores, ub, want_key))
+    ref = op_sdk.get_op("npu_quantize").reference(x, s, z, dtype, axis, div)
+    assert y.dtype == ref.dtype and y.shape == ref.shape
+    assert torch.equal(y, ref)
+    if out == "uint8":
+        assert (ref == 0).any() and (ref == 255).any()
+    elif out == "int32":
+        assert (ref == 2 ** 31 - 1).any() and (ref == -2 ** 31).any()
+
+
+@pytest.mark.parametrize("round_mode", ["round", "floor", "ceil", "trunc"])
+def test_ascend_quant_v2_int4_round_modes(kernels, round_mode):
+    from op_sdk.ops._common import pack_int4
+
+    torch.manual_seed(9)
+    x = (torch.randn(5, 7, 136) * 4).to(bf16)
+    s = (torch.rand(7) + 0.5).to(bf16)
+    y, _ = K.quantize(kernels, x, s, None, div_mode=False, axis=-2, round_mode=round_mode, sqrt_mode=True,
+                      dtype=torch.quint4x2, cores=6, ub=4 * 1024)
+    v = x.float() * s.float().reshape(7, 1) * s.float().reshape(7, 1)
+    fn = {"round": torch.round, "floor": torch.floor, "ceil": torch.ceil, "trunc": torch.trunc}[round_mode]
+    assert torch.equal(y, pack_int4(fn(v).clamp(-8, 7).to(torch.int8)))

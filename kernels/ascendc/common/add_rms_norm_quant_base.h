@@ -4,8 +4,9 @@
 // y = (x * rstd) * gamma (+ beta) kept in fp32, then one or two branches of y:
 //   static  (DYNAMIC = false): v = y / scales (divMode) or y * scales, (+ zero_points),
 //           y_i = rint(v) saturated to int8; y2 is all zeros without scales2;
-//   dynamic (DYNAMIC = true):  v = y (* smooth_scale_i), amax = max|v|, scale_i = amax / 127,
-//           y_i = rint(v * (127 / amax)) saturated (amax = 0: scale 0, y 0).
+//   dynamic (DYNAMIC = true):  v = y (* smooth_scale_i), amax = max|v|, scale_i = amax / DMAX,
+//           y_i = rint(v * (DMAX / amax)) saturated (amax = 0: scale 0, y 0); DMAX 127 for int8,
+//           7 for int4 (packed two per byte, element 0 in the low nibble).
 // T: x1 / x2 / gamma / beta / x (and the smooth scales); S: scales; Z: zero points.
 // Tiling keys as in add_rms_norm_quant/op_host/add_rms_norm_quant_tiling.h:
 // 1 whole rows per tile, per-column inputs resident in fp32;
@@ -40,8 +41,9 @@ public:
         x1Gm.SetGlobalBuffer((__gm__ T *)x1 + r.start * n, r.count * n);
         x2Gm.SetGlobalBuffer((__gm__ T *)x2 + r.start * n, r.count * n);
         xGm.SetGlobalBuffer((__gm__ T *)x + r.start * n, r.count * n);
-        if (td.run1) y1Gm.SetGlobalBuffer((__gm__ int8_t *)y1 + r.start * n, r.count * n);
-        if (td.run2) y2Gm.SetGlobalBuffer((__gm__ int8_t *)y2 + r.start * n, r.count * n);
+        uint64_t yn = YBytes(n);  // bytes of a row of y1 / y2
+        if (td.run1) y1Gm.SetGlobalBuffer((__gm__ int8_t *)y1 + r.start * yn, r.count * yn);
+        if (td.run2) y2Gm.SetGlobalBuffer((__gm__ int8_t *)y2 + r.start * yn, r.count * yn);
         if constexpr (DYNAMIC) {
             if (td.run1) scale1Gm.SetGlobalBuffer((__gm__ float *)outScale1 + r.start, r.count);
             if (td.run2) scale2Gm.SetGlobalBuffer((__gm__ float *)outScale2 + r.start, r.count);
@@ -56,7 +58,7 @@ public:
         uint32_t work = whole ? td.numCols : td.chunkCols;
         uint32_t rows = whole ? td.rowsPerLoop : 1;
         pitch_ = Align(work, 32 / sizeof(T));
-        pitchY_ = Align(work, 32);
+        pitchY_ = Align(static_cast<uint32_t>(YBytes(work)), 32);
         pitchF_ = Align(work, 8);
         pipe.InitBuffer(inQueueX1, BUFFER_NUM, rows * pitch_ * sizeof(T));
         pipe.InitBuffer(inQueueX2, BUFFER_NUM, rows * pitch_ * sizeof(T));
@@ -169,9 +171,17 @@ private:
         return AbsMax(i32Buf.Get<float>(), BranchInput(i, n), reduceWorkBuf.Get<float>(), scalarBuf.Get<float>(), n);
     }
 
+    // dynamic: bytes of y per n elements; scale = amax / DMAX and inv = DMAX / amax (0 for amax
+    // 0), DMAX 127 for int8, 7 for int4 (the static branches write int8)
+    __aicore__ inline uint64_t YBytes(uint64_t n) const { return td_.int4Out ? n / 2 : n; }
+    __aicore__ inline float Dmax() const { return td_.int4Out ? 7.0f : DYNAMIC_QUANT_MAX; }
+    __aicore__ inline float Scale(float amax) const { return amax / Dmax(); }
+    __aicore__ inline float Inverse(float amax) const { return amax > 0.0f ? Dmax() / amax : 0.0f; }
+
     __aicore__ inline void BranchDynamic(uint32_t i, const LocalTensor<int8_t> &y, float inv, uint32_t n)
     {
-        DynamicQuantRow(y, vFpBuf.Get<float>(), BranchInput(i, n), inv, i32Buf.Get<int32_t>(), halfBuf.Get<half>(), n);
+        DynamicQuantRow(y, vFpBuf.Get<float>(), BranchInput(i, n), inv, i32Buf.Get<int32_t>(), halfBuf.Get<half>(), n,
+                        td_.int4Out != 0);
     }
 
     // static: y_i = sat(rint(y / s_i (+ z_i))) (or y * s_i); zeros for branch 2 without scales2
@@ -238,8 +248,8 @@ private:
                 LocalTensor<int8_t> y = (i == 1 ? y1Local : y2Local)[r * pitchY_];
                 if constexpr (DYNAMIC) {
                     float amax = BranchAmax(i, n);
-                    (i == 1 ? sc1Local : sc2Local).SetValue(r, DynamicQuantScale(amax));
-                    BranchDynamic(i, y, DynamicQuantInverse(amax), n);
+                    (i == 1 ? sc1Local : sc2Local).SetValue(r, Scale(amax));
+                    BranchDynamic(i, y, Inverse(amax), n);
                 } else {
                     BranchStatic(i, y, n);
                 }
@@ -279,8 +289,10 @@ private:
         LocalTensor<T> xLocal = outQueueX.DeQue<T>();
         CopyRowsOut(xGm[off], xLocal, rows, td_.numCols);
         outQueueX.FreeTensor(xLocal);
-        if (td_.run1) CopyOutY(outQueueY1, y1Gm[off], rows, td_.numCols);
-        if (td_.run2) CopyOutY(outQueueY2, y2Gm[off], rows, td_.numCols);
+        uint64_t yOff = row0 * YBytes(td_.numCols);
+        uint32_t yCols = static_cast<uint32_t>(YBytes(td_.numCols));
+        if (td_.run1) CopyOutY(outQueueY1, y1Gm[yOff], rows, yCols);
+        if (td_.run2) CopyOutY(outQueueY2, y2Gm[yOff], rows, yCols);
         if constexpr (DYNAMIC) {
             if (td_.run1) CopyOutScale(outQueueScale1, scale1Gm[row0], rows);
             if (td_.run2) CopyOutScale(outQueueScale2, scale2Gm[row0], rows);
@@ -360,17 +372,17 @@ private:
                     TQue<QuePosition::VECOUT, BUFFER_NUM> &q = i == 1 ? outQueueY1 : outQueueY2;
                     LocalTensor<int8_t> y = q.template AllocTensor<int8_t>();
                     if constexpr (DYNAMIC) {
-                        BranchDynamic(i, y, DynamicQuantInverse(i == 1 ? amax1 : amax2), len);
+                        BranchDynamic(i, y, Inverse(i == 1 ? amax1 : amax2), len);
                     } else {
                         BranchStatic(i, y, len);
                     }
                     q.EnQue(y);
-                    CopyOutY(q, (i == 1 ? y1Gm : y2Gm)[base + col0], 1, len);
+                    CopyOutY(q, (i == 1 ? y1Gm : y2Gm)[YBytes(base + col0)], 1, static_cast<uint32_t>(YBytes(len)));
                 }
             }
             if constexpr (DYNAMIC) {
-                if (td_.run1) WriteScale(outQueueScale1, scale1Gm[row], DynamicQuantScale(amax1));
-                if (td_.run2) WriteScale(outQueueScale2, scale2Gm[row], DynamicQuantScale(amax2));
+                if (td_.run1) WriteScale(outQueueScale1, scale1Gm[row], Scale(amax1));
+                if (td_.run2) WriteScale(outQueueScale2, scale2Gm[row], Scale(amax2));
             }
         }
     }

@@ -67,13 +67,14 @@ __aicore__ inline void FromFloat(const LocalTensor<T> &dst, const LocalTensor<fl
     }
 }
 
-// fp32 -> int8 with round half to even and saturation: fp32 -> int32 (rint) -> half (exact
-// for |v| <= 2048, SetDeqScale 1) -> int8 (trunc of an integer, saturating). `tmpI32` and
-// `tmpHalf` hold count elements.
+// fp32 -> int8 with round half to even (or `mode`: CAST_FLOOR / CAST_CEIL / CAST_TRUNC) and
+// saturation: fp32 -> int32 (the mode) -> half (exact for |v| <= 2048, SetDeqScale 1) -> int8
+// (trunc of an integer, saturating). `tmpI32` and `tmpHalf` hold count elements.
 __aicore__ inline void FloatToInt8(const LocalTensor<int8_t> &dst, const LocalTensor<float> &src,
-                                   const LocalTensor<int32_t> &tmpI32, const LocalTensor<half> &tmpHalf, uint32_t count)
+                                   const LocalTensor<int32_t> &tmpI32, const LocalTensor<half> &tmpHalf, uint32_t count,
+                                   RoundMode mode = RoundMode::CAST_RINT)
 {
-    Cast(tmpI32, src, RoundMode::CAST_RINT, count);
+    Cast(tmpI32, src, mode, count);
     PipeBarrier<PIPE_V>();
     SetDeqScale(static_cast<half>(1.0f));
     PipeBarrier<PIPE_V>();
@@ -82,17 +83,34 @@ __aicore__ inline void FloatToInt8(const LocalTensor<int8_t> &dst, const LocalTe
     Cast(dst, tmpHalf, RoundMode::CAST_TRUNC, count);
 }
 
-// fp32 -> int8 like FloatToInt8, saturated in fp32 first (clamped to [-128, 127], then rint;
-// the same as rint then clamp, the bounds being integers), so that the int32 step stays exact
-// whatever the magnitude of src. src is clamped in place.
+// fp32 -> int4 (two per byte, element 0 in the low nibble of byte 0) like FloatToInt8: the
+// int32 -> half step must be exact (|src| <= 2048, as for a value already scaled to DMAX 7),
+// then half -> int4b_t (trunc of an integer, saturating to [-8, 7]). dst holds count / 2 bytes.
+__aicore__ inline void FloatToInt4(const LocalTensor<int8_t> &dst, const LocalTensor<float> &src,
+                                   const LocalTensor<int32_t> &tmpI32, const LocalTensor<half> &tmpHalf, uint32_t count)
+{
+    Cast(tmpI32, src, RoundMode::CAST_RINT, count);
+    PipeBarrier<PIPE_V>();
+    SetDeqScale(static_cast<half>(1.0f));
+    PipeBarrier<PIPE_V>();
+    Cast(tmpHalf, tmpI32, RoundMode::CAST_ROUND, count);
+    PipeBarrier<PIPE_V>();
+    Cast(dst.ReinterpretCast<int4b_t>(), tmpHalf, RoundMode::CAST_TRUNC, count);
+}
+
+// fp32 -> int8 like FloatToInt8, saturated in fp32 first (clamped to [-128, 127], then the
+// rounding; the same as rounding then clamping, the bounds being integers and every mode
+// monotone), so that the int32 step stays exact whatever the magnitude of src. src is clamped
+// in place.
 __aicore__ inline void SaturateToInt8(const LocalTensor<int8_t> &dst, const LocalTensor<float> &src,
-                                      const LocalTensor<int32_t> &tmpI32, const LocalTensor<half> &tmpHalf, uint32_t count)
+                                      const LocalTensor<int32_t> &tmpI32, const LocalTensor<half> &tmpHalf, uint32_t count,
+                                      RoundMode mode = RoundMode::CAST_RINT)
 {
     Maxs(src, src, -128.0f, count);
     PipeBarrier<PIPE_V>();
     Mins(src, src, 127.0f, count);
     PipeBarrier<PIPE_V>();
-    FloatToInt8(dst, src, tmpI32, tmpHalf, count);
+    FloatToInt8(dst, src, tmpI32, tmpHalf, count, mode);
 }
 
 // ---- per-token dynamic int8 quantisation (DynamicQuant and the fused norms) -------------
@@ -104,14 +122,19 @@ __aicore__ inline float DynamicQuantScale(float amax) { return amax / DYNAMIC_QU
 // inv = 127 / amax; 0 for an all-zero row (scale 0, y 0)
 __aicore__ inline float DynamicQuantInverse(float amax) { return amax > 0.0f ? DYNAMIC_QUANT_MAX / amax : 0.0f; }
 
-// y = int8(rint(v * inv)) saturated; tmpF receives v * inv (may be v itself)
+// y = int8(rint(v * inv)) saturated (int4: packed two per byte, inv then scales to DMAX 7);
+// tmpF receives v * inv (may be v itself)
 __aicore__ inline void DynamicQuantRow(const LocalTensor<int8_t> &y, const LocalTensor<float> &tmpF,
                                        const LocalTensor<float> &v, float inv, const LocalTensor<int32_t> &tmpI32,
-                                       const LocalTensor<half> &tmpHalf, uint32_t count)
+                                       const LocalTensor<half> &tmpHalf, uint32_t count, bool int4 = false)
 {
     Muls(tmpF, v, inv, count);
     PipeBarrier<PIPE_V>();
-    FloatToInt8(y, tmpF, tmpI32, tmpHalf, count);
+    if (int4) {
+        FloatToInt4(y, tmpF, tmpI32, tmpHalf, count);
+    } else {
+        FloatToInt8(y, tmpF, tmpI32, tmpHalf, count);
+    }
     PipeBarrier<PIPE_V>();
 }
 

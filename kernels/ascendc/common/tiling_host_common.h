@@ -47,6 +47,21 @@ inline float EpsilonAttr(gert::TilingContext *context, size_t index)
     return eps ? *eps : 1e-6f;
 }
 
+// The size of dim ax of `shape` and the product of the dims between ax and the last (the
+// per-row scale layout of the quantisation tilings); ax outside [0, rank - 1]: {0, 0}.
+struct AxisExtent {
+    uint64_t dim;
+    uint64_t inner;
+};
+inline AxisExtent GetAxisExtent(const gert::Shape &shape, int64_t ax)
+{
+    int64_t rank = static_cast<int64_t>(shape.GetDimNum());
+    if (ax < 0 || ax >= rank) return {0, 0};
+    uint64_t inner = 1;
+    for (int64_t i = ax + 1; i + 1 < rank; ++i) inner *= static_cast<uint64_t>(shape.GetDim(i));
+    return {static_cast<uint64_t>(shape.GetDim(ax)), inner};
+}
+
 struct EmptyCompileInfo {};
 inline ge::graphStatus TilingPrepareNothing(gert::TilingParseContext *) { return ge::GRAPH_SUCCESS; }
 

@@ -157,7 +157,26 @@ struct bfloat16_t {
     static bfloat16_t FromBits(uint16_t b) { bfloat16_t h; h.bits = b; return h; }
 };
 
+// 4-bit signed integer, two per byte (element 2k in the low nibble of byte k). Only a
+// LocalTensor<int4b_t> view (ReinterpretCast of a byte buffer) and Cast half -> int4b_t are
+// modelled; element offsets into it must be even.
+struct int4b_t {
+    uint8_t raw = 0;
+};
+
 namespace AscendC {
+
+namespace model {
+// bits per element (int4b_t: 4, the rest: 8 * sizeof)
+template <typename T>
+struct ElemBits {
+    static constexpr uint64_t value = 8 * sizeof(T);
+};
+template <>
+struct ElemBits<int4b_t> {
+    static constexpr uint64_t value = 4;
+};
+}  // namespace model
 
 enum class TPosition { GM, VECIN, VECOUT, VECCALC, A1, B1, C1 };
 using QuePosition = TPosition;
@@ -377,14 +396,17 @@ public:
     {
         LocalTensor t = *this;
         if (offset > size_) throw ModelError("LocalTensor::operator[]: offset past the tensor's end");
-        t.off_ = off_ + offset * sizeof(T);
+        if ((offset * model::ElemBits<T>::value) % 8 != 0)
+            throw ModelError("LocalTensor::operator[]: offset inside a byte (an odd int4 element)");
+        t.off_ = off_ + static_cast<uint32_t>(offset * model::ElemBits<T>::value / 8);
         t.size_ = size_ - offset;
         return t;
     }
     template <typename U>
     __aicore__ inline LocalTensor<U> ReinterpretCast() const
     {
-        return LocalTensor<U>(off_, static_cast<uint32_t>(size_ * sizeof(T) / sizeof(U)), queue_, slot_);
+        return LocalTensor<U>(off_, static_cast<uint32_t>(size_ * model::ElemBits<T>::value / model::ElemBits<U>::value),
+                              queue_, slot_);
     }
     __aicore__ inline T GetValue(uint32_t i, ASCENDC_MODEL_SITE) const
     {
@@ -440,7 +462,7 @@ public:
             auto &sl = q->slots[i];
             if (!sl.allocated) {
                 sl.allocated = true;
-                return LocalTensor<T>(sl.offset, sl.bytes / sizeof(T), id_, static_cast<int>(i));
+                return LocalTensor<T>(sl.offset, sl.bytes * 8 / model::ElemBits<T>::value, id_, static_cast<int>(i));
             }
         }
         model::Fail("TQue::AllocTensor", site_file, site_line,
@@ -468,7 +490,7 @@ public:
         int i = q->fifo.front();
         q->fifo.erase(q->fifo.begin());
         q->slots[i].queued = false;
-        return LocalTensor<T>(q->slots[i].offset, q->slots[i].bytes / sizeof(T), id_, i);
+        return LocalTensor<T>(q->slots[i].offset, q->slots[i].bytes * 8 / model::ElemBits<T>::value, id_, i);
     }
     template <typename T>
     __aicore__ inline void FreeTensor(const LocalTensor<T> &t, ASCENDC_MODEL_SITE)
@@ -505,7 +527,7 @@ public:
     {
         if (id_ < 0) model::Fail("TBuf::Get", site_file, site_line, "buffer used before TPipe::InitBuffer");
         auto &sl = model::S().queues[id_]->slots[0];
-        return LocalTensor<T>(sl.offset, sl.bytes / sizeof(T), id_, 0);
+        return LocalTensor<T>(sl.offset, sl.bytes * 8 / model::ElemBits<T>::value, id_, 0);
     }
     template <typename T>
     __aicore__ inline LocalTensor<T> Get(uint32_t count, ASCENDC_MODEL_SITE)
@@ -870,6 +892,9 @@ __aicore__ inline void ReduceMax(const LocalTensor<T> &dst, const LocalTensor<T>
 //   int32_t -> half                   : value * SetDeqScale's scale, then the mode (NONE = RINT)
 //   half -> int8_t                    : CAST_NONE (= RINT), RINT, FLOOR, CEIL, ROUND, TRUNC;
 //                                       saturating to [-128, 127], NaN -> 0
+//   half -> uint8_t                   : as half -> int8_t, saturating to [0, 255]
+//   half -> int4b_t                   : as half -> int8_t, saturating to [-8, 7]; two per byte,
+//                                       element 2k in the low nibble of byte k
 inline void SetDeqScale(half scale) { model::S().deqScale = static_cast<float>(scale); }
 
 namespace model {
@@ -943,6 +968,19 @@ __aicore__ inline void Cast(const LocalTensor<D> &dst, const LocalTensor<S> &src
         need({R::CAST_NONE, R::CAST_RINT, R::CAST_FLOOR, R::CAST_CEIL, R::CAST_ROUND, R::CAST_TRUNC}, "half -> int8");
         R m = mode == R::CAST_NONE ? R::CAST_RINT : mode;
         for (uint32_t i = 0; i < count; ++i) pd[i] = static_cast<int8_t>(model::SatInt(static_cast<float>(tmp[i]), m, -128, 127));
+    } else if constexpr (std::is_same<S, half>::value && std::is_same<D, uint8_t>::value) {
+        need({R::CAST_NONE, R::CAST_RINT, R::CAST_FLOOR, R::CAST_CEIL, R::CAST_ROUND, R::CAST_TRUNC}, "half -> uint8");
+        R m = mode == R::CAST_NONE ? R::CAST_RINT : mode;
+        for (uint32_t i = 0; i < count; ++i) pd[i] = static_cast<uint8_t>(model::SatInt(static_cast<float>(tmp[i]), m, 0, 255));
+    } else if constexpr (std::is_same<S, half>::value && std::is_same<D, int4b_t>::value) {
+        need({R::CAST_NONE, R::CAST_RINT, R::CAST_FLOOR, R::CAST_CEIL, R::CAST_ROUND, R::CAST_TRUNC}, "half -> int4");
+        R m = mode == R::CAST_NONE ? R::CAST_RINT : mode;
+        uint8_t *bytes = reinterpret_cast<uint8_t *>(pd);
+        for (uint32_t i = 0; i < count; ++i) {
+            uint8_t nib = static_cast<uint8_t>(model::SatInt(static_cast<float>(tmp[i]), m, -8, 7)) & 0xF;
+            uint8_t &b = bytes[i / 2];
+            b = (i % 2) ? static_cast<uint8_t>((b & 0x0F) | (nib << 4)) : static_cast<uint8_t>((b & 0xF0) | nib);
+        }
     } else {
         static_assert(sizeof(D) == 0, "Cast: this (dst, src) pair is not modelled (see kernel_operator.h)");
     }

@@ -2,8 +2,8 @@
 // npu_add_rms_norm_dynamic_quant maps to. Input, output and attribute names and order follow
 // CANN's prototype of the same operator (ops-nn: norm/add_rms_norm_dynamic_quant/op_graph/
 // add_rms_norm_dynamic_quant_proto.h; torchair's converter of npu_add_rms_norm_dynamic_quant
-// builds it). The output dtypes list only what this project's kernel writes (int8): CANN's
-// prototype also lists hifloat8, float8 and int4 outputs.
+// builds it). The output dtypes list only what this project's kernel writes (int8, int4): CANN's
+// prototype also lists hifloat8 and float8 outputs.
 #ifndef OPSDK_ASCENDC_ADD_RMS_NORM_DYNAMIC_QUANT_PROTO_H_
 #define OPSDK_ASCENDC_ADD_RMS_NORM_DYNAMIC_QUANT_PROTO_H_
 
@@ -17,8 +17,8 @@ REG_OP(AddRmsNormDynamicQuant)
     .OPTIONAL_INPUT(smooth_scale1, TensorType({DT_FLOAT16, DT_BF16}))
     .OPTIONAL_INPUT(smooth_scale2, TensorType({DT_FLOAT16, DT_BF16}))
     .OPTIONAL_INPUT(beta, TensorType({DT_FLOAT16, DT_BF16}))
-    .OUTPUT(y1, TensorType({DT_INT8}))
-    .OUTPUT(y2, TensorType({DT_INT8}))
+    .OUTPUT(y1, TensorType({DT_INT8, DT_INT4}))
+    .OUTPUT(y2, TensorType({DT_INT8, DT_INT4}))
     .OUTPUT(x, TensorType({DT_FLOAT16, DT_BF16}))
     .OUTPUT(scale1, TensorType({DT_FLOAT}))
     .OUTPUT(scale2, TensorType({DT_FLOAT}))

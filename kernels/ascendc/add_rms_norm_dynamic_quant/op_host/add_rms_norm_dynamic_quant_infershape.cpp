@@ -1,4 +1,5 @@
-// Shape / dtype inference of AddRmsNormDynamicQuant: x like x1; y1 / y2 like x1 in int8 and
+// Shape / dtype inference of AddRmsNormDynamicQuant: x like x1; y1 / y2 like x1 in the dst_type
+// attribute's dtype (int8 by default; int4) and
 // scale1 / scale2 = x1's shape without the last dim, fp32, for the branches that run; a branch
 // that does not run (output_mask, smooth scales: add_rms_norm_dynamic_quant_tiling.h) has
 // (0,)-shaped outputs, as npu_add_rms_norm_dynamic_quant's contract returns them.
@@ -42,8 +43,11 @@ static ge::graphStatus InferShapeAddRmsNormDynamicQuant(gert::InferShapeContext 
 
 static ge::graphStatus InferDataTypeAddRmsNormDynamicQuant(gert::InferDataTypeContext *context)
 {
-    context->SetOutputDataType(0, ge::DT_INT8);
-    context->SetOutputDataType(1, ge::DT_INT8);
+    auto *attrs = context->GetAttrs();
+    const int64_t *dstType = attrs ? attrs->GetAttrPointer<int64_t>(2) : nullptr;
+    ge::DataType y = dstType ? static_cast<ge::DataType>(*dstType) : ge::DT_INT8;
+    context->SetOutputDataType(0, y);
+    context->SetOutputDataType(1, y);
     context->SetOutputDataType(2, context->GetInputDataType(0));
     context->SetOutputDataType(3, ge::DT_FLOAT);
     context->SetOutputDataType(4, ge::DT_FLOAT);

@@ -1,5 +1,5 @@
 // CANN tiling callback of AddRmsNormDynamicQuant: calls the plain TilingAddRmsNormDynamicQuant
-// (add_rms_norm_dynamic_quant_tiling.h). Outputs other than int8 are rejected.
+// (add_rms_norm_dynamic_quant_tiling.h). Outputs other than int8 and int4 are rejected.
 #include "../../common/tiling_host_common.h"
 #include "add_rms_norm_dynamic_quant_tiling.h"
 
@@ -18,14 +18,15 @@ static ge::graphStatus TilingAddRmsNormDynamicQuantCallback(gert::TilingContext 
     bool hasMask = mask != nullptr && mask->GetSize() == 2;
     if (mask != nullptr && mask->GetSize() != 0 && !hasMask) return ge::GRAPH_FAILED;
     const int64_t *dstType = attrs->GetAttrPointer<int64_t>(2);
-    if (dstType != nullptr && *dstType != ge::DT_INT8) return ge::GRAPH_FAILED;
+    int64_t dst = dstType ? *dstType : ge::DT_INT8;
+    if (dst != ge::DT_INT8 && dst != ge::DT_INT4) return ge::GRAPH_FAILED;
     uint32_t xSize = ge::GetSizeByDataType(context->GetInputDesc(0)->GetDataType());
     auto facts = opsdk_ascendc::GetPlatformFacts(context);
     AddRmsNormDynamicQuantTilingData td = TilingAddRmsNormDynamicQuant(
         total / cols, static_cast<uint32_t>(cols), xSize, opsdk_ascendc::EpsilonAttr(context, 0),
         context->GetOptionalInputShape(3) != nullptr, context->GetOptionalInputShape(4) != nullptr,
         context->GetOptionalInputShape(5) != nullptr, hasMask, hasMask && mask->GetData()[0],
-        hasMask && mask->GetData()[1], facts.coreNum, facts.ubSize);
+        hasMask && mask->GetData()[1], dst == ge::DT_INT4, facts.coreNum, facts.ubSize);
     return opsdk_ascendc::CommitTiling(context, td);
 }
 

@@ -1,7 +1,8 @@
-// AddRmsNormDynamicQuant (npu_add_rms_norm_dynamic_quant, int8) for the vector cores:
+// AddRmsNormDynamicQuant (npu_add_rms_norm_dynamic_quant, int8 or int4) for the vector cores:
 // x = x1 + x2 (fp32; written in T), rstd from the unrounded sum, y = x * rstd * gamma (+ beta)
 // in fp32; branch i (the ones the tiling selects): v = y (* smooth_scale_i),
-// scale_i = max|v| / 127, y_i = rint(v * (127 / max|v|)) saturated (all-zero row: 0, 0).
+// scale_i = max|v| / DMAX, y_i = rint(v * (DMAX / max|v|)) saturated (all-zero row: 0, 0);
+// DMAX 127 for int8, 7 for int4 (packed two per byte, element 0 in the low nibble).
 // T: half or bfloat16_t (x1, x2, gamma, smooth scales, beta, x). Outputs of a branch that does
 // not run are not written. Kernel body: common/add_rms_norm_quant_base.h (tiling keys 1 / 2).
 #include "kernel_operator.h"

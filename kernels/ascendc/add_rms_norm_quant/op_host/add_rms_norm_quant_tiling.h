@@ -1,5 +1,5 @@
 // Tiling of AddRmsNormQuant (npu_add_rms_norm_quant, static int8 quantisation) and, through
-// add_rms_norm_dynamic_quant_tiling.h, of AddRmsNormDynamicQuant (per-token dynamic int8):
+// add_rms_norm_dynamic_quant_tiling.h, of AddRmsNormDynamicQuant (per-token dynamic int8 / int4):
 // x = x1 + x2 (fp32), rstd = 1 / sqrt(mean(x^2) + eps), y = x * rstd * gamma (+ beta) in fp32,
 // then one or two quantisation branches of y, over numCols = numel(gamma) elements of each of
 // numRows rows. Kernel body: common/add_rms_norm_quant_base.h.
@@ -30,12 +30,15 @@ struct AddRmsNormQuantTilingData {
     uint32_t hasZero1;      // static only: zero_points1
     uint32_t hasZero2;      // static only: zero_points2
     uint32_t divMode;       // static only: 1 y / scales, 0 y * scales
+    uint32_t int4Out;       // dynamic only: y1 / y2 int4, two per byte (element 0 in the low nibble)
+    uint32_t reserved;
 };
 
 #ifndef __CCE_AICORE__
 struct AddRmsNormQuantFeatures {
     bool dynamic;  // per-token dynamic quantisation (scale outputs) instead of static scales
     bool hasBeta, run1, run2, hasScale1, hasScale2, hasZero1, hasZero2, divMode;
+    bool int4Out = false;  // dynamic only: int4 outputs (numCols a multiple of 8)
 };
 
 // xSize: element bytes of x1 / x2 / gamma / beta / x (2 or 4). The staging buffer of the
@@ -57,7 +60,9 @@ inline AddRmsNormQuantTilingData TilingAddRmsNormQuantCommon(uint64_t numRows, u
     t.hasZero1 = f.dynamic ? 0 : f.hasZero1;
     t.hasZero2 = f.dynamic ? 0 : f.hasZero2;
     t.divMode = f.dynamic ? 0 : f.divMode;
-    if (numCols == 0 || !(f.run1 || f.run2)) return t;
+    t.int4Out = f.dynamic && f.int4Out ? 1 : 0;
+    if (numCols == 0 || !(f.run1 || f.run2) || (t.int4Out && numCols % 8 != 0)) return t;
+    auto yBytes = [&](uint64_t n) { return t.int4Out ? n / 2 : n; };
     uint64_t params = 1 + t.hasBeta + t.hasScale1 + t.hasScale2 + t.hasZero1 + t.hasZero2;  // fp32, resident
     uint64_t outs = (f.run1 ? 1 : 0) + (f.run2 ? 1 : 0);
     auto fixed = [&](uint64_t n) {  // params in fp32, their staging, x / v / int32 in fp32, half tmp, work, 2 scalars
@@ -65,7 +70,8 @@ inline AddRmsNormQuantTilingData TilingAddRmsNormQuantCommon(uint64_t numRows, u
                ReduceWorkBytes(n) + 2 * BLOCK_BYTES;
     };
     auto whole = [&](uint64_t rows) {  // x1, x2 in; x out; y1 / y2 out; dynamic scales out (all double-buffered)
-        return fixed(numCols) + 3 * 2 * rows * AlignElems(numCols, xSize) * xSize + outs * 2 * rows * AlignBytes(numCols) +
+        return fixed(numCols) + 3 * 2 * rows * AlignElems(numCols, xSize) * xSize +
+               outs * 2 * rows * AlignBytes(yBytes(numCols)) +
                (f.dynamic ? outs * 2 * AlignBytes(rows * 4) : 0);
     };
     uint64_t maxRows = s.rowsPerBlock + (s.formerBlocks ? 1 : 0);
@@ -76,7 +82,7 @@ inline AddRmsNormQuantTilingData TilingAddRmsNormQuantCommon(uint64_t numRows, u
         return t;
     }
     auto split = [&](uint64_t n) {
-        return fixed(n) + 3 * 2 * n * xSize + outs * 2 * n + (f.dynamic ? outs * 2 * BLOCK_BYTES : 0);
+        return fixed(n) + 3 * 2 * n * xSize + outs * 2 * yBytes(n) + (f.dynamic ? outs * 2 * BLOCK_BYTES : 0);
     };
     uint32_t chunk = FitChunk(ubSize, numCols, 64, split);
     if (chunk == 0) return t;

@@ -1,5 +1,5 @@
 // Shape / dtype inference of AscendQuantV2: y has x's shape and the dst_type attribute's dtype
-// (default int8; the kernel writes int8 only, its tiling rejects the others).
+// (default int8; the kernel writes int8 and int4, its tiling rejects the others).
 #include "register/op_impl_registry.h"
 
 namespace ops {

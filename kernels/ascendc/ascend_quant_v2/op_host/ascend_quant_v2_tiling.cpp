@@ -1,7 +1,7 @@
 // CANN tiling callback of AscendQuantV2: calls the plain TilingAscendQuantV2
 // (ascend_quant_v2_tiling.h). Attributes: sqrt_mode (0), round_mode (1), dst_type (2), axis (3).
-// sqrt_mode, round modes other than "round", outputs other than int8 and per-channel scales
-// along another dim than the last are rejected.
+// round_mode: "round" (rint), "floor", "ceil", "trunc"; others, outputs other than int8 / int4
+// and per-channel scales along another dim than the last two are rejected.
 #include <cstring>
 
 #include "../../common/tiling_host_common.h"
@@ -24,12 +24,25 @@ static ge::graphStatus TilingAscendQuantV2Callback(gert::TilingContext *context)
     const char *roundMode = attrs->GetStr(1);
     const int64_t *dstType = attrs->GetAttrPointer<int64_t>(2);
     const int64_t *axis = attrs->GetAttrPointer<int64_t>(3);
+    uint32_t mode = QUANT_ROUND_TRUNC + 1;  // unsupported
+    if (roundMode == nullptr || std::strcmp(roundMode, "round") == 0) {
+        mode = QUANT_ROUND_RINT;
+    } else if (std::strcmp(roundMode, "floor") == 0) {
+        mode = QUANT_ROUND_FLOOR;
+    } else if (std::strcmp(roundMode, "ceil") == 0) {
+        mode = QUANT_ROUND_CEIL;
+    } else if (std::strcmp(roundMode, "trunc") == 0) {
+        mode = QUANT_ROUND_TRUNC;
+    }
+    int64_t ax = axis ? *axis : -1;
+    int64_t dst = dstType ? *dstType : ge::DT_INT8;
+    opsdk_ascendc::AxisExtent ext = opsdk_ascendc::GetAxisExtent(xs, ax < 0 ? ax + rank : ax);
     uint32_t xSize = ge::GetSizeByDataType(context->GetInputDesc(0)->GetDataType());
     auto facts = opsdk_ascendc::GetPlatformFacts(context);
     AscendQuantV2TilingData td = TilingAscendQuantV2(
         total / cols, static_cast<uint32_t>(cols), xSize, static_cast<uint64_t>(scale->GetStorageShape().GetShapeSize()),
-        context->GetOptionalInputShape(2) != nullptr, rank, axis ? *axis : -1, sqrtMode != nullptr && *sqrtMode,
-        roundMode == nullptr || std::strcmp(roundMode, "round") == 0, dstType == nullptr || *dstType == ge::DT_INT8,
+        context->GetOptionalInputShape(2) != nullptr, rank, ax, ext.dim, ext.inner, sqrtMode != nullptr && *sqrtMode,
+        mode, dst == ge::DT_INT8 ? QUANT_OUT_INT8 : dst == ge::DT_INT4 ? QUANT_OUT_INT4 : QUANT_OUT_INT4 + 1,
         facts.coreNum, facts.ubSize);
     return opsdk_ascendc::CommitTiling(context, td);
 }

@@ -1,7 +1,8 @@
-// AscendQuantV2 (npu_quantize with div_mode=False, int8 output, sqrt_mode false, round_mode
-// "round" = rint) for the vector cores: y = sat(rint(x * scale + offset)) in fp32, scale /
-// offset per channel along the last dim or per tensor, in x's dtype. T: half, bfloat16_t or
-// float. Kernel body: common/quantize_base.h (tiling keys 1 / 2).
+// AscendQuantV2 (npu_quantize with div_mode=False; int8 or int4 output) for the vector cores:
+// y = sat(round(x * scale + offset)) in fp32 (x * scale * scale with sqrt_mode; round_mode
+// "round" = rint, "floor", "ceil", "trunc"), scale / offset per channel along the last dim,
+// per row of dim -2 (axis -2) or per tensor, in x's dtype. T: half, bfloat16_t or float.
+// Kernel body: common/quantize_base.h (tiling keys 1 / 2).
 #include "kernel_operator.h"
 #include "../../common/quantize_base.h"
 #include "../op_host/ascend_quant_v2_tiling.h"

@@ -1,5 +1,5 @@
-// Shape / dtype inference of DynamicQuant (int8, per token): y like x in int8; scale = x's
-// shape without the last dim, fp32.
+// Shape / dtype inference of DynamicQuant (per token): y has x's shape, in the dst_type
+// attribute's dtype (int8 by default; int4); scale = x's shape without the last dim, fp32.
 #include "register/op_impl_registry.h"
 
 namespace ops {
@@ -17,7 +17,9 @@ static ge::graphStatus InferShapeDynamicQuant(gert::InferShapeContext *context)
 
 static ge::graphStatus InferDataTypeDynamicQuant(gert::InferDataTypeContext *context)
 {
-    context->SetOutputDataType(0, ge::DT_INT8);
+    auto *attrs = context->GetAttrs();
+    const int64_t *dstType = attrs ? attrs->GetAttrPointer<int64_t>(0) : nullptr;
+    context->SetOutputDataType(0, dstType ? static_cast<ge::DataType>(*dstType) : ge::DT_INT8);
     context->SetOutputDataType(1, ge::DT_FLOAT);
     return ge::GRAPH_SUCCESS;
 }

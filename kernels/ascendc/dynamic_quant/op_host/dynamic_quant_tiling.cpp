@@ -1,5 +1,6 @@
 // CANN tiling callback of DynamicQuant: calls the plain TilingDynamicQuant
-// (dynamic_quant_tiling.h). group_index (MoE) and outputs other than int8 are rejected.
+// (dynamic_quant_tiling.h), per token. Attribute: dst_type (0; int8 or int4, others rejected).
+// group_index (MoE): its length is the number of groups.
 #include "../../common/tiling_host_common.h"
 #include "dynamic_quant_tiling.h"
 
@@ -15,13 +16,17 @@ static ge::graphStatus TilingDynamicQuantCallback(gert::TilingContext *context)
     if (cols == 0) return ge::GRAPH_FAILED;
     auto *attrs = context->GetAttrs();
     const int64_t *dstType = attrs ? attrs->GetAttrPointer<int64_t>(0) : nullptr;
-    if (dstType != nullptr && *dstType != ge::DT_INT8) return ge::GRAPH_FAILED;
+    int64_t dst = dstType ? *dstType : ge::DT_INT8;
+    if (dst != ge::DT_INT8 && dst != ge::DT_INT4) return ge::GRAPH_FAILED;
     bool hasSmooth = context->GetOptionalInputShape(1) != nullptr;
-    bool hasGroup = context->GetOptionalInputShape(2) != nullptr;
+    const gert::StorageShape *group = context->GetOptionalInputShape(2);
+    uint64_t numGroups = group ? static_cast<uint64_t>(group->GetStorageShape().GetShapeSize()) : 0;
+    if (group != nullptr && numGroups == 0) return ge::GRAPH_FAILED;
     uint32_t xSize = ge::GetSizeByDataType(context->GetInputDesc(0)->GetDataType());
     auto facts = opsdk_ascendc::GetPlatformFacts(context);
-    DynamicQuantTilingData td = TilingDynamicQuant(total / cols, static_cast<uint32_t>(cols), xSize, hasSmooth, hasGroup,
-                                                   facts.coreNum, facts.ubSize);
+    DynamicQuantTilingData td = TilingDynamicQuant(total / cols, static_cast<uint32_t>(cols), xSize, hasSmooth,
+                                                   static_cast<uint32_t>(numGroups > 0xFFFFFFFFull ? 0xFFFFFFFFull : numGroups),
+                                                   DQ_MODE_PER_TOKEN, 0, dst == ge::DT_INT4, facts.coreNum, facts.ubSize);
     return opsdk_ascendc::CommitTiling(context, td);
 }
 

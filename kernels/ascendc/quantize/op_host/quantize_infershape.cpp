@@ -1,6 +1,6 @@
 // Shape / dtype inference of Quantize: y has x's shape; its dtype is the dtype attribute's
 // (torch.qint8 / torch.int8 -> int8, torch.quint8 / torch.uint8 -> uint8, torch.qint32 /
-// torch.int32 -> int32; the kernel itself writes int8 only, its tiling rejects the others).
+// torch.int32 -> int32; the kernel writes all three).
 #include <cstring>
 
 #include "register/op_impl_registry.h"

@@ -1,6 +1,7 @@
 // CANN tiling callback of Quantize: calls the plain TilingQuantize (quantize_tiling.h).
-// Attributes: dtype (0, String), axis (1, Int, default 1). Outputs other than int8, and
-// per-channel scales along another dim than the last, are rejected.
+// Attributes: dtype (0, String: torch.qint8 / int8, torch.quint8 / uint8, torch.qint32 / int32;
+// others are rejected), axis (1, Int, default 1). Scales along another dim than the last are
+// applied per row.
 #include <cstring>
 
 #include "../../common/tiling_host_common.h"
@@ -21,13 +22,23 @@ static ge::graphStatus TilingQuantizeCallback(gert::TilingContext *context)
     if (attrs == nullptr) return ge::GRAPH_FAILED;
     const char *dtype = attrs->GetStr(0);
     const int64_t *axis = attrs->GetAttrPointer<int64_t>(1);
-    bool int8Out = dtype != nullptr && (std::strcmp(dtype, "torch.qint8") == 0 || std::strcmp(dtype, "torch.int8") == 0);
+    if (dtype == nullptr) return ge::GRAPH_FAILED;
+    uint32_t outType = QUANT_OUT_INT4 + 1;  // unsupported
+    if (std::strcmp(dtype, "torch.qint8") == 0 || std::strcmp(dtype, "torch.int8") == 0) {
+        outType = QUANT_OUT_INT8;
+    } else if (std::strcmp(dtype, "torch.quint8") == 0 || std::strcmp(dtype, "torch.uint8") == 0) {
+        outType = QUANT_OUT_UINT8;
+    } else if (std::strcmp(dtype, "torch.qint32") == 0 || std::strcmp(dtype, "torch.int32") == 0) {
+        outType = QUANT_OUT_INT32;
+    }
     uint32_t xSize = ge::GetSizeByDataType(context->GetInputDesc(0)->GetDataType());
     auto facts = opsdk_ascendc::GetPlatformFacts(context);
+    int64_t ax = axis ? *axis : 1;
+    opsdk_ascendc::AxisExtent ext = opsdk_ascendc::GetAxisExtent(xs, ax < 0 ? ax + rank : ax);
     QuantizeTilingData td = TilingQuantize(total / cols, static_cast<uint32_t>(cols), xSize,
                                            static_cast<uint64_t>(scales->GetStorageShape().GetShapeSize()),
-                                           context->GetOptionalInputShape(2) != nullptr, rank, axis ? *axis : 1,
-                                           int8Out, facts.coreNum, facts.ubSize);
+                                           context->GetOptionalInputShape(2) != nullptr, rank, ax, ext.dim, ext.inner,
+                                           outType, facts.coreNum, facts.ubSize);
     return opsdk_ascendc::CommitTiling(context, td);
 }
 

@@ -1,8 +1,8 @@
-// Quantize (npu_quantize with div_mode=True, int8 output) for the vector cores:
+// Quantize (npu_quantize with div_mode=True; int8, uint8 or int32 output) for the vector cores:
 // y = sat(rint(x / scales + zero_points)) in fp32, scales / zero_points per channel along the
-// last dim or per tensor. T: half, bfloat16_t or float (x); S: float or bfloat16_t (scales);
-// Z: int32_t or bfloat16_t (zero_points). Kernel body: common/quantize_base.h (tiling
-// keys 1 / 2).
+// last dim, along another dim (axis; one value per row) or per tensor, saturated to the output
+// type. T: half, bfloat16_t or float (x); S: float or bfloat16_t (scales); Z: int32_t or
+// bfloat16_t (zero_points). Kernel body: common/quantize_base.h (tiling keys 1 / 2).
 #include "kernel_operator.h"
 #include "../../common/quantize_base.h"
 
