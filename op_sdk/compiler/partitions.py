@@ -78,8 +78,14 @@ class _Launch:
         self.compiled: Any = None          # set once the segment is compiled
         self.segment = segment
         self.__name__ = segment.name
-        self.stream = segment.stream
-        self.op_sdk_writes = segment.writes  # read by streams.plan: a write is a barrier
+
+    @property
+    def stream(self) -> str:
+        return self.segment.stream
+
+    @property
+    def op_sdk_writes(self) -> bool:       # read by streams.writes: a write is a barrier
+        return self.segment.writes
 
     def __call__(self, *args):
         if torch.autograd.profiler._is_profiler_enabled:
@@ -248,8 +254,13 @@ def compile_partitions(gm: GraphModule, example_inputs: Sequence[Any], kwargs: d
     # tracing context: the segments' are their own; the whole graph's are its outputs'
     context = torch._guards.TracingContext.try_get()
     strides = context.output_strides if context is not None else None
-    with inductor_config.patch(post_grad_custom_pre_pass=None,
-                               post_grad_custom_post_pass=None):
+    # a segment may read constants the passes added (weight_prepack's packed weights): real
+    # tensors, as after Inductor's own freezing
+    fake_mode = detect_fake_mode(example_inputs)
+    allow = (mock.patch.object(fake_mode, "allow_non_fake_inputs", True)
+             if fake_mode is not None else contextlib.nullcontext())
+    with allow, inductor_config.patch(post_grad_custom_pre_pass=None,
+                                      post_grad_custom_post_pass=None):
         for seg in segments:
             part = dict(kwargs)
             part["static_input_idxs"] = [i for i, d in enumerate(seg.inputs) if d in static]
@@ -257,16 +268,11 @@ def compile_partitions(gm: GraphModule, example_inputs: Sequence[Any], kwargs: d
             example = [d.meta["val"] for d in seg.inputs]
             if strides is not None:
                 strides.clear()
-            # a segment may read constants the passes added (weight_prepack's packed
-            # weights): real tensors, as after Inductor's own freezing
-            fake_mode = detect_fake_mode(example)
-            allow = (mock.patch.object(fake_mode, "allow_non_fake_inputs", True)
-                     if fake_mode is not None else contextlib.nullcontext())
             # Inductor's CPU kernels fix their OpenMP thread count when generated: a side
             # stream's get its worker's (OP_SDK_STREAM_THREADS), as its ATen calls do
             threads = ({"cpp.threads": streams.stream_threads()}
                        if seg.stream != streams.MAIN else {})
-            with allow, inductor_config.patch(threads):
+            with inductor_config.patch(threads):
                 launches[seg.index].compiled = compile_fx_inner(seg.gm, example, **part)
     if strides is not None:
         strides.clear()

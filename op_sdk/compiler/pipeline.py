@@ -52,12 +52,9 @@ from torch._inductor.custom_graph_pass import CustomInferenceAwareGraphPass
 
 from op_sdk.compiler.config import CompilerConfig, callable_digest
 from op_sdk.compiler.dump import GraphDumper
-from op_sdk.compiler.report import CompileReport, GraphReport, StageRecord
+from op_sdk.compiler.report import PARTITIONED, CompileReport, GraphReport, StageRecord
 
-__all__ = ["PassPipeline", "UserPassError", "STAGES", "fusion_plan", "PARTITIONED"]
-
-# the executor suffix of an Inductor graph compiled one partition per stream region
-PARTITIONED = "+streams"
+__all__ = ["PassPipeline", "UserPassError", "STAGES", "fusion_plan"]
 
 STAGES = ("post_grad_custom_pre_pass", "remove_noop_ops", "native_ops", "pattern_fusion",
           "weight_prepack", "post_grad_custom_post_pass")
@@ -207,11 +204,11 @@ class PassPipeline:
 
         if not streams.has_streams(gm.graph):
             return
-        streams.check(gm.graph)
-        report.streams = streams.stream_map(gm.graph)
+        stream_plan = streams.plan(gm.graph)  # checks the scopes
+        report.streams = stream_plan.by_name()
         if not report.executor.startswith("inductor") or STAGES[-1] not in stages:
             return
-        if len(streams.plan(gm.graph).streams) > 1:
+        if len(stream_plan.streams) > 1:
             from op_sdk.compiler.partitions import PartitionRequest
 
             if not report.executor.endswith(PARTITIONED):

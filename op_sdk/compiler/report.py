@@ -20,7 +20,7 @@ from typing import Any
 
 from op_sdk.patterns.diagnostics import NEAR_MISS_KINDS, NearMiss
 
-__all__ = ["NearMiss", "StageRecord", "GraphReport", "CompileReport", "recent_reports",
+__all__ = ["PARTITIONED", "NearMiss", "StageRecord", "GraphReport", "CompileReport", "recent_reports",
            "NEAR_MISS_KINDS", "PREDICTED_SUMS"]
 
 # the prediction fields summed per (fusion, variant) in GraphReport.effects
@@ -43,12 +43,16 @@ class StageRecord:
     dumps: list[str] = dataclasses.field(default_factory=list)
 
 
+# the executor suffix of an Inductor graph compiled one partition per stream region
+PARTITIONED = "+streams"
+
+
 @dataclasses.dataclass
 class GraphReport:
     graph: str                    # "forward" / "inference" (+ id)
     mode: str
     executor: str                 # "inductor", "inductor-cpp", "eager", "cudagraphs"; an
-                                  # Inductor one + "+streams" when compiled in partitions
+                                  # Inductor one + PARTITIONED when compiled in partitions
     stages: list[StageRecord] = dataclasses.field(default_factory=list)
     matches: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     near_misses: list[NearMiss] = dataclasses.field(default_factory=list)
@@ -149,7 +153,7 @@ class GraphReport:
     def stream_execution(self) -> str:
         """How the streams run with this graph's executor."""
         if self.executor.startswith("inductor"):
-            if self.executor.endswith("+streams"):
+            if self.executor.endswith(PARTITIONED):
                 return ("one Inductor partition per stream region, concurrently: CPU worker "
                         "threads, or CUDA side streams")
             return "Inductor runs them in order on one thread"

@@ -170,6 +170,10 @@ class StreamPlan:
     streams: list[str]                 # MAIN first, then the side streams in order of appearance
     users: dict[Node, int] = dataclasses.field(default_factory=dict)  # node -> its users
 
+    def by_name(self) -> dict[str, str]:
+        """Node name -> stream, for the graph's call_function nodes (the report's map)."""
+        return {n.name: s for n, s in self.stream.items() if n.op == "call_function"}
+
     def by_stream(self) -> dict[str, list[Node]]:
         out: dict[str, list[Node]] = {s: [] for s in self.streams}
         for n in self.nodes:
@@ -501,14 +505,11 @@ def _record_stream(value, stream) -> None:
 
 # -- Inductor -------------------------------------------------------------------------------
 
-def lower_for_inductor(graph: Graph) -> dict[str, str]:
-    """Check the scopes, then remove them for Inductor, which runs the graph as one stream
-    (``wait_tensor`` becomes a clone). Returns each node's stream by node name, for the
-    report."""
+def lower_for_inductor(graph: Graph) -> None:
+    """Remove the (checked) scopes for Inductor, which runs the graph as one stream
+    (``wait_tensor`` becomes a clone)."""
     if not has_streams(graph):
-        return {}
-    check(graph)
-    streams = {n.name: s for n, s in stream_of(graph).items() if n.op == "call_function"}
+        return
     for node in list(graph.nodes):
         kind = _kind(node)
         if kind == _WAIT_TENSOR:
@@ -527,14 +528,6 @@ def lower_for_inductor(graph: Graph) -> dict[str, str]:
                                  f"{', '.join(u.name for u in node.users)}, not only by "
                                  "torch.ops.air.wait")
             graph.erase_node(node)
-    return streams
-
-
-def stream_map(graph: Graph) -> dict[str, str]:
-    """Node name -> stream, for the graph's call_function nodes (empty without scopes)."""
-    if not has_streams(graph):
-        return {}
-    return {n.name: s for n, s in stream_of(graph).items() if n.op == "call_function"}
 
 
 def executor_for(gm: GraphModule, example_inputs: Sequence[Any]):
