@@ -68,6 +68,30 @@ std::tuple<int64_t, int64_t, bool> a4w4_shapes(const Tensor& x1, const Tensor& x
   return {k, x2.size(1) * 8, false};
 }
 
+// The per-group forms (A8W4, per-group A4W4): for each group of `group` rows of k (the last
+// one shorter when `group` does not divide k), the exact int32 product of a's and b's slices,
+// then out[r, j] += term(r, j, product[r, j]), the groups summed in fp32 in order.
+// `prepare(g, a's group slice (contiguous), k0, len)` returns that group's term.
+template <typename Prepare>
+Tensor sum_group_products(const Tensor& a, const Tensor& b, int64_t group, Prepare&& prepare) {
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  Tensor out = at::zeros({m, n}, a.options().dtype(at::kFloat));
+  Tensor acc = at::empty({m, n}, a.options().dtype(at::kInt));
+  float* op_ = out.data_ptr<float>();
+  const int32_t* ap = acc.data_ptr<int32_t>();
+  for (int64_t g = 0, k0 = 0; k0 < k; ++g, k0 += group) {
+    const int64_t len = std::min(group, k - k0);
+    const Tensor ag = a.narrow(1, k0, len).contiguous();
+    int8_product(ag, b.narrow(0, k0, len), acc, nullptr);
+    const auto term = prepare(g, ag, k0, len);
+    parallel_rows(m, n, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t j = 0; j < n; ++j) op_[r * n + j] = op_[r * n + j] + term(r, j, ap[r * n + j]);
+    });
+  }
+  return out;
+}
+
 Tensor a8w4_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
                    const std::optional<Tensor>& offset, const std::optional<Tensor>& pertoken,
                    const std::optional<Tensor>& bias, std::optional<int64_t> output_dtype,
@@ -104,28 +128,19 @@ Tensor a8w4_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
   QMM_UNSUPPORTED(!bias.has_value(), "bias",
                   "is not supported with int8 x1 and int4 weights (use offset)");
   const int64_t code = dtype_arg(op, "output_dtype", output_dtype, {kFloat16, kBFloat16}, -1);
-  // exact int32 product per group of 256 rows of k; fp32 sum over the groups in order
   const Tensor w = unpack_int4(x2);
   const Tensor s = unpack_quant_scale(scale).contiguous();
-  Tensor out = at::zeros({m, n}, x1.options().dtype(at::kFloat));
-  Tensor acc = at::empty({m, n}, x1.options().dtype(at::kInt));
-  float* op_ = out.data_ptr<float>();
-  const int32_t* ap = acc.data_ptr<int32_t>();
-  for (int64_t g = 0; g < groups; ++g) {
-    int8_product(x1.narrow(1, g * kA8W4Group, kA8W4Group).contiguous(),
-                 w.narrow(0, g * kA8W4Group, kA8W4Group), acc, nullptr);
-    // (x1 - 8) @ w, the NPU's convention (op_sdk/ops/quant_matmul.py): minus 8 column sums
-    const Tensor cs = w.narrow(0, g * kA8W4Group, kA8W4Group).to(at::kInt).sum(0, false, at::kInt);
-    const int32_t* csp = cs.data_ptr<int32_t>();
-    const float* sg = s.data_ptr<float>() + g * n;
-    parallel_rows(m, n, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r)
-        for (int64_t j = 0; j < n; ++j) {
-          const float t = float(ap[r * n + j] - 8 * csp[j]) * sg[j];
-          op_[r * n + j] = op_[r * n + j] + t;
-        }
-    });
-  }
+  Tensor out = sum_group_products(
+      x1, w, kA8W4Group, [&](int64_t g, const Tensor&, int64_t k0, int64_t len) {
+        // (x1 - 8) @ w, the NPU's convention (op_sdk/ops/quant_matmul.py): minus 8 column
+        // sums
+        Tensor cs = w.narrow(0, k0, len).to(at::kInt).sum(0, false, at::kInt);
+        const int32_t* csp = cs.data_ptr<int32_t>();
+        const float* sg = s.data_ptr<float>() + g * n;
+        return [cs = std::move(cs), csp, sg](int64_t, int64_t j, int32_t p) {
+          return float(p - 8 * csp[j]) * sg[j];
+        };
+      });
   if (offset.has_value()) out = out + *offset;
   out = out * *pertoken;
   return out.to(code == kFloat16 ? at::kHalf : at::kBFloat16);
@@ -194,35 +209,24 @@ Tensor a4w4_per_group_matmul(const Tensor& x1, const Tensor& x2, const Tensor& s
   const Tensor b = transposed ? unpack_int4(x2.t()).t() : unpack_int4(x2);  // (k, n)
   const Tensor s = scale.contiguous();
   const Tensor off = offset->to(at::kFloat).contiguous();  // float16 -> float32 is exact
-  Tensor out = at::zeros({m, n}, x1.options().dtype(at::kFloat));
-  Tensor acc = at::empty({m, n}, x1.options().dtype(at::kInt));
-  std::vector<int32_t> rowsum(size_t(std::max<int64_t>(m, 1)));
-  float* op_ = out.data_ptr<float>();
-  const int32_t* ap = acc.data_ptr<int32_t>();
-  for (int64_t gi = 0; gi < groups; ++gi) {
-    const int64_t k0 = gi * g, len = std::min(g, k - k0);
-    const Tensor ag = a.narrow(1, k0, len).contiguous();
-    int8_product(ag, b.narrow(0, k0, len), acc, nullptr);
-    const int8_t* agp = ag.data_ptr<int8_t>();
-    for (int64_t r = 0; r < m; ++r) {
-      int32_t t = 0;
-      for (int64_t c = 0; c < len; ++c) t += agp[r * len + c];
-      rowsum[size_t(r)] = t;
-    }
-    const float* sg = s.data_ptr<float>() + gi * n;
-    const float* zg = off.data_ptr<float>() + gi * n;
-    parallel_rows(m, n, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const double xs = double(rowsum[size_t(r)]);
-        for (int64_t j = 0; j < n; ++j) {
+  Tensor out = sum_group_products(
+      a, b, g, [&](int64_t gi, const Tensor& ag, int64_t, int64_t len) {
+        const int8_t* agp = ag.data_ptr<int8_t>();
+        std::vector<int32_t> rowsum(static_cast<size_t>(m));
+        for (int64_t r = 0; r < m; ++r) {
+          int32_t t = 0;
+          for (int64_t c = 0; c < len; ++c) t += agp[r * len + c];
+          rowsum[size_t(r)] = t;
+        }
+        const float* sg = s.data_ptr<float>() + gi * n;
+        const float* zg = off.data_ptr<float>() + gi * n;
+        return [rowsum = std::move(rowsum), sg, zg](int64_t r, int64_t j, int32_t p) {
           // every term is exact in fp64 (the product of an int32 and a float16 value, and
           // the difference), so this is the exact group value, rounded once to fp32
-          const double v = double(ap[r * n + j]) - xs * double(zg[j]);
-          op_[r * n + j] = op_[r * n + j] + float(v) * sg[j];
-        }
-      }
-    });
-  }
+          const double v = double(p) - double(rowsum[size_t(r)]) * double(zg[j]);
+          return float(v) * sg[j];
+        };
+      });
   out = out * *pertoken;
   return out.to(code == kFloat16 ? at::kHalf : at::kBFloat16);
 }
