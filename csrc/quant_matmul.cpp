@@ -164,12 +164,11 @@ Tensor a4w4_per_group_matmul(const Tensor& x1, const Tensor& x2, const Tensor& s
                              at::OptionalIntArrayRef group_sizes,
                              const std::optional<Tensor>& y_scale) {
   const char* op = kOp;
-  const std::pair<const char*, bool> extra[] = {
-      {"x1_dtype", x1_dtype.has_value()}, {"x2_dtype", x2_dtype.has_value()},
-      {"pertoken_scale_dtype", pertoken_scale_dtype.has_value()},
-      {"scale_dtype", scale_dtype.has_value()}, {"y_scale", y_scale.has_value()}};
-  for (const auto& [name, given] : extra)
-    QMM_UNSUPPORTED(!given, name, "is outside the supported subset (must be None)");
+  check_none_outside_subset(op, {{"x1_dtype", x1_dtype.has_value()},
+                                 {"x2_dtype", x2_dtype.has_value()},
+                                 {"pertoken_scale_dtype", pertoken_scale_dtype.has_value()},
+                                 {"scale_dtype", scale_dtype.has_value()},
+                                 {"y_scale", y_scale.has_value()}});
   OPK_CHECK(x1.dim() == 2, op, "x1", "must be 2-D (m, k/8) with int4 x1 and x2 and a per-group "
             "(2-D) scale, got ", x1.dim(), " dims");
   const std::tuple<int64_t, int64_t, bool> shapes = a4w4_shapes(x1, x2);

@@ -11,7 +11,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "checks.h"
@@ -31,6 +33,13 @@ inline constexpr int64_t kInt8 = 1, kInt32 = 3, kFloat16 = 5, kBFloat16 = 15;
 #define QMM_UNSUPPORTED(cond, arg, ...) \
   TORCH_CHECK_NOT_IMPLEMENTED((cond), op, ": argument '", arg, "' ", __VA_ARGS__)
 
+// The optional arguments outside the supported subset: each must be None.
+inline void check_none_outside_subset(
+    const char* op, std::initializer_list<std::pair<const char*, bool>> given) {
+  for (const auto& [name, is_given] : given)
+    QMM_UNSUPPORTED(!is_given, name, "is outside the supported subset (must be None)");
+}
+
 inline int64_t check_quant_matmul(const char* op, const at::Tensor& x1, const at::Tensor& x2,
                                   const at::Tensor& scale,
                                   const std::optional<at::Tensor>& offset,
@@ -39,12 +48,10 @@ inline int64_t check_quant_matmul(const char* op, const at::Tensor& x1, const at
                                   std::optional<int64_t> output_dtype, bool x1_dtype,
                                   bool x2_dtype, bool pertoken_scale_dtype, bool scale_dtype,
                                   bool group_sizes, bool y_scale) {
-  const std::pair<const char*, bool> outside[] = {
-      {"x1_dtype", x1_dtype},       {"x2_dtype", x2_dtype},
-      {"pertoken_scale_dtype", pertoken_scale_dtype}, {"scale_dtype", scale_dtype},
-      {"group_sizes", group_sizes}, {"y_scale", y_scale}};
-  for (const auto& [name, given] : outside)
-    QMM_UNSUPPORTED(!given, name, "is outside the supported subset (must be None)");
+  check_none_outside_subset(op, {{"x1_dtype", x1_dtype}, {"x2_dtype", x2_dtype},
+                                 {"pertoken_scale_dtype", pertoken_scale_dtype},
+                                 {"scale_dtype", scale_dtype}, {"group_sizes", group_sizes},
+                                 {"y_scale", y_scale}});
   QMM_UNSUPPORTED(x1.scalar_type() == at::kChar, "x1",
                   "must be int8 (the supported subset), got ", dtype_name(x1.scalar_type()));
   QMM_UNSUPPORTED(x2.scalar_type() == at::kChar, "x2",

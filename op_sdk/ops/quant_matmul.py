@@ -33,16 +33,20 @@ _OUT_DTYPES = {INT8: torch.int8, INT32: torch.int32, FLOAT16: torch.float16,
 _FLOAT_BIAS = (torch.float16, torch.bfloat16, torch.float32)
 
 
+def _none_outside_subset(op, **given):
+    """The optional arguments outside the supported subset: each must be None."""
+    for name, v in given.items():
+        if v is not None:
+            unsupported(op, name, "is outside the supported subset (must be None)")
+
+
 def check_quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype,
                        x2_dtype, pertoken_scale_dtype, scale_dtype, group_sizes, y_scale,
                        op="npu_quant_matmul"):
     """Returns the output dtype code. Everything outside the subset is NotImplementedError."""
-    for name, v in (("x1_dtype", x1_dtype), ("x2_dtype", x2_dtype),
-                    ("pertoken_scale_dtype", pertoken_scale_dtype),
-                    ("scale_dtype", scale_dtype), ("group_sizes", group_sizes),
-                    ("y_scale", y_scale)):
-        if v is not None:
-            unsupported(op, name, "is outside the supported subset (must be None)")
+    _none_outside_subset(op, x1_dtype=x1_dtype, x2_dtype=x2_dtype,
+                         pertoken_scale_dtype=pertoken_scale_dtype, scale_dtype=scale_dtype,
+                         group_sizes=group_sizes, y_scale=y_scale)
     if x1.dtype != torch.int8:
         unsupported(op, "x1", f"must be int8 (the supported subset), got {x1.dtype}")
     if x2.dtype != torch.int8:
@@ -177,11 +181,9 @@ def check_a4w4_per_group(x1, x2, scale, offset, pertoken_scale, bias, output_dty
                          y_scale):
     """Returns (output code, k, n, groups)."""
     op = "npu_quant_matmul"
-    for name, v in (("x1_dtype", x1_dtype), ("x2_dtype", x2_dtype),
-                    ("pertoken_scale_dtype", pertoken_scale_dtype),
-                    ("scale_dtype", scale_dtype), ("y_scale", y_scale)):
-        if v is not None:
-            unsupported(op, name, "is outside the supported subset (must be None)")
+    _none_outside_subset(op, x1_dtype=x1_dtype, x2_dtype=x2_dtype,
+                         pertoken_scale_dtype=pertoken_scale_dtype, scale_dtype=scale_dtype,
+                         y_scale=y_scale)
     check(x1.dim() == 2, op, "x1", f"must be 2-D (m, k/8) with int4 x1 and x2 and a per-group "
           f"(2-D) scale, got {x1.dim()} dims")
     k, n, _ = _a4w4_shapes(x1, x2)
