@@ -46,10 +46,17 @@ INT_FLIP_FRACTION = 0.01
 UB_910B = 192 * 1024
 
 CTYPE = {torch.float16: "half", torch.bfloat16: "bfloat16_t", torch.float32: "float", torch.int32: "int32_t"}
+# npu_add_rms_norm_quant's dst_type code -> (the kernels' outType, y's storage dtype)
+ARNQ_OUT = {None: (0, torch.int8), 1: (0, torch.int8), 12: (0, torch.int8), 23: (1, torch.float8_e5m2),
+            291: (1, torch.float8_e5m2), 24: (2, torch.float8_e4m3fn), 292: (2, torch.float8_e4m3fn),
+            290: (3, torch.uint8)}
 SCALE_ULP = 8    # dynamic-quant scales downstream of rstd (or silu) vs the plain reference
 
 # AddRmsNormQuant's dtype rows (x, scales, zero points) the kernel is built for
-ARNQ_DTYPES = (("half", "float", "int32_t"), ("bfloat16_t", "bfloat16_t", "bfloat16_t"))
+# (npu_add_rms_norm_quant's table: op_sdk/ops/add_rms_norm_quant.py ARQ_DTYPES)
+ARNQ_DTYPES = (("half", "float", "int32_t"), ("half", "half", "half"), ("half", "float", "float"),
+               ("bfloat16_t", "float", "int32_t"), ("bfloat16_t", "bfloat16_t", "bfloat16_t"),
+               ("bfloat16_t", "float", "float"), ("float", "float", "float"))
 # Quantize's (x, scales, zero points) per build; AscendQuantV2's scale / offset take x's dtype
 QUANTIZE_DTYPES = (("half", "float", "int32_t"), ("bfloat16_t", "bfloat16_t", "bfloat16_t"),
                    ("float", "float", "int32_t"))
@@ -251,7 +258,7 @@ class AddRmsNormQuantTiling(ctypes.Structure):
                 ("numChunks", ctypes.c_uint32), ("lastChunkCols", ctypes.c_uint32), ("epsilon", ctypes.c_float),
                 ("avgFactor", ctypes.c_float)] + [
                 (f, ctypes.c_uint32) for f in ("hasBeta", "run1", "run2", "hasScale1", "hasScale2", "hasZero1",
-                                               "hasZero2", "divMode", "int4Out", "reserved")]
+                                               "hasZero2", "divMode", "int4Out", "outType")]
 
 
 def _mask_arg(output_mask, int4=False):
@@ -287,26 +294,31 @@ def add_rms_norm_dynamic_quant(builder, x1, x2, gamma, smooth_scale1=None, smoot
 
 
 def add_rms_norm_quant(builder, x1, x2, gamma, scales1, zero_points1=None, beta=None, scales2=None,
-                       zero_points2=None, eps=1e-6, div_mode=True, axis=-1, cores=40, ub=UB_910B):
-    """Returns ((y1, y2, x), tiling)."""
+                       zero_points2=None, eps=1e-6, div_mode=True, axis=-1, dst_type=None, out_type=None, cores=40,
+                       ub=UB_910B):
+    """Returns ((y1, y2, x), tiling). dst_type: npu_add_rms_norm_quant's code (ARNQ_OUT; y1 / y2
+    in its storage dtype); out_type overrides the kernels' outType (an unknown one: key 0)."""
     zdt = (zero_points1 if zero_points1 is not None else zero_points2)
-    zname = CTYPE[zdt.dtype] if zdt is not None else ("int32_t" if scales1.dtype == torch.float32 else "bfloat16_t")
-    lib = builder.lib("add_rms_norm_quant", DTYPE_X1=CTYPE[x1.dtype], DTYPE_SCALES1=CTYPE[scales1.dtype],
-                      DTYPE_ZERO_POINTS1=zname)
+    xs, ss = CTYPE[x1.dtype], CTYPE[scales1.dtype]
+    zname = CTYPE[zdt.dtype] if zdt is not None else next(z for x, s, z in ARNQ_DTYPES if (x, s) == (xs, ss))
+    lib = builder.lib("add_rms_norm_quant", DTYPE_X1=xs, DTYPE_SCALES1=ss, DTYPE_ZERO_POINTS1=zname)
     x1, x2, gamma, scales1 = x1.contiguous(), x2.contiguous(), gamma.contiguous(), scales1.contiguous()
     s2, z1, z2, b = (t.contiguous() if t is not None else None for t in (scales2, zero_points1, zero_points2, beta))
     cols, rows = gamma.numel(), x1.numel() // gamma.numel()
+    out, ydt = ARNQ_OUT[dst_type]
+    out = out if out_type is None else out_type
     t = AddRmsNormQuantTiling()
     lib.opsdk_tiling(ctypes.c_uint64(rows), ctypes.c_uint32(cols), ctypes.c_float(eps), _ptr(s2), _ptr(z1), _ptr(z2),
-                     _ptr(b), ctypes.c_int(int(div_mode)), ctypes.c_int64(axis), ctypes.c_uint32(cores),
-                     ctypes.c_uint32(ub), ctypes.byref(t))
-    y1 = torch.empty(x1.shape, dtype=torch.int8)
-    y2 = torch.full(x1.shape, 0x5A, dtype=torch.int8)  # the kernel must write y2, zeros included
+                     _ptr(b), ctypes.c_int(int(div_mode)), ctypes.c_int64(axis), ctypes.c_uint32(out),
+                     ctypes.c_uint32(cores), ctypes.c_uint32(ub), ctypes.byref(t))
+    y1 = torch.empty(x1.shape, dtype=torch.uint8)
+    y2 = torch.full(x1.shape, 0x5A, dtype=torch.uint8)  # the kernel must write y2, zeros included
     x = torch.empty_like(x1)
     call(lib.opsdk_run, _ptr(x1), _ptr(x2), _ptr(gamma), _ptr(scales1), _ptr(s2), _ptr(z1), _ptr(z2), _ptr(b),
          _ptr(y1), _ptr(y2), _ptr(x), ctypes.c_uint64(rows), ctypes.c_uint32(cols), ctypes.c_float(eps),
-         ctypes.c_int(int(div_mode)), ctypes.c_int64(axis), ctypes.c_uint32(cores), ctypes.c_uint32(ub))
-    return (y1, y2, x), t
+         ctypes.c_int(int(div_mode)), ctypes.c_int64(axis), ctypes.c_uint32(out), ctypes.c_uint32(cores),
+         ctypes.c_uint32(ub))
+    return (y1.view(ydt), y2.view(ydt), x), t
 
 
 QUANT_ROUND = {"round": 0, "floor": 1, "ceil": 2, "trunc": 3}

@@ -20,6 +20,7 @@ constexpr int32_t BUFFER_NUM = 2;
 // 8: Add on an operand at a 2-byte offset (not 32-byte aligned).
 // 9: DeQue of an empty queue.
 // 10: a vector instruction over more elements than the tensor holds.
+// 11: Cast float -> hifloat8_t with CAST_RINT (Ascend 950 takes CAST_ROUND / CAST_HYBRID only).
 class FaultKernel {
 public:
     __aicore__ inline void Run(GM_ADDR gm, uint64_t elems, int which)
@@ -49,6 +50,11 @@ public:
             Add(yLocal[1], xLocal, xLocal, 8);
         } else if (which == 10) {
             Add(yLocal, xLocal, xLocal, 64);
+        } else if (which == 11) {
+            LocalTensor<float> f = yLocal.ReinterpretCast<float>();
+            Cast(f, xLocal, RoundMode::CAST_NONE, 16);
+            Cast(xLocal.ReinterpretCast<hifloat8_t>(), f, RoundMode::CAST_RINT, 16);
+            Add(yLocal, xLocal, xLocal, 16);
         } else {
             Add(yLocal, xLocal, xLocal, 16);
         }
@@ -82,7 +88,8 @@ extern "C" int opsdk_fault(int which, void *gm, uint64_t elems, uint32_t blocks,
 // The model's Cast over n values: kind 0 float -> half, 1 float -> bfloat16 (mode: RoundMode),
 // 2 half -> float, 3 bfloat16 -> float, 4 float -> int8 through int32 / half (kernel_common.h),
 // 5 half -> int4 (mode; packed two per byte, n / 2 bytes out), 6 float -> int32 (mode),
-// 7 an int4 view indexed at an odd element (an error), 8 half -> uint8 (mode).
+// 7 an int4 view indexed at an odd element (an error), 8 half -> uint8 (mode),
+// 9 float -> fp8_e5m2_t, 10 float -> fp8_e4m3fn_t, 11 float -> hifloat8_t (mode; one byte each).
 #include "common/kernel_common.h"
 extern "C" int opsdk_convert(int kind, int mode, const void *in, void *out, uint32_t n, char *err, int errLen)
 {
@@ -112,6 +119,13 @@ extern "C" int opsdk_convert(int kind, int mode, const void *in, void *out, uint
             LocalTensor<int4b_t> q = b.Get<int8_t>().ReinterpretCast<int4b_t>();
             Cast(kind == 7 ? q[1] : q, a.Get<half>(), m, n);
             std::memcpy(out, b.Get<int8_t>().Data(), (n + 1) / 2);
+        } else if (kind >= 9 && kind <= 11) {
+            std::memcpy(a.Get<float>().Data(), in, n * 4);
+            LocalTensor<uint8_t> y = b.Get<uint8_t>();
+            if (kind == 9) Cast(y.ReinterpretCast<fp8_e5m2_t>(), a.Get<float>(), m, n);
+            if (kind == 10) Cast(y.ReinterpretCast<fp8_e4m3fn_t>(), a.Get<float>(), m, n);
+            if (kind == 11) Cast(y.ReinterpretCast<hifloat8_t>(), a.Get<float>(), m, n);
+            std::memcpy(out, y.Data(), n);
         } else if (kind == 8) {
             std::memcpy(a.Get<half>().Data(), in, n * 2);
             Cast(b.Get<uint8_t>(), a.Get<half>(), m, n);

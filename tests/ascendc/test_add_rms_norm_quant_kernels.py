@@ -15,7 +15,9 @@ import pytest
 import torch
 
 import op_sdk
+from op_sdk.ops.add_rms_norm_quant import ARQ_DTYPES
 from op_sdk.ops._common import pack_int4, unpack_int4
+from op_sdk.ops._formats import hif8_to_float, quantize_float8, storage_dtype
 from tests.ascendc import _kernels as K
 from tests.ascendc._cases import CASES, SPLIT, case_id, check_key
 
@@ -41,7 +43,11 @@ def _y(x, rstd, gamma, beta):
 
 def _assert_bits(out, ref, what):
     assert out.shape == ref.shape, (what, out.shape, ref.shape)
-    if out.dtype.is_floating_point:
+    if out.element_size() == 1:
+        assert out.dtype == ref.dtype, (what, out.dtype, ref.dtype)
+        o, r = out.view(torch.uint8), ref.view(torch.uint8)
+        assert torch.equal(o, r), f"{what}: not bit-exact ({int((o != r).sum())} of {o.numel()} bytes differ)"
+    elif out.dtype.is_floating_point:
         assert torch.equal(out.view(torch.int32 if out.dtype == f32 else torch.int16),
                            ref.view(torch.int32 if ref.dtype == f32 else torch.int16)), f"{what}: not bit-exact"
     else:
@@ -184,18 +190,41 @@ def test_add_rms_norm_dynamic_quant_zero_rows_and_leading_dims(kernels):
 
 # ---- AddRmsNormQuant --------------------------------------------------------------------------
 
-def _static_branch(y, scales, zero_points, div_mode):
+FLOAT8_DST = (23, 24, 290)  # float8_e5m2, float8_e4m3fn, hifloat8 (Ascend 950's dst_types)
+
+
+def _static_branch(y, scales, zero_points, div_mode, dst_type=None):
     v = y / scales.float() if div_mode else y * scales.float()
     if zero_points is not None:
         v = v + zero_points.float()
+    if dst_type in FLOAT8_DST:
+        return quantize_float8(v, dst_type)
     return torch.round(v).clamp_(-128.0, 127.0).to(torch.int8)
 
 
-def _arnq_formula(x1, x2, gamma, rstd_fn, s1, z1, beta, s2, z2, div_mode):
+def _arnq_formula(x1, x2, gamma, rstd_fn, s1, z1, beta, s2, z2, div_mode, dst_type=None):
     x = x1.float() + x2.float()
     y = _y(x, rstd_fn(x), gamma, beta)
-    y1 = _static_branch(y, s1, z1, div_mode)
-    return y1, (_static_branch(y, s2, z2, div_mode) if s2 is not None else torch.zeros_like(y1))
+    y1 = _static_branch(y, s1, z1, div_mode, dst_type)
+    return y1, (_static_branch(y, s2, z2, div_mode, dst_type) if s2 is not None else torch.zeros_like(y1))
+
+
+def _float8_values(t, dst_type):
+    return hif8_to_float(t.view(torch.uint8)) if dst_type == 290 else t.float()
+
+
+def assert_float8_close(out, ref, dst_type, what):
+    """8-bit float outputs downstream of rstd vs the plain reference: at most one grid step
+    apart (ranks in the format's sorted finite values), in at most INT_FLIP_FRACTION of the
+    elements (as the int8 bound)."""
+    grid = _float8_values(torch.arange(256, dtype=torch.int32).to(torch.uint8).view(
+        torch.uint8 if dst_type == 290 else storage_dtype(dst_type)), dst_type)
+    grid = grid[torch.isfinite(grid)].unique()
+    rank = lambda t: torch.searchsorted(grid, _float8_values(t, dst_type).reshape(-1).contiguous())  # noqa: E731
+    d = (rank(out) - rank(ref.reshape(out.shape))).abs()
+    assert int(d.max()) <= 1, f"{what}: {int(d.max())} steps apart (bound 1)"
+    frac = float((d > 0).float().mean())
+    assert frac <= K.INT_FLIP_FRACTION, f"{what}: {frac:.4%} of the elements differ"
 
 
 def _quant_params(cols, dt_row, div_mode, seed):
@@ -207,24 +236,31 @@ def _quant_params(cols, dt_row, div_mode, seed):
 
 
 ARNQ_ROWS = {f16: (f32, i32), bf16: (bf16, bf16)}
+# every (x, scales, zero points) row of npu_add_rms_norm_quant's table (ARQ_DTYPES)
+ARNQ_ALL_ROWS = [(x, s, z) for x, rows in ARQ_DTYPES.items() for s, z in rows]
 
 
-def _check_arnq(kernels, x1, x2, g, s1, z1, beta, s2, z2, div_mode, cores, ub):
-    (y1, y2, x), t = K.add_rms_norm_quant(kernels, x1, x2, g, s1, z1, beta, s2, z2, EPS, div_mode, cores=cores, ub=ub)
+def _check_arnq(kernels, x1, x2, g, s1, z1, beta, s2, z2, div_mode, cores, ub, dst_type=None):
+    (y1, y2, x), t = K.add_rms_norm_quant(kernels, x1, x2, g, s1, z1, beta, s2, z2, EPS, div_mode, dst_type=dst_type,
+                                          cores=cores, ub=ub)
     ry1, ry2, rx = op_sdk.get_op("npu_add_rms_norm_quant").reference(
-        x1, x2, g, s1, z1, beta, s2, z2, epsilon=EPS, div_mode=div_mode)
+        x1, x2, g, s1, z1, beta, s2, z2, epsilon=EPS, div_mode=div_mode, dst_type=dst_type)
     _assert_bits(x, rx, "x = x1 + x2")
-    f1, f2 = _arnq_formula(x1, x2, g, _torch_rstd, s1, z1, beta, s2, z2, div_mode)
+    f1, f2 = _arnq_formula(x1, x2, g, _torch_rstd, s1, z1, beta, s2, z2, div_mode, dst_type)
     _assert_bits(f1, ry1, "formula y1"), _assert_bits(f2, ry2, "formula y2")
     rows = x1.numel() // g.numel()
     m1, m2 = _arnq_formula(x1.reshape(rows, -1), x2.reshape(rows, -1), g, lambda v: _rstd_of(v, t), s1, z1, beta,
-                           s2, z2, div_mode)
+                           s2, z2, div_mode, dst_type)
     _assert_bits(y1.reshape(rows, -1), m1, "y1 (model rstd)")
     _assert_bits(y2.reshape(rows, -1), m2, "y2 (model rstd)")
-    K.assert_int_close(y1, ry1, what="y1")
-    K.assert_int_close(y2, ry2, what="y2")
+    if dst_type in FLOAT8_DST:
+        assert_float8_close(y1, ry1, dst_type, "y1")
+        assert_float8_close(y2, ry2, dst_type, "y2")
+    else:
+        K.assert_int_close(y1, ry1, what="y1")
+        K.assert_int_close(y2, ry2, what="y2")
     if s2 is None:
-        assert (y2 == 0).all()
+        assert (y2.view(torch.uint8) == 0).all()
     return t
 
 
@@ -273,3 +309,70 @@ def test_add_rms_norm_quant_saturation_and_axis(kernels):
     K.assert_int_close(y1, ry1)
     with pytest.raises(K.KernelError, match="axis"):
         K.add_rms_norm_quant(kernels, x1, x2, g, s1, z1, axis=0, cores=2)
+
+
+def _params_of_row(cols, sdt, zdt, div_mode, seed, spread=1.0):
+    torch.manual_seed(seed)
+    s = (torch.rand(cols) * 0.05 + 0.01) / spread if div_mode else (torch.rand(cols) * 40 + 5) * spread
+    z = torch.randint(-4, 5, (cols,))
+    return s.to(sdt), (z.to(i32) if zdt == i32 else z.to(zdt))
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.parametrize("config", ["s1-zp1-div", "s1s2-zp-beta-mul"])
+@pytest.mark.parametrize("dst_type", FLOAT8_DST, ids=["e5m2", "e4m3fn", "hif8"])
+def test_add_rms_norm_quant_float8(kernels, case, config, dst_type):
+    """float8_e5m2 / float8_e4m3fn / hifloat8 outputs (Ascend 950's dst_types) over every
+    shape, tiling key, tail and block count; the scales spread v over the format's range (and
+    past it: some values saturate). Bit-exact against the formula with the model's rstd."""
+    rows, cols, cores, ub, want_key = case
+    dt = (f16, bf16, f32)[(cols + rows) % 3]
+    sdt, zdt = ARQ_DTYPES[dt][(rows + dst_type) % len(ARQ_DTYPES[dt])]
+    x1, x2, g = _norm_inputs(rows, cols, dt)
+    div = config.endswith("div")
+    spread = {23: 400.0, 24: 4.0, 290: 200.0}[dst_type]
+    s1, z1 = _params_of_row(cols, sdt, zdt, div, cols, spread)
+    s2 = z2 = beta = None
+    if not div:
+        s2, z2 = _params_of_row(cols, sdt, zdt, div, cols + 1, spread)
+        beta = (torch.randn(cols) * 0.3).to(dt)
+    t = _check_arnq(kernels, x1, x2, g, s1, z1, beta, s2, z2, div, cores, ub, dst_type)
+    check_key(t.tilingKey, case)
+    assert t.outType == {23: 1, 24: 2, 290: 3}[dst_type]
+
+
+@pytest.mark.parametrize("ub", [K.UB_910B, 8 * 1024], ids=["whole", "split"])
+@pytest.mark.parametrize("dst_type", [None] + list(FLOAT8_DST), ids=["int8", "e5m2", "e4m3fn", "hif8"])
+@pytest.mark.parametrize("row", ARNQ_ALL_ROWS, ids=lambda r: "-".join(str(d).replace("torch.", "") for d in r))
+def test_add_rms_norm_quant_dtype_rows(kernels, row, dst_type, ub):
+    """Every (x, scales, zero points) row of npu_add_rms_norm_quant's dtype table, both keys,
+    both scale sets with zero points and beta, div and multiply mode."""
+    dt, sdt, zdt = row
+    rows, cols = 13, 1000
+    x1, x2, g = _norm_inputs(rows, cols, dt)
+    spread = {None: 1.0, 23: 400.0, 24: 4.0, 290: 200.0}[dst_type]
+    for div in (True, False):
+        s1, z1 = _params_of_row(cols, sdt, zdt, div, 5, spread)
+        s2, z2 = _params_of_row(cols, sdt, zdt, div, 6, spread)
+        beta = (torch.randn(cols) * 0.3).to(dt)
+        t = _check_arnq(kernels, x1, x2, g, s1, z1, beta, s2, z2, div, 4, ub, dst_type)
+        assert t.tilingKey == (1 if ub == K.UB_910B else SPLIT)
+
+
+@pytest.mark.parametrize("dst_type", FLOAT8_DST, ids=["e5m2", "e4m3fn", "hif8"])
+def test_add_rms_norm_quant_float8_saturates(kernels, dst_type):
+    x1, x2, g = _norm_inputs(6, 96, bf16)
+    s1 = torch.full((96,), 1e-6)             # |y| / 1e-6 beyond every 8-bit float's range
+    z1 = torch.randint(-4, 5, (96,), dtype=i32)
+    (y1, _, _), _ = K.add_rms_norm_quant(kernels, x1, x2, g, s1, z1, dst_type=dst_type, cores=2)
+    ry1, _, _ = op_sdk.get_op("npu_add_rms_norm_quant").reference(x1, x2, g, s1, z1, dst_type=dst_type)
+    fmax = {23: 57344.0, 24: 448.0, 290: 32768.0}[dst_type]
+    v = _float8_values(y1, dst_type)
+    assert (v == fmax).any() and (v == -fmax).any() and torch.isfinite(v).all()
+    assert_float8_close(y1, ry1, dst_type, "y1")
+
+
+def test_add_rms_norm_quant_unknown_output_type(kernels):
+    x1, x2, g = _norm_inputs(3, 33, f16)
+    with pytest.raises(K.KernelError, match="output type"):
+        K.add_rms_norm_quant(kernels, x1, x2, g, torch.ones(33), out_type=4, cores=2)

@@ -41,6 +41,7 @@ def test_correct_kernel_runs(kernels):
     (9, r"TQue::DeQue .*queue 'inQueueX' is empty"),
     (10, r"Add .*out-of-bounds unified-buffer access: elements \[0, 64\) of a LocalTensor of 32 elements "
          r"in buffer 'outQueueY'"),
+    (11, r"Cast at .*driver_faults\.cpp:\d+: round mode not supported for float -> hifloat8_t"),
 ])
 def test_model_catches(kernels, which, pattern):
     rc, msg, _ = _fault(kernels, which)
@@ -149,3 +150,47 @@ def test_half_to_uint8_saturates_in_each_mode(kernels):
     for mode, fn in ((1, torch.round), (2, torch.floor), (3, torch.ceil), (5, torch.trunc)):
         got = _convert(kernels, 8, mode, v.view(torch.int16), torch.uint8)
         assert torch.equal(got, fn(v.float()).clamp(0, 255).to(torch.uint8)), mode
+
+
+def _float8_values():
+    """Every float8 / HiFloat8 grid point and the midpoints between them (ties), just above and
+    below them, random values over all binades, signed zeros, subnormals, the saturation
+    thresholds, +-inf and NaN."""
+    from op_sdk.ops._formats import hif8_to_float
+    grid = torch.cat([torch.arange(256, dtype=torch.int32).to(torch.uint8).view(dt).float()
+                      for dt in (torch.float8_e5m2, torch.float8_e4m3fn)] +
+                     [hif8_to_float(torch.arange(256, dtype=torch.int32).to(torch.uint8))])
+    grid = grid[torch.isfinite(grid)].unique()
+    mids = (grid[1:].double() + grid[:-1].double()) / 2
+    mids = mids[mids.float().double() == mids].float()  # exact ties
+    near = torch.cat([torch.nextafter(grid, torch.full_like(grid, float("inf"))),
+                      torch.nextafter(grid, torch.full_like(grid, float("-inf")))])
+    torch.manual_seed(1)
+    rnd = torch.randn(20000) * torch.pow(2.0, torch.randint(-30, 20, (20000,)).float())
+    special = torch.tensor([0.0, -0.0, 448.0, 464.0, 464.1, 480.0, -1e6, 57344.0, 61440.0, 61440.1, 1e30,
+                            32768.0, 40959.996, 40960.0, -40960.0, 2 ** -23, 2 ** -23 * 0.999, 2 ** -22,
+                            2 ** -24, 1e-45, float("inf"), float("-inf"), float("nan"), -float("nan")])
+    return torch.cat([grid, -grid, mids, -mids, near, rnd, special])
+
+
+def test_float_to_float8_and_hifloat8_match_op_sdk_formats(kernels):
+    """Cast float -> fp8_e5m2_t / fp8_e4m3fn_t (CAST_RINT) and -> hifloat8_t (CAST_ROUND),
+    saturating, equal bit for bit op_sdk's conversions (op_sdk/ops/_formats.quantize_float8:
+    clamp to the largest finite value, then torch's round to nearest even; the HiFloat8
+    encoder rounding half away from zero, NaN -> 0)."""
+    from op_sdk.ops._formats import quantize_float8
+    v = _float8_values()
+    for kind, code in ((9, 23), (10, 24), (11, 290)):
+        mode = 4 if code == 290 else 1
+        got = _convert(kernels, kind, mode, v, torch.uint8)
+        want = quantize_float8(v, code).view(torch.uint8)
+        bad = (got != want).nonzero().flatten()
+        assert bad.numel() == 0, (code, [(float(v[i]), int(got[i]), int(want[i])) for i in bad[:8]])
+    assert _convert(kernels, 10, 1, torch.tensor([float("nan"), -float("nan")]), torch.uint8).tolist() == [0x7F, 0xFF]
+
+
+@pytest.mark.parametrize("kind, mode", [(9, 4), (10, 5), (11, 1), (11, 7)], ids=["e5m2-round", "e4m3-trunc",
+                                                                                 "hif8-rint", "hif8-hybrid"])
+def test_float8_casts_take_the_documented_round_mode_only(kernels, kind, mode):
+    with pytest.raises(K.KernelError, match="round mode not supported"):
+        _convert(kernels, kind, mode, torch.ones(8), torch.uint8)

@@ -3,7 +3,8 @@
 // x = x1 + x2 in fp32 (written rounded to T), rstd from the unrounded sum,
 // y = (x * rstd) * gamma (+ beta) kept in fp32, then one or two branches of y:
 //   static  (DYNAMIC = false): v = y / scales (divMode) or y * scales, (+ zero_points),
-//           y_i = rint(v) saturated to int8; y2 is all zeros without scales2;
+//           y_i = rint(v) saturated to int8, or v cast to float8_e5m2 / float8_e4m3fn (RINT) /
+//           hifloat8 (ROUND), saturating (td.outType); y2 is all zeros without scales2;
 //   dynamic (DYNAMIC = true):  v = y (* smooth_scale_i), amax = max|v|, scale_i = amax / DMAX,
 //           y_i = rint(v * (DMAX / amax)) saturated (amax = 0: scale 0, y 0); DMAX 127 for int8,
 //           7 for int4 (packed two per byte, element 0 in the low nibble).
@@ -184,7 +185,8 @@ private:
                         td_.int4Out != 0);
     }
 
-    // static: y_i = sat(rint(y / s_i (+ z_i))) (or y * s_i); zeros for branch 2 without scales2
+    // static: y_i = sat(rint(y / s_i (+ z_i))) (or y * s_i), or that v cast to the 8-bit float
+    // output (saturating); zeros for branch 2 without scales2 (zero bits in every format)
     __aicore__ inline void BranchStatic(uint32_t i, const LocalTensor<int8_t> &y, uint32_t n)
     {
         if (i == 2 && !td_.hasScale2) {
@@ -205,7 +207,11 @@ private:
             Add(vF, vF, (i == 1 ? z1FpBuf : z2FpBuf).template Get<float>(), n);
             PipeBarrier<PIPE_V>();
         }
-        SaturateToInt8(y, vF, i32Buf.Get<int32_t>(), halfBuf.Get<half>(), n);
+        if (td_.outType == OUT_INT8) {
+            SaturateToInt8(y, vF, i32Buf.Get<int32_t>(), halfBuf.Get<half>(), n);
+        } else {
+            FloatToFloat8(y, vF, td_.outType, n);
+        }
         PipeBarrier<PIPE_V>();
     }
 

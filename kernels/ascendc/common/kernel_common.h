@@ -2,6 +2,7 @@
 #pragma once
 
 #include "kernel_operator.h"
+#include "tiling_common.h"
 
 namespace opsdk_ascendc {
 
@@ -111,6 +112,32 @@ __aicore__ inline void SaturateToInt8(const LocalTensor<int8_t> &dst, const Loca
     Mins(src, src, 127.0f, count);
     PipeBarrier<PIPE_V>();
     FloatToInt8(dst, src, tmpI32, tmpHalf, count, mode);
+}
+
+// ---- 8-bit float outputs (Ascend 950) -----------------------------------------------------
+// (the output codes OUT_* of the `outType` tiling fields: common/tiling_common.h)
+// The 8-bit float element types exist on Ascend 950 (__NPU_ARCH__ 3510) and in the CPU model.
+#if !defined(__CCE_AICORE__) || (defined(__NPU_ARCH__) && __NPU_ARCH__ == 3510)
+#define OPSDK_FLOAT8_OUT 1
+#endif
+
+// fp32 -> an 8-bit float output, one Cast: float8_e5m2 / float8_e4m3fn round half to even
+// (CAST_RINT), HiFloat8 half away from zero (CAST_ROUND); overflow saturates to the largest
+// finite value (Cast's default overflow handling). dst holds count bytes.
+__aicore__ inline void FloatToFloat8(const LocalTensor<int8_t> &dst, const LocalTensor<float> &src, uint32_t outType,
+                                     uint32_t count)
+{
+#ifdef OPSDK_FLOAT8_OUT
+    if (outType == OUT_FLOAT8_E5M2) {
+        Cast(dst.ReinterpretCast<fp8_e5m2_t>(), src, RoundMode::CAST_RINT, count);
+    } else if (outType == OUT_FLOAT8_E4M3FN) {
+        Cast(dst.ReinterpretCast<fp8_e4m3fn_t>(), src, RoundMode::CAST_RINT, count);
+    } else if (outType == OUT_HIFLOAT8) {
+        Cast(dst.ReinterpretCast<hifloat8_t>(), src, RoundMode::CAST_ROUND, count);
+    }
+#else
+    (void)dst, (void)src, (void)outType, (void)count;
+#endif
 }
 
 // ---- per-token dynamic int8 quantisation (DynamicQuant and the fused norms) -------------

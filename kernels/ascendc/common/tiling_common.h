@@ -14,6 +14,11 @@ constexpr uint32_t DEFAULT_UB_BYTES = 192 * 1024;  // ascend910b
 constexpr uint32_t TILING_KEY_INVALID = 0;
 constexpr uint32_t TILING_KEY_WHOLE_ROW = 1;  // rowsPerLoop whole rows per unified-buffer tile
 constexpr uint32_t TILING_KEY_SPLIT_ROW = 2;  // one row at a time, in chunkCols chunks
+// the output codes of the `outType` tiling fields of the quantising norms (y one byte each)
+constexpr uint32_t OUT_INT8 = 0;
+constexpr uint32_t OUT_FLOAT8_E5M2 = 1;
+constexpr uint32_t OUT_FLOAT8_E4M3FN = 2;
+constexpr uint32_t OUT_HIFLOAT8 = 3;
 
 #ifndef __CCE_AICORE__
 inline uint64_t CeilDiv(uint64_t a, uint64_t b) { return b == 0 ? 0 : (a + b - 1) / b; }

@@ -44,7 +44,7 @@ public:
 };
 
 // ---- 16-bit floating-point types ----------------------------------------------------------
-enum class RoundMode { CAST_NONE = 0, CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND, CAST_TRUNC, CAST_ODD };
+enum class RoundMode { CAST_NONE = 0, CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND, CAST_TRUNC, CAST_ODD, CAST_HYBRID };
 
 namespace model {
 
@@ -163,6 +163,100 @@ struct bfloat16_t {
 struct int4b_t {
     uint8_t raw = 0;
 };
+
+// The 8-bit floating-point element types of Ascend 950 (one byte of bits each). Only Cast
+// float -> them is modelled (below); tests read the bytes back.
+struct fp8_e5m2_t {
+    uint8_t bits = 0;
+};
+struct fp8_e4m3fn_t {
+    uint8_t bits = 0;
+};
+struct hifloat8_t {
+    uint8_t bits = 0;
+};
+
+namespace AscendC {
+namespace model {
+
+// float -> an OCP 8-bit float (p fraction bits, minimum normal exponent emin, exponent bias),
+// round half to even, saturating: every |value| past the largest finite one (inf included)
+// gives that value with the sign (the documented default overflow handling of Cast); NaN
+// gives sign | 0x7F (a NaN in both formats).
+inline uint8_t EncodeFloat8Sat(float f, int p, int emin, int bias, double maxFinite)
+{
+    uint32_t fb;
+    std::memcpy(&fb, &f, 4);
+    uint8_t sign = (fb >> 31) ? 0x80 : 0;
+    if (std::isnan(f)) return static_cast<uint8_t>(sign | 0x7F);
+    double a = std::fabs(static_cast<double>(f));
+    double ar;
+    if (std::isinf(f)) {
+        ar = maxFinite;
+    } else {
+        if (a == 0.0) return sign;
+        int ex;
+        std::frexp(a, &ex);
+        int e = std::max(ex - 1, emin);
+        double quantum = std::ldexp(1.0, e - p);
+        ar = RoundInteger(a / quantum, RoundMode::CAST_RINT) * quantum;
+        if (ar > maxFinite) ar = maxFinite;
+    }
+    if (ar == 0.0) return sign;
+    int ex;
+    std::frexp(ar, &ex);
+    int er = ex - 1;
+    if (er < emin) return static_cast<uint8_t>(sign | static_cast<uint8_t>(ar / std::ldexp(1.0, emin - p)));
+    uint32_t mant = static_cast<uint32_t>(ar / std::ldexp(1.0, er - p)) - (1u << p);
+    return static_cast<uint8_t>(sign | ((er + bias) << p) | mant);
+}
+
+// float -> HiFloat8, round half away from zero (CAST_ROUND), saturating to +-32768 (inf too);
+// NaN gives 0. The format: sign, a prefix-coded "dot" field, exponent, mantissa:
+//   bits 6..3 = 0000: 2^(bits 2..0 - 23) (0: zero)          dot 0001: 2^0 x 1.mmm
+//   dot 001s: 2^(+-1) x 1.mmm    dot 01s e: 2^(+-(2 + e)) x 1.mmm
+//   dot 10s ee: 2^(+-(4 + ee)) x 1.mm    dot 11s eee: 2^(+-(8 + eee)) x 1.m
+// (s: the exponent's sign); 0x6E is 32768, 0x6F inf, 0x80 NaN.
+inline uint8_t EncodeHiFloat8Sat(float f)
+{
+    if (std::isnan(f)) return 0;
+    double a = std::fabs(static_cast<double>(f));
+    bool neg = std::signbit(f);
+    uint32_t code;
+    if (a >= 40960.0) {  // 1.25 * 2^15 rounds past the largest finite value
+        code = 110;
+    } else if (a < std::ldexp(1.0, -23)) {
+        code = 0;
+    } else if (a < std::ldexp(1.0, -22)) {  // half way to the smallest value rounds up
+        code = 1;
+    } else {
+        int ex;
+        double m = std::frexp(a, &ex);  // a = m * 2^ex, m in [0.5, 1)
+        int e = ex - 1;
+        double frac = m * 2.0 - 1.0;
+        int ae = std::abs(e);
+        int fbits = e < -15 ? 0 : (ae <= 3 ? 3 : (ae <= 7 ? 2 : 1));
+        double step = std::ldexp(1.0, fbits);
+        int q = static_cast<int>(std::floor(frac * step + 0.5));
+        if (q >= static_cast<int>(step)) {
+            ++e;
+            q = 0;
+        }
+        ae = std::abs(e);
+        int en = e < 0 ? 1 : 0;
+        if (e < -15) code = static_cast<uint32_t>(e + 23);
+        else if (e == 0) code = static_cast<uint32_t>(8 + q);
+        else if (ae == 1) code = static_cast<uint32_t>(16 + 8 * en + q);
+        else if (ae <= 3) code = static_cast<uint32_t>(32 + 16 * en + 8 * (ae - 2) + q);
+        else if (ae <= 7) code = static_cast<uint32_t>(64 + 16 * en + 4 * (ae - 4) + q);
+        else code = static_cast<uint32_t>(96 + 16 * en + 2 * (ae - 8) + q);
+    }
+    if (code != 0 && neg) code += 128;
+    return static_cast<uint8_t>(code);
+}
+
+}  // namespace model
+}  // namespace AscendC
 
 namespace AscendC {
 
@@ -895,6 +989,12 @@ __aicore__ inline void ReduceMax(const LocalTensor<T> &dst, const LocalTensor<T>
 //   half -> uint8_t                   : as half -> int8_t, saturating to [0, 255]
 //   half -> int4b_t                   : as half -> int8_t, saturating to [-8, 7]; two per byte,
 //                                       element 2k in the low nibble of byte k
+//   float -> fp8_e5m2_t / fp8_e4m3fn_t : CAST_RINT; saturating to the largest finite value
+//                                       (inf too), NaN -> sign | 0x7F
+//   float -> hifloat8_t               : CAST_ROUND (half away from zero); saturating to +-32768
+//                                       (inf too), NaN -> 0
+// (The modes per pair are CANN's table for Ascend 950; overflow saturates, the documented
+// default of Cast; the NaN results are the model's assumption, see docs/ascendc.md.)
 inline void SetDeqScale(half scale) { model::S().deqScale = static_cast<float>(scale); }
 
 namespace model {
@@ -972,6 +1072,15 @@ __aicore__ inline void Cast(const LocalTensor<D> &dst, const LocalTensor<S> &src
         need({R::CAST_NONE, R::CAST_RINT, R::CAST_FLOOR, R::CAST_CEIL, R::CAST_ROUND, R::CAST_TRUNC}, "half -> uint8");
         R m = mode == R::CAST_NONE ? R::CAST_RINT : mode;
         for (uint32_t i = 0; i < count; ++i) pd[i] = static_cast<uint8_t>(model::SatInt(static_cast<float>(tmp[i]), m, 0, 255));
+    } else if constexpr (std::is_same<S, float>::value && std::is_same<D, fp8_e5m2_t>::value) {
+        need({R::CAST_RINT}, "float -> fp8_e5m2_t (CAST_RINT only)");
+        for (uint32_t i = 0; i < count; ++i) pd[i].bits = model::EncodeFloat8Sat(tmp[i], 2, -14, 15, 57344.0);
+    } else if constexpr (std::is_same<S, float>::value && std::is_same<D, fp8_e4m3fn_t>::value) {
+        need({R::CAST_RINT}, "float -> fp8_e4m3fn_t (CAST_RINT only)");
+        for (uint32_t i = 0; i < count; ++i) pd[i].bits = model::EncodeFloat8Sat(tmp[i], 3, -6, 7, 448.0);
+    } else if constexpr (std::is_same<S, float>::value && std::is_same<D, hifloat8_t>::value) {
+        need({R::CAST_ROUND}, "float -> hifloat8_t (CAST_ROUND; CAST_HYBRID, the random rounding, is not modelled)");
+        for (uint32_t i = 0; i < count; ++i) pd[i].bits = model::EncodeHiFloat8Sat(tmp[i]);
     } else if constexpr (std::is_same<S, half>::value && std::is_same<D, int4b_t>::value) {
         need({R::CAST_NONE, R::CAST_RINT, R::CAST_FLOOR, R::CAST_CEIL, R::CAST_ROUND, R::CAST_TRUNC}, "half -> int4");
         R m = mode == R::CAST_NONE ? R::CAST_RINT : mode;

@@ -1,5 +1,6 @@
-// Shape / dtype inference of AddRmsNormQuant: y1, y2 like x1 in int8 (y2 always, all zeros
-// without scales2); x like x1.
+// Shape / dtype inference of AddRmsNormQuant: y1, y2 like x1 in dst_type (attribute 3: int8 by
+// default; float8_e5m2 / float8_e4m3fn / hifloat8 on Ascend 950), y2 always (all zeros without
+// scales2); x like x1.
 #include "register/op_impl_registry.h"
 
 namespace ops {
@@ -18,8 +19,15 @@ static ge::graphStatus InferShapeAddRmsNormQuant(gert::InferShapeContext *contex
 
 static ge::graphStatus InferDataTypeAddRmsNormQuant(gert::InferDataTypeContext *context)
 {
-    context->SetOutputDataType(0, ge::DT_INT8);
-    context->SetOutputDataType(1, ge::DT_INT8);
+    ge::DataType y = ge::DT_INT8;
+    const gert::RuntimeAttrs *attrs = context->GetAttrs();
+    const int64_t *dstType = attrs != nullptr ? attrs->GetAttrPointer<int64_t>(3) : nullptr;
+    if (dstType != nullptr) y = static_cast<ge::DataType>(*dstType);
+    if (y != ge::DT_INT8 && y != ge::DT_FLOAT8_E5M2 && y != ge::DT_FLOAT8_E4M3FN && y != ge::DT_HIFLOAT8) {
+        return ge::GRAPH_FAILED;
+    }
+    context->SetOutputDataType(0, y);
+    context->SetOutputDataType(1, y);
     context->SetOutputDataType(2, context->GetInputDataType(0));
     return ge::GRAPH_SUCCESS;
 }

@@ -1,6 +1,7 @@
 // CANN tiling callback of AddRmsNormQuant: calls the plain TilingAddRmsNormQuant
-// (add_rms_norm_quant_tiling.h). Attributes: axis (0), epsilon (1), div_mode (2), dst_type (3);
-// axis other than -1 and outputs other than int8 are rejected.
+// (add_rms_norm_quant_tiling.h). Attributes: axis (0), epsilon (1), div_mode (2), dst_type (3):
+// int8, or (Ascend 950) float8_e5m2 / float8_e4m3fn / hifloat8, the kernel's outType; axis
+// other than -1 and other outputs are rejected.
 #include "../../common/tiling_host_common.h"
 #include "add_rms_norm_quant_tiling.h"
 
@@ -18,14 +19,25 @@ static ge::graphStatus TilingAddRmsNormQuantCallback(gert::TilingContext *contex
     const int64_t *axis = attrs->GetAttrPointer<int64_t>(0);
     const bool *divMode = attrs->GetAttrPointer<bool>(2);
     const int64_t *dstType = attrs->GetAttrPointer<int64_t>(3);
-    if (dstType != nullptr && *dstType != ge::DT_INT8) return ge::GRAPH_FAILED;
+    uint32_t outType = opsdk_ascendc::OUT_INT8;
+    if (dstType != nullptr) {
+        if (*dstType == ge::DT_FLOAT8_E5M2) {
+            outType = opsdk_ascendc::OUT_FLOAT8_E5M2;
+        } else if (*dstType == ge::DT_FLOAT8_E4M3FN) {
+            outType = opsdk_ascendc::OUT_FLOAT8_E4M3FN;
+        } else if (*dstType == ge::DT_HIFLOAT8) {
+            outType = opsdk_ascendc::OUT_HIFLOAT8;
+        } else if (*dstType != ge::DT_INT8) {
+            return ge::GRAPH_FAILED;
+        }
+    }
     uint32_t xSize = ge::GetSizeByDataType(context->GetInputDesc(0)->GetDataType());
     auto facts = opsdk_ascendc::GetPlatformFacts(context);
     AddRmsNormQuantTilingData td = TilingAddRmsNormQuant(
         total / cols, static_cast<uint32_t>(cols), xSize, opsdk_ascendc::EpsilonAttr(context, 1),
         context->GetOptionalInputShape(4) != nullptr, context->GetOptionalInputShape(5) != nullptr,
         context->GetOptionalInputShape(6) != nullptr, context->GetOptionalInputShape(7) != nullptr,
-        divMode == nullptr || *divMode, axis ? *axis : -1, facts.coreNum, facts.ubSize);
+        divMode == nullptr || *divMode, axis ? *axis : -1, facts.coreNum, facts.ubSize, outType);
     return opsdk_ascendc::CommitTiling(context, td);
 }
 

@@ -1,4 +1,4 @@
-// Tiling of AddRmsNormQuant (npu_add_rms_norm_quant, static int8 quantisation) and, through
+// Tiling of AddRmsNormQuant (npu_add_rms_norm_quant, static int8 / float8 / hifloat8 quantisation) and, through
 // add_rms_norm_dynamic_quant_tiling.h, of AddRmsNormDynamicQuant (per-token dynamic int8 / int4):
 // x = x1 + x2 (fp32), rstd = 1 / sqrt(mean(x^2) + eps), y = x * rstd * gamma (+ beta) in fp32,
 // then one or two quantisation branches of y, over numCols = numel(gamma) elements of each of
@@ -31,7 +31,7 @@ struct AddRmsNormQuantTilingData {
     uint32_t hasZero2;      // static only: zero_points2
     uint32_t divMode;       // static only: 1 y / scales, 0 y * scales
     uint32_t int4Out;       // dynamic only: y1 / y2 int4, two per byte (element 0 in the low nibble)
-    uint32_t reserved;
+    uint32_t outType;       // static only: OUT_INT8, OUT_FLOAT8_E5M2, OUT_FLOAT8_E4M3FN, OUT_HIFLOAT8 (kernel_common.h)
 };
 
 #ifndef __CCE_AICORE__
@@ -39,6 +39,7 @@ struct AddRmsNormQuantFeatures {
     bool dynamic;  // per-token dynamic quantisation (scale outputs) instead of static scales
     bool hasBeta, run1, run2, hasScale1, hasScale2, hasZero1, hasZero2, divMode;
     bool int4Out = false;  // dynamic only: int4 outputs (numCols a multiple of 8)
+    uint32_t outType = 0;  // static only: OUT_* (tiling_common.h; larger: key 0)
 };
 
 // xSize: element bytes of x1 / x2 / gamma / beta / x (2 or 4). The staging buffer of the
@@ -61,7 +62,8 @@ inline AddRmsNormQuantTilingData TilingAddRmsNormQuantCommon(uint64_t numRows, u
     t.hasZero2 = f.dynamic ? 0 : f.hasZero2;
     t.divMode = f.dynamic ? 0 : f.divMode;
     t.int4Out = f.dynamic && f.int4Out ? 1 : 0;
-    if (numCols == 0 || !(f.run1 || f.run2) || (t.int4Out && numCols % 8 != 0)) return t;
+    t.outType = f.dynamic ? 0 : f.outType;
+    if (numCols == 0 || !(f.run1 || f.run2) || (t.int4Out && numCols % 8 != 0) || t.outType > OUT_HIFLOAT8) return t;
     auto yBytes = [&](uint64_t n) { return t.int4Out ? n / 2 : n; };
     uint64_t params = 1 + t.hasBeta + t.hasScale1 + t.hasScale2 + t.hasZero1 + t.hasZero2;  // fp32, resident
     uint64_t outs = (f.run1 ? 1 : 0) + (f.run2 ? 1 : 0);
@@ -94,14 +96,16 @@ inline AddRmsNormQuantTilingData TilingAddRmsNormQuantCommon(uint64_t numRows, u
 }
 
 // AddRmsNormQuant: y1 from scales1 (+ zero_points1); y2 from scales2 (+ zero_points2), all
-// zeros without scales2. axis must be -1 (the tiling returns key 0 otherwise).
+// zeros without scales2. axis must be -1 (the tiling returns key 0 otherwise). outType: the
+// output (0 int8; 1 float8_e5m2, 2 float8_e4m3fn, 3 hifloat8: Ascend 950's dst_types).
 inline AddRmsNormQuantTilingData TilingAddRmsNormQuant(uint64_t numRows, uint32_t numCols, uint32_t xSize, float epsilon,
                                                        bool hasScales2, bool hasZeroPoints1, bool hasZeroPoints2,
                                                        bool hasBeta, bool divMode, int64_t axis, uint32_t coreNum,
-                                                       uint32_t ubSize)
+                                                       uint32_t ubSize, uint32_t outType = 0)
 {
     AddRmsNormQuantFeatures f{false, hasBeta, true, true, true, hasScales2, hasZeroPoints1,
                               hasScales2 && hasZeroPoints2, divMode};
+    f.outType = outType;
     AddRmsNormQuantTilingData t = TilingAddRmsNormQuantCommon(numRows, numCols, xSize, epsilon, f, coreNum, ubSize);
     if (axis != -1) t.tilingKey = opsdk_ascendc::TILING_KEY_INVALID;
     return t;

@@ -1,9 +1,13 @@
-// AddRmsNormQuant (npu_add_rms_norm_quant, int8) for the vector cores: x = x1 + x2 (fp32;
-// written in T), rstd from the unrounded sum, y = x * rstd * gamma (+ beta) in fp32;
-// y1 = sat(rint(y / scales1 + zero_points1)) (div_mode; y * scales1 otherwise), y2 the same
-// with scales2 / zero_points2, all zeros without scales2.
-// T: half or bfloat16_t (x1, x2, gamma, beta, x); S: scales (float with half x, bfloat16_t
-// with bfloat16_t x); Z: zero points (int32_t with float scales, bfloat16_t with bfloat16_t).
+// AddRmsNormQuant (npu_add_rms_norm_quant; int8, and on Ascend 950 float8_e5m2 /
+// float8_e4m3fn / hifloat8 outputs) for the vector cores: x = x1 + x2 (fp32; written in T),
+// rstd from the unrounded sum, y = x * rstd * gamma (+ beta) in fp32; v = y / scales1 +
+// zero_points1 (div_mode; y * scales1 otherwise), y1 = sat(rint(v)) in int8 or v cast to the
+// 8-bit float output (tiling field outType), y2 the same with scales2 / zero_points2, all
+// zeros without scales2.
+// T: half, bfloat16_t or float (x1, x2, gamma, beta, x); S: scales, Z: zero points, one row
+// of the dtype table (op_host/add_rms_norm_quant_def.cpp): half x with (float, int32_t),
+// (half, half) or (float, float); bfloat16_t x with (float, int32_t), (bfloat16_t,
+// bfloat16_t) or (float, float); float x with (float, float).
 // Kernel body: common/add_rms_norm_quant_base.h (tiling keys 1 / 2).
 #include "kernel_operator.h"
 #include "../../common/add_rms_norm_quant_base.h"
