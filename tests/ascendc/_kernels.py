@@ -204,17 +204,19 @@ DQ_MODES = {"pertoken": 0, "pertensor": 1, "perchannel": 2}
 
 
 def dynamic_quant(builder, x, smooth_scales=None, group_index=None, quant_mode="pertoken", int4=False, v2=None,
-                  flags=0, cores=40, ub=UB_910B):
+                  flags=0, dst_type=None, dst_type_max=0.0, cores=40, ub=UB_910B):
     """DynamicQuant (per token) or DynamicQuantV2 (v2; the default for per tensor / per
     channel). Returns ((y, scale), tiling key), or ((y, scale, offset), key) with v2; y is int8,
-    or int4 packed 8 per int32 (int4, npu_dynamic_quant's quint4x2 layout)."""
+    or int4 packed 8 per int32 (int4, npu_dynamic_quant's quint4x2 layout), or an 8-bit float
+    output (dst_type: npu_dynamic_quant's code, ARNQ_OUT; dst_type_max: DynamicQuantV2's)."""
     v2 = quant_mode != "pertoken" if v2 is None else v2
     lib = builder.lib("dynamic_quant", DTYPE_X=CTYPE[x.dtype])
     x = x.contiguous()
     cols = x.shape[-1]
     rows = x.numel() // cols
     m = x.shape[-2]
-    y = torch.empty((*x.shape[:-1], cols // 8), dtype=torch.int32) if int4 else torch.empty(x.shape, dtype=torch.int8)
+    out_type, ydt = ARNQ_OUT[dst_type] if not int4 else (0, torch.int32)
+    y = torch.empty((*x.shape[:-1], cols // 8), dtype=torch.int32) if int4 else torch.empty(x.shape, dtype=torch.uint8)
     s_shape = {"pertoken": x.shape[:-1], "pertensor": (1,), "perchannel": (*x.shape[:-2], cols)}[quant_mode]
     scale = torch.full(s_shape, float("nan"), dtype=torch.float32)
     offset = torch.full(s_shape, float("nan"), dtype=torch.float32) if v2 else None
@@ -223,7 +225,8 @@ def dynamic_quant(builder, x, smooth_scales=None, group_index=None, quant_mode="
     key = call(lib.opsdk_run, ctypes.c_int(int(v2)), _ptr(x), _ptr(sm), _ptr(gi), _ptr(y), _ptr(scale), _ptr(offset),
                ctypes.c_uint64(rows), ctypes.c_uint32(cols), ctypes.c_uint32(gi.numel() if gi is not None else 0),
                ctypes.c_uint32(DQ_MODES[quant_mode]), ctypes.c_uint64(m), ctypes.c_int(int(int4)), ctypes.c_int(flags),
-               ctypes.c_uint32(cores), ctypes.c_uint32(ub))
+               ctypes.c_uint32(out_type), ctypes.c_float(dst_type_max), ctypes.c_uint32(cores), ctypes.c_uint32(ub))
+    y = y if int4 else y.view(ydt)
     return ((y, scale, offset) if v2 else (y, scale)), key
 
 
@@ -232,7 +235,8 @@ class DynamicQuantTiling(ctypes.Structure):
                 ("rowsPerBlock", ctypes.c_uint64), ("formerBlocks", ctypes.c_uint32),
                 ("tilingKey", ctypes.c_uint32), ("rowsPerLoop", ctypes.c_uint32), ("chunkCols", ctypes.c_uint32),
                 ("numChunks", ctypes.c_uint32), ("lastChunkCols", ctypes.c_uint32)] + [
-                (f, ctypes.c_uint32) for f in ("hasSmooth", "numGroups", "chanRows", "int4Out")]
+                (f, ctypes.c_uint32) for f in ("hasSmooth", "numGroups", "chanRows", "int4Out", "outType")] + [
+                ("float8Max", ctypes.c_float)]
 
 
 def dynamic_quant_tiling(builder, shape, quant_mode="pertoken", smooth=False, groups=0, int4=False, cores=40,

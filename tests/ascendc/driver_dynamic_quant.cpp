@@ -6,16 +6,20 @@
 
 // v2 0: DynamicQuant (per token; offset unused), 1: DynamicQuantV2 (offset written).
 // numGroups: group_index's length (0: none). quantMode: DQ_MODE_*. chanRows: size of dim -2.
-// flags (DynamicQuantV2): bit 0 asymmetric, bit 1 a dst_type_max other than 0.
+// flags (DynamicQuantV2): bit 0 asymmetric, bit 1 a dst_type_max of 1 (else dstTypeMax).
+// outType: OUT_INT8 (int8 / int4) or an 8-bit float output (y one byte per element); DynamicQuant
+// takes its formats' largest values as DTYPE_MAX, DynamicQuantV2 dstTypeMax for hifloat8.
 extern "C" int opsdk_run(int v2, void *x, void *smooth, void *group, void *y, void *scale, void *offset, uint64_t rows,
                          uint32_t cols, uint32_t numGroups, uint32_t quantMode, uint64_t chanRows, int int4Out,
-                         int flags, uint32_t coreNum, uint32_t ubBytes, uint32_t *keyOut, char *err, int errLen)
+                         int flags, uint32_t outType, float dstTypeMax, uint32_t coreNum, uint32_t ubBytes,
+                         uint32_t *keyOut, char *err, int errLen)
 {
     DynamicQuantTilingData td =
         v2 ? TilingDynamicQuantV2(rows, cols, sizeof(DTYPE_X), smooth != nullptr, numGroups, quantMode, chanRows,
-                                  int4Out != 0, !(flags & 1), (flags & 2) ? 1.0f : 0.0f, coreNum, ubBytes)
+                                  int4Out != 0, !(flags & 1), (flags & 2) ? 1.0f : dstTypeMax, coreNum, ubBytes,
+                                  outType)
            : TilingDynamicQuant(rows, cols, sizeof(DTYPE_X), smooth != nullptr, numGroups, quantMode, chanRows,
-                                int4Out != 0, coreNum, ubBytes);
+                                int4Out != 0, coreNum, ubBytes, outType, DynamicQuantFloat8Max(outType, 0.0f));
     *keyOut = td.tilingKey;
     if (td.tilingKey == opsdk_ascendc::TILING_KEY_INVALID) {
         opsdk_driver::SetError(err, errLen, "tiling: no tiling fits the unified buffer, or the case is not supported");

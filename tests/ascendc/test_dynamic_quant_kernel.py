@@ -3,6 +3,8 @@ dynamic_quant_v2; body common/dynamic_quant_base.h) on the CPU model vs npu_dyna
 reference: the kernels compute in the reference's order, so y and scale are bit-exact, for
 every quant_mode, with MoE group_index, and for int8 and int4 (quint4x2) outputs."""
 
+import ctypes
+
 import pytest
 import torch
 
@@ -18,17 +20,21 @@ KEY_TENSOR = {WHOLE: 3, SPLIT: 4}
 KEY_CHANNEL = 5
 
 
-def _ref(x, smooth=None, group_index=None, quant_mode="pertoken", int4=False):
+def _ref(x, smooth=None, group_index=None, quant_mode="pertoken", int4=False, dst_type=None, dst_type_max=0.0):
     return op_sdk.get_op("npu_dynamic_quant").reference(
         x, smooth_scales=smooth, group_index=group_index, quant_mode=quant_mode,
-        dst_type=torch.quint4x2 if int4 else None)
+        dst_type=torch.quint4x2 if int4 else dst_type, dst_type_max=dst_type_max)
 
 
 def _assert_same(out, ref):
     y, scale = out[0], out[1]
     y_ref, scale_ref = ref
     assert y.shape == y_ref.shape and y.dtype == y_ref.dtype
-    assert torch.equal(y, y_ref)
+    if y.element_size() == 1:
+        yb, rb = y.view(torch.uint8), y_ref.view(torch.uint8)
+        assert torch.equal(yb, rb), f"{int((yb != rb).sum())} of {yb.numel()} bytes differ"
+    else:
+        assert torch.equal(y, y_ref)
     assert scale.shape == scale_ref.shape
     assert torch.equal(scale.view(torch.int32), scale_ref.view(torch.int32))
     if len(out) == 3:  # DynamicQuantV2's offset: zeros (symmetric)
@@ -220,5 +226,98 @@ def test_dynamic_quant_rejects_unimplemented(kernels, what):
         assert t.tilingKey == 0
         assert K.dynamic_quant_tiling(kernels, (4, 64), smooth=True, groups=1024).tilingKey == 1
         return
+    with pytest.raises(K.KernelError, match="not supported"):
+        call()
+
+
+# ---- 8-bit float outputs (Ascend 950: aclnnDynamicQuantV3 / V4's dst_types) ---------------------
+
+FLOAT8_DST = (23, 24, 290)  # float8_e5m2, float8_e4m3fn, hifloat8
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.parametrize("mode", ["pertoken", "pertensor", "perchannel"])
+@pytest.mark.parametrize("dst_type", FLOAT8_DST, ids=["e5m2", "e4m3fn", "hif8"])
+def test_dynamic_quant_float8_modes_bit_exact(kernels, case, mode, dst_type):
+    """scale = amax * fp32(1 / DTYPE_MAX), y = cast(s / scale), for every mode over the shapes,
+    tiling keys, tails and block counts, with smoothing (DynamicQuantV2)."""
+    rows, cols, cores, ub, want_key = case
+    dt = (f16, bf16)[(rows + cols) % 2]
+    torch.manual_seed(rows * 1000 + cols + dst_type)
+    x = (torch.randn(rows, cols) * 4).to(dt)
+    s = (torch.rand(rows if mode == "perchannel" else cols) + 0.5).to(dt)
+    out, key = K.dynamic_quant(kernels, x, s, quant_mode=mode, v2=True, dst_type=dst_type, cores=cores, ub=ub)
+    if mode == "pertoken":
+        check_key(key, case)
+    elif mode == "pertensor":
+        check_key(key - 2, case)
+    else:
+        assert key == KEY_CHANNEL
+    _assert_same(out, _ref(x, s, quant_mode=mode, dst_type=dst_type))
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.parametrize("dst_type", FLOAT8_DST, ids=["e5m2", "e4m3fn", "hif8"])
+def test_dynamic_quant_float8_per_token_groups(kernels, case, dst_type):
+    """DynamicQuant (not V2), per token with MoE groups, 8-bit float outputs."""
+    rows, cols, cores, ub, _ = case
+    torch.manual_seed(cols + dst_type)
+    x = (torch.randn(rows, cols) * 3).to(bf16)
+    gi = _groups(rows, 4, cols)
+    s = (torch.rand(4, cols) + 0.5).to(bf16)
+    (y, scale), key = K.dynamic_quant(kernels, x, s, gi, dst_type=dst_type, cores=cores, ub=ub)
+    check_key(key, case)
+    _assert_same((y, scale), _ref(x, s, gi, dst_type=dst_type))
+
+
+@pytest.mark.parametrize("mode", ["pertoken", "pertensor", "perchannel"])
+@pytest.mark.parametrize("dst_type_max", [0.0, 1e-7, 15.0, 1000.0, 32768.0])
+def test_dynamic_quant_hifloat8_dst_type_max(kernels, mode, dst_type_max):
+    """DynamicQuantV2's dst_type_max sets hifloat8's DTYPE_MAX (below 1e-6: 32768)."""
+    torch.manual_seed(11)
+    x = (torch.randn(2, 9, 300) * 3).to(f16)
+    for cores, ub in ((3, K.UB_910B), (5, 8 * 1024)):
+        out, _ = K.dynamic_quant(kernels, x, quant_mode=mode, v2=True, dst_type=290, dst_type_max=dst_type_max,
+                                 cores=cores, ub=ub)
+        _assert_same(out, _ref(x, quant_mode=mode, dst_type=290, dst_type_max=dst_type_max))
+
+
+@pytest.mark.parametrize("dst_type", FLOAT8_DST, ids=["e5m2", "e4m3fn", "hif8"])
+def test_dynamic_quant_float8_zero_rows_columns_and_signed_zeros(kernels, dst_type):
+    """All-zero rows (per token), columns (per channel) and tensors give scale 0 and y +0 (zero
+    bits), -0.0 inputs included; a -0.0 beside non-zero values keeps its sign as in the reference."""
+    x = (torch.randn(3, 6, 64) * 2).to(bf16)
+    x[:, :, 5] = -0.0                # an all-(-0) column
+    x[:, 2, :] = 0.0                 # an all-zero row
+    x[:, 2, 7] = -0.0
+    x[0, 4, 9] = -0.0                # a -0 among non-zero values
+    x[1, :, 11] = 1e-30              # a tiny but non-zero column
+    for mode in ("pertoken", "perchannel"):
+        out, _ = K.dynamic_quant(kernels, x, quant_mode=mode, v2=True, dst_type=dst_type, cores=4)
+        _assert_same(out, _ref(x, quant_mode=mode, dst_type=dst_type))
+    z = -torch.zeros(4, 64, dtype=f16)
+    for mode in ("pertoken", "pertensor", "perchannel"):
+        out, _ = K.dynamic_quant(kernels, z, quant_mode=mode, v2=True, dst_type=dst_type, cores=3)
+        _assert_same(out, _ref(z, quant_mode=mode, dst_type=dst_type))
+        assert bool((out[0].view(torch.uint8) == 0).all()) and bool((out[1] == 0).all())
+
+
+@pytest.mark.parametrize("what", ["int4-and-float8", "dst_type_max-float8", "dst_type_max-range"])
+def test_dynamic_quant_float8_rejects(kernels, what):
+    x = torch.randn(4, 64).to(f16)
+    if what == "int4-and-float8":
+        lib = kernels.lib("dynamic_quant", DTYPE_X="half")  # int4Out with an 8-bit float outType
+        with pytest.raises(K.KernelError, match="not supported"):
+            K.call(lib.opsdk_run, ctypes.c_int(1), K._ptr(x), K._ptr(None), K._ptr(None),
+                   K._ptr(torch.empty(4, 8, dtype=torch.int32)), K._ptr(torch.empty(4)), K._ptr(torch.empty(4)),
+                   ctypes.c_uint64(4), ctypes.c_uint32(64), ctypes.c_uint32(0), ctypes.c_uint32(0),
+                   ctypes.c_uint64(4), ctypes.c_int(1), ctypes.c_int(0), ctypes.c_uint32(2), ctypes.c_float(0.0),
+                   ctypes.c_uint32(2), ctypes.c_uint32(K.UB_910B))
+        return
+    kw = dict(v2=True, cores=2)
+    if what == "dst_type_max-float8":
+        call = lambda: K.dynamic_quant(kernels, x, dst_type=24, dst_type_max=15.0, **kw)  # noqa: E731
+    else:
+        call = lambda: K.dynamic_quant(kernels, x, dst_type=290, dst_type_max=40000.0, **kw)  # noqa: E731
     with pytest.raises(K.KernelError, match="not supported"):
         call()

@@ -2,7 +2,9 @@
 // (npu_dynamic_quant): s = x * smooth_scales in fp32, amax = max|s| per token (row), per
 // tensor or per channel (over dim -2), scale = amax / DMAX, y = rint(s * (DMAX / amax))
 // saturated to int8 (DMAX 127) or int4 (DMAX 7, packed two per byte, element 0 in the low
-// nibble); amax = 0 gives scale 0 and y 0. T: half or bfloat16_t.
+// nibble); amax = 0 gives scale 0 and y 0. 8-bit float outputs (td.outType, Ascend 950):
+// scale = amax * (1 / DTYPE_MAX) (fp32), y = s / scale cast to float8_e5m2 / float8_e4m3fn
+// (RINT) or hifloat8 (ROUND), saturating; scale 0 gives y 0. T: half or bfloat16_t.
 //
 // smooth_scales: (numCols) per column; with group_index (MoE, per token) (E, numCols), row r
 // taking the row of its group g, the first g with group_index[g] > r (group_index holds the
@@ -29,6 +31,8 @@ public:
         td_ = td;
         hasOffset_ = offset != nullptr;
         dmax_ = td.int4Out ? 7.0f : 127.0f;
+        f8_ = td.outType != OUT_INT8;
+        inv8_ = f8_ ? 1.0f / td.float8Max : 0.0f;
         uint64_t n = td.numCols;
         uint32_t key = td.tilingKey;
         RowRange r = BlockRows(td.rowsPerBlock, td.formerBlocks);
@@ -84,7 +88,7 @@ public:
     }
 
 private:
-    __aicore__ inline uint64_t YBytes(uint64_t n) const { return td_.int4Out ? n / 2 : n; }
+    __aicore__ inline uint64_t YBytes(uint64_t n) const { return td_.int4Out ? n / 2 : n; }  // 8-bit floats: n
 
     // y = sat(rint(v)) to int8, or to int4 packed two per byte (v already scaled; |v| is at most
     // DMAX up to rounding, so the int32 -> half step is exact)
@@ -100,8 +104,13 @@ private:
         PipeBarrier<PIPE_V>();
     }
 
-    __aicore__ inline float Scale(float amax) const { return amax / dmax_; }
-    __aicore__ inline float Inverse(float amax) const { return amax > 0.0f ? dmax_ / amax : 0.0f; }
+    // scale = amax / DMAX (int8 / int4) or amax * (1 / DTYPE_MAX) (8-bit floats); the factor
+    // QuantizeSmoothed takes: inv = DMAX / amax (0 for amax 0), or the scale itself
+    __aicore__ inline float Scale(float amax) const { return f8_ ? amax * inv8_ : amax / dmax_; }
+    __aicore__ inline float Factor(float amax) const
+    {
+        return f8_ ? Scale(amax) : (amax > 0.0f ? dmax_ / amax : 0.0f);
+    }
 
     // ---- smooth_scales (per column; the group's row with group_index) ---------------------
     __aicore__ inline void LoadSmooth(uint64_t col0, uint32_t len)
@@ -140,12 +149,28 @@ private:
         return AbsMax(absBuf.Get<float>(), xF, reduceWorkBuf.Get<float>(), scalarBuf.Get<float>(), n);
     }
 
-    __aicore__ inline void QuantizeSmoothed(const LocalTensor<int8_t> &y, float inv, uint32_t n)
+    // y from xF: int8 / int4 with factor inv = DMAX / amax; 8-bit floats with factor scale:
+    // xF / scale (a vector Div by the scale duplicated into absBuf), or 0 where scale is 0
+    __aicore__ inline void QuantizeSmoothed(const LocalTensor<int8_t> &y, float factor, uint32_t n)
     {
         LocalTensor<float> xF = xFpBuf.Get<float>();
-        Muls(xF, xF, inv, n);
+        if (!f8_) {
+            Muls(xF, xF, factor, n);
+            PipeBarrier<PIPE_V>();
+            ToInt(y, xF, n);
+            return;
+        }
+        if (factor > 0.0f) {
+            LocalTensor<float> sc = absBuf.Get<float>();
+            Duplicate(sc, factor, static_cast<int32_t>(n));
+            PipeBarrier<PIPE_V>();
+            Div(xF, xF, sc, n);
+            PipeBarrier<PIPE_V>();
+            FloatToFloat8(y, xF, td_.outType, n);
+        } else {
+            Duplicate(y.ReinterpretCast<int16_t>(), static_cast<int16_t>(0), static_cast<int32_t>((n + 1) / 2));
+        }
         PipeBarrier<PIPE_V>();
-        ToInt(y, xF, n);
     }
 
     __aicore__ inline uint32_t ChunkLen(uint32_t c) const
@@ -173,7 +198,7 @@ private:
     }
 
     // ---- per token (keys 1 / 2) and the quantising pass of per tensor (3 / 4) -------------
-    // fixed: quantise with inv (per tensor) instead of each row's own amax; no scales written.
+    // fixed: quantise with inv (per tensor's Factor) instead of each row's own; no scales written.
     __aicore__ inline void ProcessWholeRow(bool fixed, float inv)
     {
         SelectGroup(start_);
@@ -190,7 +215,7 @@ private:
                 if (SelectGroup(start_ + row0 + r)) LoadSmooth(0, td_.numCols);
                 float amax = Smoothed(xLocal[r * pitchX_], td_.numCols);
                 if (!fixed) scaleLocal.SetValue(r, Scale(amax));
-                QuantizeSmoothed(yLocal[r * pitchY_], fixed ? inv : Inverse(amax), td_.numCols);
+                QuantizeSmoothed(yLocal[r * pitchY_], fixed ? inv : Factor(amax), td_.numCols);
             }
             outQueueY.EnQue(yLocal);
             outQueueScale.EnQue(scaleLocal);
@@ -234,7 +259,7 @@ private:
             uint64_t row = start_ + i;
             SelectGroup(row);
             float amax = fixed ? 0.0f : RowAmaxInChunks(row);  // pass 1
-            float rowInv = fixed ? inv : Inverse(amax);
+            float rowInv = fixed ? inv : Factor(amax);
             for (uint32_t c = 0; c < td_.numChunks; ++c) {  // pass 2: quantise
                 uint32_t len = ChunkLen(c);
                 uint64_t col0 = static_cast<uint64_t>(c) * td_.chunkCols;
@@ -283,9 +308,9 @@ private:
         }
         if (count_) {
             if (td_.tilingKey == DQ_KEY_TENSOR_WHOLE) {
-                ProcessWholeRow(true, Inverse(amax));
+                ProcessWholeRow(true, Factor(amax));
             } else {
-                ProcessSplitRow(true, Inverse(amax));
+                ProcessSplitRow(true, Factor(amax));
             }
         }
         if (GetBlockIdx() == 0) {
@@ -371,6 +396,10 @@ private:
     // column, whose s are all zero, so that its y is 0 as with the reference's inverse 0.
     __aicore__ inline void ChannelInverse(uint32_t len)
     {
+        if (f8_) {
+            ChannelDivisor(len);
+            return;
+        }
         LocalTensor<float> cm = colMaxBuf.Get<float>();
         LocalTensor<float> inv = invBuf.Get<float>();
         LocalTensor<float> ind = absBuf.Get<float>();
@@ -388,6 +417,38 @@ private:
         Add(den, den, cm, len);
         PipeBarrier<PIPE_V>();
         Div(inv, dmaxBuf.Get<float>(), den, len);
+        PipeBarrier<PIPE_V>();
+    }
+
+    // 8-bit floats: scale = amax * (1 / DTYPE_MAX) per column into invBuf, then the divisor
+    // invBuf = scale + (1 - ind), ind = min(scale * 2^149, 1) (1 where scale > 0, 0 where it is
+    // 0: an all-zero column divides by 1), and dmaxBuf = (ind - 1) * -0.0: -0 where scale > 0
+    // (adding it changes nothing, -0 included) and +0 where scale is 0 (adding it turns the
+    // column's +-0 quotients into +0, the reference's zeros).
+    __aicore__ inline void ChannelDivisor(uint32_t len)
+    {
+        LocalTensor<float> cm = colMaxBuf.Get<float>();
+        LocalTensor<float> div = invBuf.Get<float>();
+        LocalTensor<float> ind = absBuf.Get<float>();
+        LocalTensor<float> tmp = xFpBuf.Get<float>();
+        LocalTensor<float> sign = dmaxBuf.Get<float>();
+        Muls(div, cm, inv8_, len);
+        PipeBarrier<PIPE_V>();
+        Muls(ind, div, 1.7014118346046923e38f, len);  // 2^127
+        PipeBarrier<PIPE_V>();
+        Muls(ind, ind, 4194304.0f, len);               // 2^22
+        PipeBarrier<PIPE_V>();
+        Mins(ind, ind, 1.0f, len);
+        PipeBarrier<PIPE_V>();
+        Muls(tmp, ind, -1.0f, len);
+        PipeBarrier<PIPE_V>();
+        Adds(tmp, tmp, 1.0f, len);
+        PipeBarrier<PIPE_V>();
+        Add(div, div, tmp, len);
+        PipeBarrier<PIPE_V>();
+        Adds(sign, ind, -1.0f, len);
+        PipeBarrier<PIPE_V>();
+        Muls(sign, sign, -0.0f, len);
         PipeBarrier<PIPE_V>();
     }
 
@@ -418,7 +479,11 @@ private:
             }
             ChannelInverse(len);
             LocalTensor<float> scaleLocal = outQueueScale.AllocTensor<float>();
-            Div(scaleLocal, cm, dmaxBuf.Get<float>(), len);  // scale = amax / DMAX
+            if (f8_) {
+                Muls(scaleLocal, cm, inv8_, len);  // scale = amax * (1 / DTYPE_MAX)
+            } else {
+                Div(scaleLocal, cm, dmaxBuf.Get<float>(), len);  // scale = amax / DMAX
+            }
             outQueueScale.EnQue(scaleLocal);
             scaleLocal = outQueueScale.DeQue<float>();
             CopyRowsOut(scaleGm[b * td_.numCols + col0], scaleLocal, 1, len);
@@ -432,9 +497,19 @@ private:
                 LocalTensor<int8_t> yLocal = outQueueY.AllocTensor<int8_t>();
                 for (uint32_t r = 0; r < rows; ++r) {
                     ChannelRow(xLocal, r, pitchX, len);
-                    Mul(xFpBuf.Get<float>(), xFpBuf.Get<float>(), invBuf.Get<float>(), len);
-                    PipeBarrier<PIPE_V>();
-                    ToInt(yLocal[r * pitchY], xFpBuf.Get<float>(), len);
+                    LocalTensor<float> xF = xFpBuf.Get<float>();
+                    if (f8_) {
+                        Div(xF, xF, invBuf.Get<float>(), len);
+                        PipeBarrier<PIPE_V>();
+                        Add(xF, xF, dmaxBuf.Get<float>(), len);
+                        PipeBarrier<PIPE_V>();
+                        FloatToFloat8(yLocal[r * pitchY], xF, td_.outType, len);
+                        PipeBarrier<PIPE_V>();
+                    } else {
+                        Mul(xF, xF, invBuf.Get<float>(), len);
+                        PipeBarrier<PIPE_V>();
+                        ToInt(yLocal[r * pitchY], xF, len);
+                    }
                 }
                 outQueueY.EnQue(yLocal);
                 inQueueX.FreeTensor(xLocal);
@@ -460,8 +535,8 @@ private:
     DynamicQuantTilingData td_{};
     uint64_t start_ = 0, count_ = 0;
     uint32_t pitchX_ = 0, pitchY_ = 0, pitchF_ = 0, group_ = 0;
-    float dmax_ = 127.0f;
-    bool hasOffset_ = false;
+    float dmax_ = 127.0f, inv8_ = 0.0f;
+    bool hasOffset_ = false, f8_ = false;
 };
 
 }  // namespace opsdk_ascendc

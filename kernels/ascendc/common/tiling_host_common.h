@@ -8,6 +8,8 @@
 #include "register/op_impl_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 
+#include "tiling_common.h"
+
 namespace opsdk_ascendc {
 
 struct PlatformFacts {
@@ -60,6 +62,17 @@ inline AxisExtent GetAxisExtent(const gert::Shape &shape, int64_t ax)
     uint64_t inner = 1;
     for (int64_t i = ax + 1; i + 1 < rank; ++i) inner *= static_cast<uint64_t>(shape.GetDim(i));
     return {static_cast<uint64_t>(shape.GetDim(ax)), inner};
+}
+
+// A dst_type attribute (ge::DataType) as an OUT_* output code (tiling_common.h); any other
+// type gives OUT_HIFLOAT8 + 1 (not supported).
+inline uint32_t DstTypeToOutType(int64_t dst)
+{
+    if (dst == ge::DT_INT8) return OUT_INT8;
+    if (dst == ge::DT_FLOAT8_E5M2) return OUT_FLOAT8_E5M2;
+    if (dst == ge::DT_FLOAT8_E4M3FN) return OUT_FLOAT8_E4M3FN;
+    if (dst == ge::DT_HIFLOAT8) return OUT_HIFLOAT8;
+    return OUT_HIFLOAT8 + 1;
 }
 
 struct EmptyCompileInfo {};

@@ -19,18 +19,8 @@ static ge::graphStatus TilingAddRmsNormQuantCallback(gert::TilingContext *contex
     const int64_t *axis = attrs->GetAttrPointer<int64_t>(0);
     const bool *divMode = attrs->GetAttrPointer<bool>(2);
     const int64_t *dstType = attrs->GetAttrPointer<int64_t>(3);
-    uint32_t outType = opsdk_ascendc::OUT_INT8;
-    if (dstType != nullptr) {
-        if (*dstType == ge::DT_FLOAT8_E5M2) {
-            outType = opsdk_ascendc::OUT_FLOAT8_E5M2;
-        } else if (*dstType == ge::DT_FLOAT8_E4M3FN) {
-            outType = opsdk_ascendc::OUT_FLOAT8_E4M3FN;
-        } else if (*dstType == ge::DT_HIFLOAT8) {
-            outType = opsdk_ascendc::OUT_HIFLOAT8;
-        } else if (*dstType != ge::DT_INT8) {
-            return ge::GRAPH_FAILED;
-        }
-    }
+    uint32_t outType = dstType != nullptr ? opsdk_ascendc::DstTypeToOutType(*dstType) : opsdk_ascendc::OUT_INT8;
+    if (outType > opsdk_ascendc::OUT_HIFLOAT8) return ge::GRAPH_FAILED;
     uint32_t xSize = ge::GetSizeByDataType(context->GetInputDesc(0)->GetDataType());
     auto facts = opsdk_ascendc::GetPlatformFacts(context);
     AddRmsNormQuantTilingData td = TilingAddRmsNormQuant(

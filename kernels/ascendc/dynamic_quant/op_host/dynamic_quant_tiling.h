@@ -1,4 +1,6 @@
-// Tiling of DynamicQuant / DynamicQuantV2 (npu_dynamic_quant), symmetric, int8 or int4:
+// Tiling of DynamicQuant / DynamicQuantV2 (npu_dynamic_quant), symmetric, int8 or int4 (or, on
+// Ascend 950, float8_e5m2 / float8_e4m3fn / hifloat8: scale = amax * (1 / DTYPE_MAX),
+// y = cast(s / scale), saturating; scale 0 gives y 0):
 // s = x * smooth_scales (fp32), amax = max|s| over a token (row), the whole tensor or a
 // channel (a column of the last two dims), scale = amax / DMAX, y = rint(s * (DMAX / amax))
 // saturated (DMAX 127 for int8, 7 for int4); amax = 0 gives scale 0 and y 0. numRows rows of
@@ -38,16 +40,33 @@ struct DynamicQuantTilingData {
     uint32_t numGroups;     // MoE: group_index's length E (smooth_scales (E, numCols)); 0: no group_index
     uint32_t chanRows;      // per channel: the size M of dim -2 (numRows = batches * M)
     uint32_t int4Out;       // y packed int4 (two per byte, element 0 in the low nibble) instead of int8
+    uint32_t outType;       // OUT_INT8 (int8 / int4 by int4Out) or an 8-bit float output (tiling_common.h)
+    float float8Max;        // 8-bit float outputs: DTYPE_MAX (scale = amax * (1 / DTYPE_MAX), y = s / scale)
 };
+
+#ifndef __CCE_AICORE__
+// DTYPE_MAX of an 8-bit float output: the format's largest finite value; for hifloat8 the
+// dst_type_max attribute when |dst_type_max| >= 1e-6 (DynamicQuantV2), else 32768.
+inline float DynamicQuantFloat8Max(uint32_t outType, float dstTypeMax)
+{
+    using namespace opsdk_ascendc;
+    if (outType == OUT_FLOAT8_E5M2) return 57344.0f;
+    if (outType == OUT_FLOAT8_E4M3FN) return 448.0f;
+    if (outType == OUT_HIFLOAT8) return (dstTypeMax >= 1e-6f || dstTypeMax <= -1e-6f) ? dstTypeMax : 32768.0f;
+    return 0.0f;
+}
+#endif
 
 #ifndef __CCE_AICORE__
 // xSize: element bytes of x and smooth_scales (2). numGroups: group_index's length (0: none;
 // per token only, smooth_scales required, at most DQ_MAX_GROUPS). quantMode: DQ_MODE_*.
 // chanRows: the size of dim -2 (used per channel; smooth_scales then has chanRows elements).
-// int4Out: int4 output (numCols a multiple of 8).
+// int4Out: int4 output (numCols a multiple of 8). outType: OUT_INT8 (int8 / int4) or an 8-bit
+// float output (Ascend 950) with DTYPE_MAX float8Max (DynamicQuantFloat8Max); not with int4Out.
 inline DynamicQuantTilingData TilingDynamicQuant(uint64_t numRows, uint32_t numCols, uint32_t xSize, bool hasSmooth,
                                                  uint32_t numGroups, uint32_t quantMode, uint64_t chanRows,
-                                                 bool int4Out, uint32_t coreNum, uint32_t ubSize)
+                                                 bool int4Out, uint32_t coreNum, uint32_t ubSize,
+                                                 uint32_t outType = 0, float float8Max = 0.0f)
 {
     using namespace opsdk_ascendc;
     DynamicQuantTilingData t{};
@@ -55,7 +74,10 @@ inline DynamicQuantTilingData TilingDynamicQuant(uint64_t numRows, uint32_t numC
     t.hasSmooth = hasSmooth ? 1 : 0;
     t.numGroups = numGroups;
     t.int4Out = int4Out ? 1 : 0;
+    t.outType = outType;
+    t.float8Max = float8Max;
     if (numCols == 0 || quantMode > DQ_MODE_PER_CHANNEL || (int4Out && numCols % 8 != 0)) return t;
+    if (outType > OUT_HIFLOAT8 || (outType != OUT_INT8 && (int4Out || !(float8Max > 0.0f)))) return t;
     if (numGroups > 0 && (!hasSmooth || quantMode != DQ_MODE_PER_TOKEN || numGroups > DQ_MAX_GROUPS)) return t;
     // bytes of y per n elements
     auto yBytes = [&](uint64_t n) { return AlignBytes(int4Out ? n / 2 : n); };

@@ -1,5 +1,6 @@
 // CANN tiling callback of DynamicQuantV2: calls the plain TilingDynamicQuantV2
-// (dynamic_quant_v2_tiling.h). Attributes: dst_type (0; int8 or int4), is_symmetrical (1),
+// (dynamic_quant_v2_tiling.h). Attributes: dst_type (0; int8 or int4, or on Ascend 950 float8_e5m2
+// / float8_e4m3fn / hifloat8), is_symmetrical (1),
 // quant_mode (2: "pertoken", "pertensor", "perchannel"), dst_type_max (3).
 #include <cstring>
 
@@ -24,7 +25,8 @@ static ge::graphStatus TilingDynamicQuantV2Callback(gert::TilingContext *context
     const char *mode = attrs->GetStr(2);
     const float *dstTypeMax = attrs->GetAttrPointer<float>(3);
     int64_t dst = dstType ? *dstType : ge::DT_INT8;
-    if (dst != ge::DT_INT8 && dst != ge::DT_INT4) return ge::GRAPH_FAILED;
+    uint32_t outType = opsdk_ascendc::DstTypeToOutType(dst);
+    if (dst != ge::DT_INT4 && outType > opsdk_ascendc::OUT_HIFLOAT8) return ge::GRAPH_FAILED;
     uint32_t quantMode;
     if (mode == nullptr || std::strcmp(mode, "pertoken") == 0) {
         quantMode = DQ_MODE_PER_TOKEN;
@@ -45,7 +47,7 @@ static ge::graphStatus TilingDynamicQuantV2Callback(gert::TilingContext *context
         total / cols, static_cast<uint32_t>(cols), xSize, hasSmooth,
         static_cast<uint32_t>(numGroups > 0xFFFFFFFFull ? 0xFFFFFFFFull : numGroups), quantMode,
         static_cast<uint64_t>(xs.GetDim(rank - 2)), dst == ge::DT_INT4, symmetrical != nullptr && *symmetrical,
-        dstTypeMax ? *dstTypeMax : 0.0f, facts.coreNum, facts.ubSize);
+        dstTypeMax ? *dstTypeMax : 0.0f, facts.coreNum, facts.ubSize, dst == ge::DT_INT4 ? 0 : outType);
     return opsdk_ascendc::CommitTiling(context, td);
 }
 
