@@ -265,24 +265,26 @@ class AddRmsNormQuantTiling(ctypes.Structure):
                                                "hasZero2", "divMode", "int4Out", "outType")]
 
 
-def _mask_arg(output_mask, int4=False):
+def _mask_arg(output_mask, int4=False, out_type=0):
     if output_mask is None:
-        return ctypes.c_int(255 | 256 if int4 else -1)
-    return ctypes.c_int((1 if output_mask[0] else 0) | (2 if output_mask[1] else 0) | (256 if int4 else 0))
+        return ctypes.c_int(255 | 256 * int4 | (out_type << 9) if int4 or out_type else -1)
+    return ctypes.c_int((1 if output_mask[0] else 0) | (2 if output_mask[1] else 0) | (256 if int4 else 0)
+                        | (out_type << 9))
 
 
 def add_rms_norm_dynamic_quant(builder, x1, x2, gamma, smooth_scale1=None, smooth_scale2=None, beta=None, eps=1e-6,
-                               output_mask=None, int4=False, cores=40, ub=UB_910B):
+                               output_mask=None, int4=False, dst_type=None, cores=40, ub=UB_910B):
     """Returns ((y1, y2, x, scale1, scale2), tiling); outputs of a branch that does not run are
     (0,) tensors, as the reference returns them. int4: y1 / y2 int4 packed 8 per int32 (the
-    reference's quint4x2 layout)."""
+    reference's quint4x2 layout); dst_type: an 8-bit float output's code (ARNQ_OUT)."""
+    out_type, f8dt = ARNQ_OUT[dst_type]
     lib = builder.lib("add_rms_norm_dynamic_quant", DTYPE_X1=CTYPE[x1.dtype])
     x1, x2, gamma = x1.contiguous(), x2.contiguous(), gamma.contiguous()
     sm1, sm2, b = (t.contiguous() if t is not None else None for t in (smooth_scale1, smooth_scale2, beta))
     cols, rows = gamma.numel(), x1.numel() // gamma.numel()
     t = AddRmsNormQuantTiling()
     lib.opsdk_tiling(ctypes.c_uint64(rows), ctypes.c_uint32(cols), ctypes.c_float(eps), _ptr(sm1), _ptr(sm2),
-                     _ptr(b), _mask_arg(output_mask, int4), ctypes.c_uint32(cores), ctypes.c_uint32(ub),
+                     _ptr(b), _mask_arg(output_mask, int4, out_type), ctypes.c_uint32(cores), ctypes.c_uint32(ub),
                      ctypes.byref(t))
     y_shape, y_dtype = ((*x1.shape[:-1], cols // 8), torch.int32) if int4 else (x1.shape, torch.int8)
     y1 = torch.empty(y_shape if t.run1 else (0,), dtype=y_dtype)
@@ -293,7 +295,9 @@ def add_rms_norm_dynamic_quant(builder, x1, x2, gamma, smooth_scale1=None, smoot
     outs = [(o if o.numel() else None) for o in (y1, y2, s1, s2)]
     call(lib.opsdk_run, _ptr(x1), _ptr(x2), _ptr(gamma), _ptr(sm1), _ptr(sm2), _ptr(b), _ptr(outs[0]),
          _ptr(outs[1]), _ptr(x), _ptr(outs[2]), _ptr(outs[3]), ctypes.c_uint64(rows), ctypes.c_uint32(cols),
-         ctypes.c_float(eps), _mask_arg(output_mask, int4), ctypes.c_uint32(cores), ctypes.c_uint32(ub))
+         ctypes.c_float(eps), _mask_arg(output_mask, int4, out_type), ctypes.c_uint32(cores), ctypes.c_uint32(ub))
+    if out_type:
+        y1, y2 = y1.view(f8dt), y2.view(f8dt)
     return (y1, y2, x, s1, s2), t
 
 

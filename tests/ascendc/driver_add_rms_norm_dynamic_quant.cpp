@@ -1,6 +1,6 @@
 // ctypes entry of the AddRmsNormDynamicQuant kernel (kernels/ascendc/add_rms_norm_dynamic_quant)
 // on the CPU model. -DDTYPE_X1=half|bfloat16_t. mask: -1 no output_mask, else bit 0 / bit 1;
-// bit 8 of mask: int4 outputs.
+// bit 8 of mask: int4 outputs; bits 9..10: the 8-bit float output (OUT_*, 0: int8 / int4).
 #include "driver_common.h"
 #include "add_rms_norm_dynamic_quant/op_kernel/add_rms_norm_dynamic_quant.cpp"
 
@@ -9,11 +9,12 @@ static AddRmsNormDynamicQuantTilingData Tiling(uint64_t rows, uint32_t cols, flo
                                                uint32_t ubBytes)
 {
     bool int4 = mask >= 0 && (mask & 256);
+    uint32_t outType = mask >= 0 ? static_cast<uint32_t>((mask >> 9) & 3) : 0;
     int m = mask >= 0 ? (mask & 255) : mask;
     bool hasMask = m >= 0 && m != 255;  // 255: int4 without an output_mask
     return TilingAddRmsNormDynamicQuant(rows, cols, sizeof(DTYPE_X1), eps, smooth1 != nullptr, smooth2 != nullptr,
                                         beta != nullptr, hasMask, hasMask && (m & 1), hasMask && (m & 2), int4, coreNum,
-                                        ubBytes);
+                                        ubBytes, outType);
 }
 
 extern "C" int opsdk_tiling(uint64_t rows, uint32_t cols, float eps, void *smooth1, void *smooth2, void *beta, int mask,

@@ -17,7 +17,7 @@ import torch
 import op_sdk
 from op_sdk.ops.add_rms_norm_quant import ARQ_DTYPES
 from op_sdk.ops._common import pack_int4, unpack_int4
-from op_sdk.ops._formats import hif8_to_float, quantize_float8, storage_dtype
+from op_sdk.ops._formats import FLOAT8_MAX, dynamic_quant_float8, hif8_to_float, quantize_float8, storage_dtype
 from tests.ascendc import _kernels as K
 from tests.ascendc._cases import CASES, SPLIT, case_id, check_key
 
@@ -61,46 +61,53 @@ def _rstd_of(x, tiling):
 
 # ---- AddRmsNormDynamicQuant -------------------------------------------------------------------
 
-def _dynamic_branch(y, smooth, int4=False):
+def _dynamic_branch(y, smooth, int4=False, dst_type=None):
     dmax = 7.0 if int4 else 127.0
     v = y * smooth.float() if smooth is not None else y
     amax = v.abs().amax(-1, keepdim=True)
+    if dst_type in FLOAT8_DST:
+        q, scale = dynamic_quant_float8(v, amax, dst_type, FLOAT8_MAX[dst_type])
+        return q, scale.squeeze(-1)
     inv = torch.where(amax > 0, torch.full_like(amax, dmax) / amax, torch.zeros_like(amax))
     q = torch.round(v * inv).clamp_(-dmax - 1, dmax).to(torch.int8)
     return (pack_int4(q) if int4 else q), (amax / dmax).squeeze(-1)
 
 
-def _adrq_formula(x1, x2, gamma, rstd_fn, sm1, sm2, beta, run, int4=False):
+def _adrq_formula(x1, x2, gamma, rstd_fn, sm1, sm2, beta, run, int4=False, dst_type=None):
     x = x1.float() + x2.float()
     y = _y(x, rstd_fn(x), gamma, beta)
-    return [_dynamic_branch(y, sm, int4) if on else None for on, sm in zip(run, (sm1, sm2))]
+    return [_dynamic_branch(y, sm, int4, dst_type) if on else None for on, sm in zip(run, (sm1, sm2))]
 
 
-def _check_adrq(kernels, x1, x2, g, sm1, sm2, beta, mask, cores, ub, int4=False):
+def _check_adrq(kernels, x1, x2, g, sm1, sm2, beta, mask, cores, ub, int4=False, dst_type=None):
     (y1, y2, x, s1, s2), t = K.add_rms_norm_dynamic_quant(kernels, x1, x2, g, sm1, sm2, beta, EPS, mask, int4=int4,
-                                                          cores=cores, ub=ub)
+                                                          dst_type=dst_type, cores=cores, ub=ub)
     ref = op_sdk.get_op("npu_add_rms_norm_dynamic_quant").reference(
         x1, x2, g, smooth_scale1=sm1, smooth_scale2=sm2, beta=beta, epsilon=EPS, output_mask=mask,
-        y_dtype=torch.quint4x2 if int4 else None)
+        y_dtype=torch.quint4x2 if int4 else dst_type)
     ry1, ry2, rx, rs1, rs2 = ref
     run = (bool(t.run1), bool(t.run2))
     assert run == (ry1.numel() > 0, ry2.numel() > 0), "the kernel's branches are not the reference's"
     _assert_bits(x, rx, "x = x1 + x2")
     # the formula is the reference's ...
-    for got, want in zip(_adrq_formula(x1, x2, g, _torch_rstd, sm1, sm2, beta, run, int4), ((ry1, rs1), (ry2, rs2))):
+    for got, want in zip(_adrq_formula(x1, x2, g, _torch_rstd, sm1, sm2, beta, run, int4, dst_type),
+                         ((ry1, rs1), (ry2, rs2))):
         if got is not None:
             _assert_bits(got[0], want[0], "formula y"), _assert_bits(got[1], want[1], "formula scale")
     # ... and with the model's rstd it gives the kernel's outputs bit for bit
     rows = x1.numel() // g.numel()
     model = _adrq_formula(x1.reshape(rows, -1), x2.reshape(rows, -1), g, lambda v: _rstd_of(v, t), sm1, sm2, beta,
-                          run, int4)
+                          run, int4, dst_type)
     for i, (m, y, s, ry, rs) in enumerate(zip(model, (y1, y2), (s1, s2), (ry1, ry2), (rs1, rs2)), 1):
         if m is None:
             assert y.numel() == 0 and s.numel() == 0 and ry.numel() == 0 and rs.numel() == 0
             continue
         _assert_bits(y.reshape(rows, -1), m[0], f"y{i} (model rstd)")
         _assert_bits(s.reshape(-1), m[1], f"scale{i} (model rstd)")
-        K.assert_int_close(unpack_int4(y) if int4 else y, unpack_int4(ry) if int4 else ry, what=f"y{i}")
+        if dst_type in FLOAT8_DST:
+            assert_float8_close(y, ry, dst_type, f"y{i}")
+        else:
+            K.assert_int_close(unpack_int4(y) if int4 else y, unpack_int4(ry) if int4 else ry, what=f"y{i}")
         K.assert_ulp(s, rs, K.SCALE_ULP, what=f"scale{i}")
     return t
 
@@ -376,3 +383,43 @@ def test_add_rms_norm_quant_unknown_output_type(kernels):
     x1, x2, g = _norm_inputs(3, 33, f16)
     with pytest.raises(K.KernelError, match="output type"):
         K.add_rms_norm_quant(kernels, x1, x2, g, torch.ones(33), out_type=4, cores=2)
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.parametrize("config", ["plain", "smooth2-beta", "mask01-smooth2"])
+@pytest.mark.parametrize("dst_type", FLOAT8_DST, ids=["e5m2", "e4m3fn", "hif8"])
+def test_add_rms_norm_dynamic_quant_float8(kernels, case, config, dst_type):
+    """8-bit float outputs (Ascend 950): scale_i = amax * fp32(1 / DTYPE_MAX), y_i = v / scale_i
+    cast, bit-exact against the formula with the model's rstd over every shape / key / tail /
+    block count, with and without smooth scales, beta and output_mask."""
+    rows, cols, cores, ub, want_key = case
+    dt = (f16, bf16)[(rows + cols + dst_type) % 2]
+    x1, x2, g = _norm_inputs(rows, cols, dt)
+    sm1 = sm2 = beta = mask = None
+    if config == "smooth2-beta":
+        sm1, sm2 = (torch.rand(cols) + 0.5).to(dt), (torch.rand(cols) * 2 + 0.1).to(dt)
+        beta = (torch.randn(cols) * 0.3).to(dt)
+    elif config == "mask01-smooth2":
+        sm2, mask = (torch.rand(cols) + 0.5).to(dt), (False, True)
+    t = _check_adrq(kernels, x1, x2, g, sm1, sm2, beta, mask, cores, ub, dst_type=dst_type)
+    check_key(t.tilingKey, case)
+    assert t.outType == {23: 1, 24: 2, 290: 3}[dst_type]
+
+
+@pytest.mark.parametrize("dst_type", FLOAT8_DST, ids=["e5m2", "e4m3fn", "hif8"])
+def test_add_rms_norm_dynamic_quant_float8_zero_rows(kernels, dst_type):
+    x1 = torch.randn(2, 3, 40).to(f16)
+    x2 = -x1.clone()
+    x2[0, 1] = torch.randn(40).to(f16)   # one row non-zero, the others sum to exactly 0
+    g = torch.randn(40).to(f16)
+    for ub in (K.UB_910B, 4 * 1024):
+        (y1, _, _, s1, _), _ = K.add_rms_norm_dynamic_quant(kernels, x1, x2, g, dst_type=dst_type, cores=4, ub=ub)
+        ry1, _, _, rs1, _ = op_sdk.get_op("npu_add_rms_norm_dynamic_quant").reference(x1, x2, g, y_dtype=dst_type)
+        assert torch.equal(s1 == 0, rs1 == 0) and (y1.view(torch.uint8)[s1 == 0] == 0).all()
+        assert_float8_close(y1, ry1, dst_type, "y1")
+
+
+def test_add_rms_norm_dynamic_quant_float8_not_with_int4(kernels):
+    x1, x2, g = _norm_inputs(3, 64, f16)
+    with pytest.raises(K.KernelError, match="no tiling fits"):
+        K.add_rms_norm_dynamic_quant(kernels, x1, x2, g, int4=True, dst_type=24, cores=2)

@@ -7,7 +7,9 @@
 //           hifloat8 (ROUND), saturating (td.outType); y2 is all zeros without scales2;
 //   dynamic (DYNAMIC = true):  v = y (* smooth_scale_i), amax = max|v|, scale_i = amax / DMAX,
 //           y_i = rint(v * (DMAX / amax)) saturated (amax = 0: scale 0, y 0); DMAX 127 for int8,
-//           7 for int4 (packed two per byte, element 0 in the low nibble).
+//           7 for int4 (packed two per byte, element 0 in the low nibble); 8-bit float outputs
+//           (td.outType): scale_i = amax * (1 / DTYPE_MAX), y_i = v / scale_i cast (saturating),
+//           y 0 where scale_i is 0.
 // T: x1 / x2 / gamma / beta / x (and the smooth scales); S: scales; Z: zero points.
 // Tiling keys as in add_rms_norm_quant/op_host/add_rms_norm_quant_tiling.h:
 // 1 whole rows per tile, per-column inputs resident in fp32;
@@ -176,13 +178,39 @@ private:
     // 0), DMAX 127 for int8, 7 for int4 (the static branches write int8)
     __aicore__ inline uint64_t YBytes(uint64_t n) const { return td_.int4Out ? n / 2 : n; }
     __aicore__ inline float Dmax() const { return td_.int4Out ? 7.0f : DYNAMIC_QUANT_MAX; }
-    __aicore__ inline float Scale(float amax) const { return amax / Dmax(); }
-    __aicore__ inline float Inverse(float amax) const { return amax > 0.0f ? Dmax() / amax : 0.0f; }
-
-    __aicore__ inline void BranchDynamic(uint32_t i, const LocalTensor<int8_t> &y, float inv, uint32_t n)
+    // 8-bit float outputs: scale = amax * (1 / DTYPE_MAX); the branch's factor is the scale
+    __aicore__ inline bool Float8() const { return td_.outType != OUT_INT8; }
+    __aicore__ inline float Scale(float amax) const
     {
-        DynamicQuantRow(y, vFpBuf.Get<float>(), BranchInput(i, n), inv, i32Buf.Get<int32_t>(), halfBuf.Get<half>(), n,
-                        td_.int4Out != 0);
+        return Float8() ? amax * (1.0f / Float8OutMax(td_.outType)) : amax / Dmax();
+    }
+    __aicore__ inline float Inverse(float amax) const
+    {
+        return Float8() ? Scale(amax) : (amax > 0.0f ? Dmax() / amax : 0.0f);
+    }
+
+    // y = sat(rint(v * inv)) (int8 / int4), or v / scale cast to the 8-bit float output (a vector
+    // Div by the scale duplicated into i32Buf; zeros where the scale is 0)
+    __aicore__ inline void BranchDynamic(uint32_t i, const LocalTensor<int8_t> &y, float factor, uint32_t n)
+    {
+        if (!Float8()) {
+            DynamicQuantRow(y, vFpBuf.Get<float>(), BranchInput(i, n), factor, i32Buf.Get<int32_t>(),
+                            halfBuf.Get<half>(), n, td_.int4Out != 0);
+            return;
+        }
+        if (factor > 0.0f) {
+            LocalTensor<float> v = BranchInput(i, n);
+            LocalTensor<float> q = vFpBuf.Get<float>();
+            LocalTensor<float> sc = i32Buf.Get<float>();
+            Duplicate(sc, factor, static_cast<int32_t>(n));
+            PipeBarrier<PIPE_V>();
+            Div(q, v, sc, n);
+            PipeBarrier<PIPE_V>();
+            FloatToFloat8(y, q, td_.outType, n);
+        } else {
+            Duplicate(y.template ReinterpretCast<int16_t>(), static_cast<int16_t>(0), static_cast<int32_t>(Ceil(n, 2)));
+        }
+        PipeBarrier<PIPE_V>();
     }
 
     // static: y_i = sat(rint(y / s_i (+ z_i))) (or y * s_i), or that v cast to the 8-bit float

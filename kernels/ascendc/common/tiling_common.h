@@ -19,6 +19,14 @@ constexpr uint32_t OUT_INT8 = 0;
 constexpr uint32_t OUT_FLOAT8_E5M2 = 1;
 constexpr uint32_t OUT_FLOAT8_E4M3FN = 2;
 constexpr uint32_t OUT_HIFLOAT8 = 3;
+// the largest finite value of an 8-bit float output (0 for another code)
+inline float Float8OutMax(uint32_t outType)
+{
+    return outType == OUT_FLOAT8_E5M2 ? 57344.0f
+           : outType == OUT_FLOAT8_E4M3FN ? 448.0f
+           : outType == OUT_HIFLOAT8 ? 32768.0f
+                                        : 0.0f;
+}
 
 #ifndef __CCE_AICORE__
 inline uint64_t CeilDiv(uint64_t a, uint64_t b) { return b == 0 ? 0 : (a + b - 1) / b; }

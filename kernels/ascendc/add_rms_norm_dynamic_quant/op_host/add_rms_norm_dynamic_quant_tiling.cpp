@@ -19,14 +19,15 @@ static ge::graphStatus TilingAddRmsNormDynamicQuantCallback(gert::TilingContext 
     if (mask != nullptr && mask->GetSize() != 0 && !hasMask) return ge::GRAPH_FAILED;
     const int64_t *dstType = attrs->GetAttrPointer<int64_t>(2);
     int64_t dst = dstType ? *dstType : ge::DT_INT8;
-    if (dst != ge::DT_INT8 && dst != ge::DT_INT4) return ge::GRAPH_FAILED;
+    uint32_t outType = dst == ge::DT_INT4 ? opsdk_ascendc::OUT_INT8 : opsdk_ascendc::DstTypeToOutType(dst);
+    if (outType > opsdk_ascendc::OUT_HIFLOAT8) return ge::GRAPH_FAILED;
     uint32_t xSize = ge::GetSizeByDataType(context->GetInputDesc(0)->GetDataType());
     auto facts = opsdk_ascendc::GetPlatformFacts(context);
     AddRmsNormDynamicQuantTilingData td = TilingAddRmsNormDynamicQuant(
         total / cols, static_cast<uint32_t>(cols), xSize, opsdk_ascendc::EpsilonAttr(context, 0),
         context->GetOptionalInputShape(3) != nullptr, context->GetOptionalInputShape(4) != nullptr,
         context->GetOptionalInputShape(5) != nullptr, hasMask, hasMask && mask->GetData()[0],
-        hasMask && mask->GetData()[1], dst == ge::DT_INT4, facts.coreNum, facts.ubSize);
+        hasMask && mask->GetData()[1], dst == ge::DT_INT4, facts.coreNum, facts.ubSize, outType);
     return opsdk_ascendc::CommitTiling(context, td);
 }
 

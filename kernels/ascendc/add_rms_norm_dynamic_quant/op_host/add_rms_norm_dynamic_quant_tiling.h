@@ -28,15 +28,19 @@ inline bool AddRmsNormDynamicQuantBranches(bool hasMask, bool mask0, bool mask1,
 }
 
 // xSize: element bytes of x1 / x2 / gamma / smooth scales / beta / x (2). int4Out: y1 / y2 in
-// int4 (DMAX 7; numCols a multiple of 8). Key 0 for the rejected output_mask combinations.
+// int4 (DMAX 7; numCols a multiple of 8). outType: OUT_INT8 (int8 / int4) or an 8-bit float
+// output (Ascend 950: scale = amax * (1 / DTYPE_MAX), y = v / scale cast, saturating). Key 0
+// for the rejected output_mask combinations.
 inline AddRmsNormDynamicQuantTilingData TilingAddRmsNormDynamicQuant(uint64_t numRows, uint32_t numCols, uint32_t xSize,
                                                                      float epsilon, bool hasSmooth1, bool hasSmooth2,
                                                                      bool hasBeta, bool hasMask, bool mask0, bool mask1,
-                                                                     bool int4Out, uint32_t coreNum, uint32_t ubSize)
+                                                                     bool int4Out, uint32_t coreNum, uint32_t ubSize,
+                                                                     uint32_t outType = 0)
 {
     bool run1 = false, run2 = false;
     bool ok = AddRmsNormDynamicQuantBranches(hasMask, mask0, mask1, hasSmooth1, hasSmooth2, run1, run2);
     AddRmsNormQuantFeatures f{true, hasBeta, run1, run2, hasSmooth1, hasSmooth2, false, false, false, int4Out};
+    f.outType = outType;
     AddRmsNormDynamicQuantTilingData t =
         TilingAddRmsNormQuantCommon(numRows, numCols, xSize, epsilon, f, coreNum, ubSize);
     if (!ok) t.tilingKey = opsdk_ascendc::TILING_KEY_INVALID;

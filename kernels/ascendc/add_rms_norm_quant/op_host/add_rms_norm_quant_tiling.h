@@ -31,7 +31,7 @@ struct AddRmsNormQuantTilingData {
     uint32_t hasZero2;      // static only: zero_points2
     uint32_t divMode;       // static only: 1 y / scales, 0 y * scales
     uint32_t int4Out;       // dynamic only: y1 / y2 int4, two per byte (element 0 in the low nibble)
-    uint32_t outType;       // static only: OUT_INT8, OUT_FLOAT8_E5M2, OUT_FLOAT8_E4M3FN, OUT_HIFLOAT8 (kernel_common.h)
+    uint32_t outType;       // OUT_INT8 (int8 / dynamic int4), OUT_FLOAT8_E5M2, OUT_FLOAT8_E4M3FN, OUT_HIFLOAT8
 };
 
 #ifndef __CCE_AICORE__
@@ -39,7 +39,7 @@ struct AddRmsNormQuantFeatures {
     bool dynamic;  // per-token dynamic quantisation (scale outputs) instead of static scales
     bool hasBeta, run1, run2, hasScale1, hasScale2, hasZero1, hasZero2, divMode;
     bool int4Out = false;  // dynamic only: int4 outputs (numCols a multiple of 8)
-    uint32_t outType = 0;  // static only: OUT_* (tiling_common.h; larger: key 0)
+    uint32_t outType = 0;  // OUT_* (tiling_common.h; larger, or an 8-bit float with int4Out: key 0)
 };
 
 // xSize: element bytes of x1 / x2 / gamma / beta / x (2 or 4). The staging buffer of the
@@ -62,8 +62,10 @@ inline AddRmsNormQuantTilingData TilingAddRmsNormQuantCommon(uint64_t numRows, u
     t.hasZero2 = f.dynamic ? 0 : f.hasZero2;
     t.divMode = f.dynamic ? 0 : f.divMode;
     t.int4Out = f.dynamic && f.int4Out ? 1 : 0;
-    t.outType = f.dynamic ? 0 : f.outType;
-    if (numCols == 0 || !(f.run1 || f.run2) || (t.int4Out && numCols % 8 != 0) || t.outType > OUT_HIFLOAT8) return t;
+    t.outType = f.outType;
+    if (numCols == 0 || !(f.run1 || f.run2) || (t.int4Out && numCols % 8 != 0) || t.outType > OUT_HIFLOAT8 ||
+        (t.int4Out && t.outType != OUT_INT8))
+        return t;
     auto yBytes = [&](uint64_t n) { return t.int4Out ? n / 2 : n; };
     uint64_t params = 1 + t.hasBeta + t.hasScale1 + t.hasScale2 + t.hasZero1 + t.hasZero2;  // fp32, resident
     uint64_t outs = (f.run1 ? 1 : 0) + (f.run2 ? 1 : 0);

@@ -50,10 +50,8 @@ struct DynamicQuantTilingData {
 inline float DynamicQuantFloat8Max(uint32_t outType, float dstTypeMax)
 {
     using namespace opsdk_ascendc;
-    if (outType == OUT_FLOAT8_E5M2) return 57344.0f;
-    if (outType == OUT_FLOAT8_E4M3FN) return 448.0f;
-    if (outType == OUT_HIFLOAT8) return (dstTypeMax >= 1e-6f || dstTypeMax <= -1e-6f) ? dstTypeMax : 32768.0f;
-    return 0.0f;
+    if (outType == OUT_HIFLOAT8 && (dstTypeMax >= 1e-6f || dstTypeMax <= -1e-6f)) return dstTypeMax;
+    return Float8OutMax(outType);
 }
 #endif
 
