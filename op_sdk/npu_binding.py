@@ -79,7 +79,9 @@ class AclnnBinding:
                API).
 
     convert:   {schema argument: named conversion} for an argument the API takes in another
-               form, through a function of csrc/npu/binding.h (``CONVERSIONS``).
+               form, through a function of csrc/npu/binding.h (``CONVERSIONS``); a conversion
+               may also read other schema arguments and returns (its context), as
+               npu_quant_matmul's scale reads offset, pertoken_scale and the output's dtype.
     when / otherwise: a binding selected by argument values: ``when`` {schema argument:
                value or tuple of values} holds for the calls this binding serves, the others
                go to ``otherwise`` (another AclnnBinding, with the same outputs). The
@@ -181,11 +183,24 @@ _CPP_TYPES = {
 _CONVERSIONS = {("int", "int32_t"): "static_cast<int32_t>",
                 ("int", "aclDataType"): "static_cast<at::ScalarType>"}
 # conversions a declaration names (convert=): function of csrc/npu/binding.h -> (schema type,
-# C type of the parameter it feeds)
+# C type of the parameter it feeds[, context: the schema arguments / returns it also reads,
+# passed after the converted argument in this order (a return as its allocated tensor)])
 CONVERSIONS = {
     # npu_quantize's axis for aclnnAscendQuantV3: -2 stays, any other is the last axis
     "ascend_quant_axis": ("int", "int32_t"),
+    # npu_quant_matmul's scale as torch_npu's op-plugin prepares it for aclnnQuantMatmulV4: a
+    # float32 scale without pertoken_scale, for an output other than bfloat16 / int32, goes
+    # through npu_trans_quant_param(scale, offset); any other scale as it is
+    "quant_matmul_scale": ("Tensor", "aclTensor*", ("offset", "pertoken_scale", "out")),
 }
+
+
+def _conversion_types(name: str) -> tuple[str, str]:
+    return CONVERSIONS[name][0], CONVERSIONS[name][1]
+
+
+def _conversion_context(name: str) -> tuple[str, ...]:
+    return CONVERSIONS[name][2] if len(CONVERSIONS[name]) > 2 else ()
 
 
 def _default_argument(param: AclnnParam) -> str:
@@ -206,6 +221,7 @@ class _Bound:
     expr: str          # the C++ lvalue passed to EXEC_NPU_CMD_EXT
     conversion: str = ""  # how expr is computed from target, when it is not target itself
     default: Any = None   # for an optional argument: the value passed when it is None
+    context: tuple[str, ...] = ()  # further C++ expressions the conversion takes
 
 
 def _fail(opdef, binding, rule: str) -> BindingError:
@@ -348,13 +364,23 @@ def binding_plan(opdef, binding: AclnnBinding | None = None,
         cpp, converts_to = _CPP_TYPES.get(typ, (None, ()))
         want = p.ctype.replace("const ", "")
         conversion = _CONVERSIONS.get((typ, want))
+        context = ()
         if target in binding.convert:
             name = binding.convert[target]
-            if CONVERSIONS[name] != (typ, want):
+            if _conversion_types(name) != (typ, want):
                 raise _fail(opdef, binding, f"convert= passes argument '{target}' ({arg.type}) "
                             f"through {name}, which takes {CONVERSIONS[name][0]} to "
                             f"{CONVERSIONS[name][1]}, to {where}; rule: the conversion's types")
             conversion = f"op_sdk_npu::{name}"
+            for ctx in _conversion_context(name):
+                if ctx in by_name:
+                    context += (ctx,)
+                elif ctx in binding.outputs:
+                    context += (f"{ctx}_out",)
+                else:
+                    raise _fail(opdef, binding, f"convert= passes argument '{target}' through "
+                                f"{name}, which reads '{ctx}', no argument or return of the "
+                                "schema; rule: a conversion's context is the operator's")
         if cpp is None or (want not in converts_to and conversion is None):
             raise _fail(opdef, binding, f"argument '{target}' ({arg.type}) cannot be passed "
                         f"to {where}; rule: Tensor/Tensor? -> aclTensor*, float -> double, "
@@ -368,12 +394,12 @@ def binding_plan(opdef, binding: AclnnBinding | None = None,
                         "pinned with requires=")
         seen_args.add(target)
         if conversion:
-            expr = f"{target}_{want.lower()}"
+            expr = f"{target}_{re.sub(r'[^a-z0-9_]', '', want.lower())}"
         elif default is not None:
             expr = f"{target}_value"
         else:
             expr = target
-        plan.append(_Bound(p, "arg", target, expr, conversion or "", default))
+        plan.append(_Bound(p, "arg", target, expr, conversion or "", default, context))
     written = seen_outputs + [o for o, a in zip(binding.outputs, aliased)
                               if a is not None and a in seen_args]
     if sorted(written) != sorted(binding.outputs):
@@ -564,7 +590,7 @@ def _call_lines(binding: AclnnBinding, plan: list[_Bound], by_name, indent: str)
             lines += [indent + line[2:] for line in _default_lines(by_name[b.target], b.default)]
         if b.conversion:
             value = f"{b.target}_value" if b.default is not None else b.target
-            lines.append(f"{indent}const auto {b.expr} = {b.conversion}({value});")
+            lines.append(f"{indent}const auto {b.expr} = {b.conversion}({', '.join((value,) + b.context)});")
     call = ", ".join(b.expr for b in plan)
     lines.append(f"{indent}OPSDK_CHECK_ACLNN_ARGS({api}, {call});")
     lines.append(f"{indent}EXEC_NPU_CMD_EXT({api}, {call});")

@@ -64,6 +64,32 @@ inline int32_t ascend_quant_axis(int64_t axis) {
   return axis == -2 ? -2 : -1;
 }
 
+// Whether torch_npu's op-plugin converts npu_quant_matmul's scale before aclnnQuantMatmulV4:
+// a float32 scale, without pertoken_scale, for an output that is neither bfloat16 nor int32
+// (Ascend/op-plugin, op_plugin/ops/opapi/QuantMatmulKernelNpuOpApi.cpp, npu_quant_matmul).
+inline bool quant_matmul_uses_quant_param(const at::Tensor& scale, const c10::optional<at::Tensor>& pertoken_scale,
+                                          const at::Tensor& out) {
+  const bool pertoken = pertoken_scale.has_value() && pertoken_scale->defined();
+  return scale.scalar_type() == at::kFloat && !pertoken && out.scalar_type() != at::kBFloat16 &&
+         out.scalar_type() != at::kInt;
+}
+
+// npu_quant_matmul's scale as aclnnQuantMatmulV4 takes it, prepared as op-plugin prepares it:
+// in the case above, the int64 quantisation parameters npu_trans_quant_param(scale, offset)
+// (round mode 0; the operator torch_npu registers, called through the dispatcher); any other
+// scale unchanged.
+inline at::Tensor quant_matmul_scale(const at::Tensor& scale, const c10::optional<at::Tensor>& offset,
+                                     const c10::optional<at::Tensor>& pertoken_scale, const at::Tensor& out) {
+  if (!quant_matmul_uses_quant_param(scale, pertoken_scale, out)) {
+    return scale;
+  }
+  static const auto trans = c10::Dispatcher::singleton()
+                                .findSchemaOrThrow("npu::npu_trans_quant_param", "")
+                                .typed<at::Tensor(const at::Tensor&, const c10::optional<at::Tensor>&,
+                                                  c10::optional<int64_t>)>();
+  return trans.call(scale, offset, c10::optional<int64_t>(0));
+}
+
 // ---- compile-time check of an EXEC_NPU_CMD_EXT call against the prototype ------------------
 //
 // EXEC_NPU_CMD_EXT converts each argument with op-plugin's ConvertType and calls the aclnn

@@ -39,10 +39,11 @@ at::Tensor npu_quant_matmul_npu(
               "npu::npu_quant_matmul: argument 'y_scale' must be None for op_sdk's binding to aclnnQuantMatmulV4 (CANN 8.1.RC1), which has no parameter for other values");
   auto outputs = op_sdk_npu::empty_outputs("npu::npu_quant_matmul", {op_sdk_npu::meta(x1), op_sdk_npu::meta(x2), op_sdk_npu::meta(scale), op_sdk_npu::meta(offset), op_sdk_npu::meta(pertoken_scale), op_sdk_npu::meta(bias), c10::IValue(output_dtype), c10::IValue(), c10::IValue(), c10::IValue(), c10::IValue(), c10::IValue(), op_sdk_npu::meta(y_scale)}, x1.device());
   at::Tensor out_out = outputs[0];
+  const auto scale_acltensor = op_sdk_npu::quant_matmul_scale(scale, offset, pertoken_scale, out_out);
   const bool transposeX1 = false;
   const bool transposeX2 = false;
-  OPSDK_CHECK_ACLNN_ARGS(aclnnQuantMatmulV4, x1, x2, scale, offset, pertoken_scale, bias, transposeX1, transposeX2, out_out);
-  EXEC_NPU_CMD_EXT(aclnnQuantMatmulV4, x1, x2, scale, offset, pertoken_scale, bias, transposeX1, transposeX2, out_out);
+  OPSDK_CHECK_ACLNN_ARGS(aclnnQuantMatmulV4, x1, x2, scale_acltensor, offset, pertoken_scale, bias, transposeX1, transposeX2, out_out);
+  EXEC_NPU_CMD_EXT(aclnnQuantMatmulV4, x1, x2, scale_acltensor, offset, pertoken_scale, bias, transposeX1, transposeX2, out_out);
   return out_out;
 }
 

@@ -373,7 +373,7 @@ npu_quant_matmul = define_op(
                        constants={"transposeX1": "false", "transposeX2": "false"},
                        requires={"x1_dtype": None, "x2_dtype": None, "pertoken_scale_dtype": None,
                                  "scale_dtype": None, "group_sizes": None, "y_scale": None},
-                       meta_only=("output_dtype",)),
+                       meta_only=("output_dtype",), convert={"scale": "quant_matmul_scale"}),
     reference=quant_matmul_reference, fake=quant_matmul_fake, native=("cpu",),
     doc="int8 x int8, int4 x int4 (per channel or per group of k) and int8 x int4 (per-group) "
         "matmul with per-channel / per-token dequantisation.",

@@ -243,6 +243,39 @@ def test_binding_selected_by_an_argument():
         nb.check_source(opdef, one)
 
 
+def test_quant_matmul_scale_goes_through_the_quant_param_conversion():
+    """npu_quant_matmul's scale reaches aclnnQuantMatmulV4 through quant_matmul_scale, which
+    reads offset, pertoken_scale and the allocated output (torch_npu's op-plugin converts a
+    float32 scale with npu_trans_quant_param when there is no pertoken_scale and the output is
+    neither bfloat16 nor int32); the call passes the prepared tensor, the offset as it is."""
+    opdef = op_sdk.get_op("npu_quant_matmul")
+    source = nb.generate_source(opdef)
+    line = ("  const auto scale_acltensor = op_sdk_npu::quant_matmul_scale(scale, offset, "
+            "pertoken_scale, out_out);")
+    assert line in source
+    assert source.index("at::Tensor out_out = outputs[0];") < source.index(line)
+    assert ("EXEC_NPU_CMD_EXT(aclnnQuantMatmulV4, x1, x2, scale_acltensor, offset, pertoken_scale, "
+            "bias, transposeX1, transposeX2, out_out);") in source
+    nb.check_source(opdef, source)
+    header = open(os.path.join(nb.SOURCE_DIR, "binding.h")).read()
+    assert "inline at::Tensor quant_matmul_scale(" in header
+    assert 'findSchemaOrThrow("npu::npu_trans_quant_param", "")' in header
+
+
+def test_conversion_context_must_be_the_operators():
+    opdef = op_sdk.get_op("npu_quant_matmul")
+    saved = nb.CONVERSIONS["quant_matmul_scale"]
+    try:
+        nb.CONVERSIONS["quant_matmul_scale"] = ("Tensor", "aclTensor*", ("offset", "nope"))
+        with pytest.raises(nb.BindingError, match="which reads 'nope', no argument or return"):
+            nb.check_binding(opdef, opdef.aclnn)
+    finally:
+        nb.CONVERSIONS["quant_matmul_scale"] = saved
+    wrong = dataclasses.replace(opdef.aclnn, convert={"offset": "ascend_quant_axis"})
+    with pytest.raises(nb.BindingError, match="through ascend_quant_axis, which takes int to int32_t"):
+        nb.check_binding(opdef, wrong)
+
+
 def test_selected_binding_errors():
     opdef = op_sdk.get_op("npu_quantize")
     main = opdef.aclnn

@@ -100,6 +100,62 @@ def test_compile_time_check_rejects_a_missing_argument():
     assert "the number of arguments differs from the aclnn prototype's" in b.errors, b.errors[-4000:]
 
 
+PROBE = """
+#include "binding.h"
+
+namespace {
+at::Tensor probe(const at::Tensor& scale, const c10::optional<at::Tensor>& offset,
+                 const c10::optional<at::Tensor>& pertoken_scale, const at::Tensor& out) {
+  return op_sdk_npu::quant_matmul_scale(scale, offset, pertoken_scale, out);
+}
+}  // namespace
+
+TORCH_LIBRARY(opsdk_probe, m) {
+  m.def("quant_matmul_scale(Tensor scale, Tensor? offset, Tensor? pertoken_scale, Tensor out) -> Tensor");
+  m.impl("quant_matmul_scale", c10::DispatchKey::CompositeExplicitAutograd, TORCH_FN(probe));
+}
+"""
+
+
+def test_quant_matmul_scale_conversion_runs_in_torch_npus_case_only():
+    """binding.h's quant_matmul_scale (the npu_quant_matmul binding's scale preparation),
+    built against the wheel's headers and called on Meta tensors beside the real torch_npu:
+    a float32 scale without pertoken_scale and with an output other than bfloat16 / int32 comes
+    back as npu_trans_quant_param's int64 parameters (torch_npu's own operator, its Meta
+    function; with the offset's shape when the offset is longer), any other scale unchanged."""
+    b = build("quant_matmul_scale_probe", PROBE, TORCH_NPU_DIR)
+    assert b.ok, b.errors[-6000:]
+    out = _run(f"""
+        import torch, torch_npu
+        assert torch.npu.is_available() is False
+        torch.ops.load_library({b.library!r})
+        f = torch.ops.opsdk_probe.quant_matmul_scale
+        m = dict(device="meta")
+        def out(dt):
+            return torch.empty(4, 8, dtype=dt, **m)
+        s32 = torch.empty(8, **m)
+        # the scales that must stay as they are have a shape npu_trans_quant_param rejects
+        # ((2, 8): only (n,) and (1, n) are taken), so converting one would raise
+        k32, k16 = torch.empty(2, 8, **m), torch.empty(2, 8, dtype=torch.bfloat16, **m)
+        cases = [
+            ("fp32 int8-out", f(s32, None, None, out(torch.int8))),
+            ("fp32 fp16-out", f(s32, None, None, out(torch.float16))),
+            ("fp32 offset", f(torch.empty(1, **m), torch.empty(8, **m), None, out(torch.int8))),
+            ("fp32 pertoken", f(k32, None, torch.empty(4, **m), out(torch.float16))),
+            ("fp32 bf16-out", f(k32, None, None, out(torch.bfloat16))),
+            ("fp32 int32-out", f(k32, None, None, out(torch.int32))),
+            ("bf16 bf16-out", f(k16, None, None, out(torch.bfloat16))),
+            ("int64 int8-out", f(torch.empty(2, 8, dtype=torch.int64, **m), None, None, out(torch.int8))),
+        ]
+        for name, r in cases:
+            print(name, str(r.dtype).replace("torch.", ""), list(r.shape))
+    """)
+    assert out.splitlines()[-8:] == [
+        "fp32 int8-out int64 [8]", "fp32 fp16-out int64 [8]", "fp32 offset int64 [8]",
+        "fp32 pertoken float32 [2, 8]", "fp32 bf16-out float32 [2, 8]", "fp32 int32-out float32 [2, 8]",
+        "bf16 bf16-out bfloat16 [2, 8]", "int64 int8-out int64 [2, 8]"], out
+
+
 def _run(code: str) -> str:
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
                          text=True, timeout=300, cwd=ROOT)
