@@ -65,6 +65,11 @@ class AclnnBinding:
     requires:  {schema argument: allowed value or tuple of values} for arguments the API
                cannot take; the binding rejects any other value with an error that names
                the argument (None: the argument must be absent).
+    tensor_requires: {tensor schema argument: {"min_dim": n} and / or {"dtype": name}} for
+               what the API documents of a tensor beyond the operator's own rules (an
+               optional tensor is checked when given): the binding rejects any other tensor
+               with an error that names the argument, the rule and what it got
+               (``{"indices": {"min_dim": 2}}``; dtype names: TENSOR_DTYPES).
     meta_only: schema arguments that only choose the outputs' shape or dtype (the outputs
                are allocated from the operator's Meta function, which reads them).
     defaults:  {optional schema argument: value} for an argument the API needs a value of:
@@ -96,6 +101,7 @@ class AclnnBinding:
     rename: dict[str, str] = dataclasses.field(default_factory=dict)
     constants: dict[str, str] = dataclasses.field(default_factory=dict)
     requires: dict[str, Any] = dataclasses.field(default_factory=dict)
+    tensor_requires: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     meta_only: tuple[str, ...] = ()
     defaults: dict[str, Any] = dataclasses.field(default_factory=dict)
     dtype_of: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -195,6 +201,11 @@ CONVERSIONS = {
 }
 
 
+# tensor_requires= dtype names -> the c10 scalar type the generated check compares with
+TENSOR_DTYPES = {"int64": "at::kLong", "int32": "at::kInt", "int8": "at::kChar",
+                 "float32": "at::kFloat", "float16": "at::kHalf", "bfloat16": "at::kBFloat16"}
+
+
 def _conversion_types(name: str) -> tuple[str, str]:
     return CONVERSIONS[name][0], CONVERSIONS[name][1]
 
@@ -266,6 +277,17 @@ def binding_plan(opdef, binding: AclnnBinding | None = None,
         raise _fail(opdef, binding, f"otherwise= binding {binding.otherwise.api} names the "
                     f"returns {binding.otherwise.outputs}; rule: the same outputs= in every "
                     "binding of one operator (the outputs are allocated once)")
+    for name, rules in binding.tensor_requires.items():
+        if name not in by_name or by_name[name].type not in ("Tensor", "Tensor?"):
+            raise _fail(opdef, binding, f"tensor_requires= names '{name}', which is no tensor "
+                        f"argument of the schema ({', '.join(a.name for a in args if a.type in ('Tensor', 'Tensor?'))})")
+        for key, value in rules.items():
+            ok = ((key == "min_dim" and isinstance(value, int) and value >= 1)
+                  or (key == "dtype" and value in TENSOR_DTYPES))
+            if not ok:
+                raise _fail(opdef, binding, f"tensor_requires= gives '{name}' the rule "
+                            f"{key}={value!r}; rule: min_dim=<int >= 1> or dtype=<one of "
+                            f"{', '.join(TENSOR_DTYPES)}>")
     for name, conv in binding.convert.items():
         if conv not in CONVERSIONS:
             raise _fail(opdef, binding, f"convert= names '{conv}' for argument '{name}'; rule: "
@@ -555,10 +577,32 @@ def _values_condition(arg: _Arg, value) -> str:
     return conds[0] if len(conds) == 1 else "(" + " || ".join(conds) + ")"
 
 
-def _require_lines(opdef, binding: AclnnBinding, by_name, indent: str) -> list[str]:
-    """The checks of ``requires=``, each naming its argument."""
+def _tensor_require_lines(opdef, binding: AclnnBinding, by_name, indent: str) -> list[str]:
+    """The checks of ``tensor_requires=``, each naming its argument, the rule and the value."""
     proto = binding.prototype
     lines = []
+    for name, rules in binding.tensor_requires.items():
+        optional = by_name[name].type == "Tensor?"
+        t = f"{name}->" if optional else f"{name}."
+        for key, value in rules.items():
+            if key == "min_dim":
+                cond, rule, got = f"{t}dim() >= {value}", f"have at least {value} dims", f"{t}dim()"
+            else:
+                cond, rule, got = (f"{t}scalar_type() == {TENSOR_DTYPES[value]}", f"have dtype {value}",
+                                   f"{t}scalar_type()")
+            if optional:
+                cond = f"!{name}.has_value() || {cond}"
+            lines.append(f"{indent}TORCH_CHECK({cond},")
+            lines.append(f'{indent}            "{opdef.qualname}: argument \'{name}\' must {rule} for '
+                         f'op_sdk\'s binding to {proto.api} (CANN {proto.cann}), whose document '
+                         f'requires it; got ", {got});')
+    return lines
+
+
+def _require_lines(opdef, binding: AclnnBinding, by_name, indent: str) -> list[str]:
+    """The checks of ``requires=`` and ``tensor_requires=``, each naming its argument."""
+    proto = binding.prototype
+    lines = _tensor_require_lines(opdef, binding, by_name, indent)
     for name, value in binding.requires.items():
         values = value if isinstance(value, tuple) else (value,)
         cond = " || ".join(_require_condition(by_name[name], v) for v in values)

@@ -15,6 +15,8 @@ at::Tensor npu_scatter_nd_update_npu(
     const at::Tensor& input,
     const at::Tensor& indices,
     const at::Tensor& updates) {
+  TORCH_CHECK(indices.dim() >= 2,
+              "npu::npu_scatter_nd_update: argument 'indices' must have at least 2 dims for op_sdk's binding to aclnnScatterNdUpdate (CANN 8.5.0), whose document requires it; got ", indices.dim());
   auto outputs = op_sdk_npu::empty_outputs("npu::npu_scatter_nd_update", {op_sdk_npu::meta(input), op_sdk_npu::meta(indices), op_sdk_npu::meta(updates)}, input.device());
   at::Tensor var_out = outputs[0];
   var_out.copy_(input);

@@ -15,6 +15,8 @@ at::Tensor& npu_scatter_nd_update__npu(
     at::Tensor& input,
     const at::Tensor& indices,
     const at::Tensor& updates) {
+  TORCH_CHECK(indices.dim() >= 2,
+              "npu::npu_scatter_nd_update_: argument 'indices' must have at least 2 dims for op_sdk's binding to aclnnScatterNdUpdate (CANN 8.5.0), whose document requires it; got ", indices.dim());
   op_sdk_npu::meta_outputs("npu::npu_scatter_nd_update_", {op_sdk_npu::meta(input), op_sdk_npu::meta(indices), op_sdk_npu::meta(updates)});
   OPSDK_CHECK_ACLNN_ARGS(aclnnScatterNdUpdate, input, indices, updates);
   EXEC_NPU_CMD_EXT(aclnnScatterNdUpdate, input, indices, updates);

@@ -20,6 +20,8 @@ at::Tensor npu_transpose_batchmatmul_npu(
     at::OptionalIntArrayRef perm_x2,
     at::OptionalIntArrayRef perm_y,
     c10::optional<int64_t> batch_split_factor) {
+  TORCH_CHECK(!scale.has_value() || scale->scalar_type() == at::kLong,
+              "npu::npu_transpose_batchmatmul: argument 'scale' must have dtype int64 for op_sdk's binding to aclnnTransposeBatchMatMul (CANN 8.5.0), whose document requires it; got ", scale->scalar_type());
   auto outputs = op_sdk_npu::empty_outputs("npu::npu_transpose_batchmatmul", {op_sdk_npu::meta(input), op_sdk_npu::meta(weight), op_sdk_npu::meta(bias), op_sdk_npu::meta(scale), (perm_x1.has_value() ? c10::IValue(perm_x1->vec()) : c10::IValue()), (perm_x2.has_value() ? c10::IValue(perm_x2->vec()) : c10::IValue()), (perm_y.has_value() ? c10::IValue(perm_y->vec()) : c10::IValue()), c10::IValue(batch_split_factor)}, input.device());
   at::Tensor y_out = outputs[0];
   const std::vector<int64_t> perm_x1_default = {0, 1, 2};

@@ -55,14 +55,17 @@ def scatter_nd_update_fake(input, indices, updates):
 npu_scatter_nd_update = define_op(
     "npu_scatter_nd_update(Tensor input, Tensor indices, Tensor updates) -> Tensor",
     # aclnnScatterNdUpdate updates varRef in place: here a copy of input, returned
-    aclnn=AclnnBinding("aclnnScatterNdUpdate", outputs=("var",), copy_of={"var": "input"}),
+    # aclnnScatterNdUpdate's document: indices of at least 2 dims (the reference takes 1-D)
+    aclnn=AclnnBinding("aclnnScatterNdUpdate", outputs=("var",), copy_of={"var": "input"},
+                       tensor_requires={"indices": {"min_dim": 2}}),
     reference=scatter_nd_update_reference, fake=scatter_nd_update_fake,
     doc="A copy of input with the slices addressed by indices replaced by updates.",
 )
 
 npu_scatter_nd_update_ = define_op(
     "npu_scatter_nd_update_(Tensor(a!) input, Tensor indices, Tensor updates) -> Tensor(a!)",
-    aclnn=AclnnBinding("aclnnScatterNdUpdate", outputs=("input",), rename={"varRef": "input"}),
+    aclnn=AclnnBinding("aclnnScatterNdUpdate", outputs=("input",), rename={"varRef": "input"},
+                       tensor_requires={"indices": {"min_dim": 2}}),
     reference=scatter_nd_update_reference, functional="npu_scatter_nd_update",
     doc="In-place npu_scatter_nd_update; returns input.",
 )

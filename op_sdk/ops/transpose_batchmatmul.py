@@ -147,7 +147,10 @@ npu_transpose_batchmatmul = define_op(
     aclnn=AclnnBinding("aclnnTransposeBatchMatMul", outputs=("y",),
                        rename={"x1": "input", "x2": "weight"}, constants={"cubeMathType": "0"},
                        defaults={"perm_x1": (0, 1, 2), "perm_x2": (0, 1, 2),
-                                 "perm_y": (1, 0, 2), "batch_split_factor": 1}),
+                                 "perm_y": (1, 0, 2), "batch_split_factor": 1},
+                       # the API takes quantisation parameters (int64 / uint64), which a
+                       # float32 scale becomes through npu_trans_quant_param (pack_quant_scale)
+                       tensor_requires={"scale": {"dtype": "int64"}}),
     reference=transpose_batchmatmul_reference, fake=transpose_batchmatmul_fake,
     native=("cpu",),
     doc="Batched matmul with input / weight / output permutations, result (M, B, N).",

@@ -276,6 +276,39 @@ def test_conversion_context_must_be_the_operators():
         nb.check_binding(opdef, wrong)
 
 
+@pytest.mark.parametrize("name,check", [
+    ("npu_scatter_nd_update", "TORCH_CHECK(indices.dim() >= 2,\n              \"npu::npu_scatter_nd_update: "
+     "argument 'indices' must have at least 2 dims for op_sdk's binding to aclnnScatterNdUpdate (CANN 8.5.0), "
+     "whose document requires it; got \", indices.dim());"),
+    ("npu_scatter_nd_update_", "TORCH_CHECK(indices.dim() >= 2,\n              \"npu::npu_scatter_nd_update_: "
+     "argument 'indices' must have at least 2 dims"),
+    ("npu_transpose_batchmatmul", "TORCH_CHECK(!scale.has_value() || scale->scalar_type() == at::kLong,\n"
+     "              \"npu::npu_transpose_batchmatmul: argument 'scale' must have dtype int64 for op_sdk's "
+     "binding to aclnnTransposeBatchMatMul (CANN 8.5.0), whose document requires it; got \", "
+     "scale->scalar_type());"),
+])
+def test_tensor_requires_generates_checks_naming_argument_rule_and_value(name, check):
+    """What the APIs document beyond op_sdk's references: aclnnScatterNdUpdate takes indices
+    of at least 2 dims (the reference takes 1-D ones), aclnnTransposeBatchMatMul an int64
+    scale (the reference also takes float32): the bindings reject the rest before any
+    allocation, naming the argument, the rule and the value."""
+    source = nb.generate_source(op_sdk.get_op(name))
+    assert check in source, source
+    assert source.index(check.split(",")[0]) < source.index("op_sdk_npu::")
+
+
+@pytest.mark.parametrize("rules,words", [
+    ({"nope": {"min_dim": 2}}, "tensor_requires= names 'nope', which is no tensor argument"),
+    ({"indices": {"min_dim": 0}}, "tensor_requires= gives 'indices' the rule min_dim=0"),
+    ({"indices": {"dtype": "int128"}}, "tensor_requires= gives 'indices' the rule dtype='int128'"),
+])
+def test_tensor_requires_errors(rules, words):
+    opdef = op_sdk.get_op("npu_scatter_nd_update")
+    with pytest.raises(nb.BindingError) as err:
+        nb.check_binding(opdef, dataclasses.replace(opdef.aclnn, tensor_requires=rules))
+    assert words in str(err.value), str(err.value)
+
+
 def test_selected_binding_errors():
     opdef = op_sdk.get_op("npu_quantize")
     main = opdef.aclnn
