@@ -136,38 +136,36 @@ class _Arg:
     mutable: bool = False  # annotated (a!): the operator writes it
 
 
-def _schema_args(opdef) -> tuple[list[_Arg], int]:
+@dataclasses.dataclass(frozen=True)
+class _Schema:
+    args: list          # the written arguments (_Arg), in schema order
+    n_returns: int
+    aliased: list       # per return: the mutable argument it is (``-> Tensor(a!)``), or None
+
+
+def _schema(opdef) -> _Schema:
+    """The operator's schema as the binding sees it, from one parse."""
     import torch
 
     schema = torch._C.parse_schema(f"{opdef.qualname}{opdef.schema[len(opdef.name):]}")
     text = str(schema)
     inside = text[text.index("(") + 1: text.rindex(") ->")]
     args, kwarg_only = [], False
-    writes = {a.name: a.alias_info is not None and a.alias_info.is_write
-              for a in schema.arguments}
+    writes = {a.name: set(a.alias_info.before_set) for a in schema.arguments
+              if a.alias_info is not None and a.alias_info.is_write}
     for piece in _split_args(inside):  # "Tensor? smooth_scale1=None" -> ("Tensor?", ...)
         if piece == "*":
             kwarg_only = True
             continue
         m = re.fullmatch(r"(.+?)\s+(\w+)(=.*)?", piece.strip())
         args.append(_Arg(m.group(2), re.sub(r"\(.*?\)", "", m.group(1)).strip(), kwarg_only,
-                         writes[m.group(2)]))
+                         m.group(2) in writes))
     assert [x.name for x in args] == [x.name for x in schema.arguments], text
-    return args, len(schema.returns)
-
-
-def _aliased_returns(opdef) -> list[str | None]:
-    """For each return, the mutable argument it is (``-> Tensor(a!)``), or None."""
-    import torch
-
-    schema = torch._C.parse_schema(f"{opdef.qualname}{opdef.schema[len(opdef.name):]}")
-    sets = {a.name: set(a.alias_info.before_set) for a in schema.arguments
-            if a.alias_info is not None and a.alias_info.is_write}
-    out = []
+    aliased = []
     for r in schema.returns:
         alias = set(r.alias_info.before_set) if r.alias_info is not None else set()
-        out.append(next((name for name, s in sets.items() if alias and s == alias), None))
-    return out
+        aliased.append(next((name for name, s in writes.items() if alias and s == alias), None))
+    return _Schema(args, len(schema.returns), aliased)
 
 
 # schema type -> (C++ parameter type of the kernel, C type(s) EXEC_NPU_CMD_EXT converts it to)
@@ -250,7 +248,8 @@ def binding_plan(opdef, binding: AclnnBinding | None = None,
                     "(op_sdk/aclnn_prototypes.py); rule: every binding calls an API whose "
                     "prototype is pinned with its CANN version")
     proto = binding.prototype
-    args, n_returns = _schema_args(opdef)
+    sig = _schema(opdef)
+    args, n_returns = sig.args, sig.n_returns
     by_name = {a.name: a for a in args}
     names = {p.name for p in proto.params}
     for table, what in ((binding.rename, "rename"), (binding.constants, "constants"),
@@ -292,7 +291,7 @@ def binding_plan(opdef, binding: AclnnBinding | None = None,
         if conv not in CONVERSIONS:
             raise _fail(opdef, binding, f"convert= names '{conv}' for argument '{name}'; rule: "
                         f"a conversion of csrc/npu/binding.h ({', '.join(CONVERSIONS)})")
-    aliased = _aliased_returns(opdef)
+    aliased = sig.aliased
     for name, alias in zip(binding.outputs, aliased):
         if alias is not None and (name != alias or n_returns != 1):
             raise _fail(opdef, binding, f"the return '{name}' is the mutable argument "
@@ -513,11 +512,12 @@ def generate_source(opdef, binding: AclnnBinding | None = None) -> str:
     """The binding's C++ source, generated from its declaration."""
     binding = binding or opdef.aclnn
     branches = _branch_plans(opdef, binding)
-    args, n_returns = _schema_args(opdef)
+    sig = _schema(opdef)
+    args, n_returns = sig.args, sig.n_returns
     protos = list({b.api: b.prototype for b, _ in branches}.values())
     canns = " / ".join(dict.fromkeys(p.cann for p in protos))
     fn = f"{opdef.name}_npu"
-    aliased = _aliased_returns(opdef)
+    aliased = sig.aliased
     if aliased[0] is not None:  # in place: the mutable argument itself (binding_plan: one)
         ret = "at::Tensor&"
     else:
