@@ -302,3 +302,14 @@ def test_950_formats_fake_matches_reference():
             fargs = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args]
             fake = getattr(npu, name)(*fargs, **kwargs)
         assert (fake.shape, fake.dtype) == (real.shape, real.dtype), (name, kwargs)
+
+
+def test_950_format_outputs_and_autograd():
+    x = torch.randn(4, 6, requires_grad=True)
+    # uint8-stored formats are not differentiable; a float8 output passes its gradient back
+    assert not npu.npu_dtype_cast(x, 290).requires_grad
+    assert not npu.npu_dtype_cast(x, 296).requires_grad
+    y = npu.npu_dtype_cast(x, torch.float8_e4m3fn)
+    assert y.requires_grad
+    y.float().sum().backward()
+    assert torch.equal(x.grad, torch.ones_like(x))
