@@ -34,6 +34,8 @@ inline std::string dtype_name(c10::ScalarType t) {
     case at::kQUInt8: return "torch.quint8";
     case at::kQInt32: return "torch.qint32";
     case at::kQUInt4x2: return "torch.quint4x2";
+    case at::kFloat8_e4m3fn: return "torch.float8_e4m3fn";
+    case at::kFloat8_e5m2: return "torch.float8_e5m2";
     default: return std::string("torch.") + c10::toString(t);
   }
 }

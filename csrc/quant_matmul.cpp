@@ -16,6 +16,8 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -230,6 +232,130 @@ Tensor a4w4_per_group_matmul(const Tensor& x1, const Tensor& x2, const Tensor& s
   return out.to(code == kFloat16 ? at::kHalf : at::kBFloat16);
 }
 
+// ---- float8 / HiFloat8 inputs (Ascend 950): the float8 form of op_sdk/ops/quant_matmul.py
+// (same checks, same words). x1 / x2 float8_e4m3fn / float8_e5m2, or both HiFloat8 bits in
+// 1-byte tensors (x1_dtype = x2_dtype = 290); float32 scale (1,) / (n,); optional float32
+// pertoken_scale (1,) / (m,); float16 / bfloat16 / float32 output:
+//   out = fp32(x1 @ x2) * scale (* pertoken_scale[:, None])
+// with the exact decoded values multiplied and summed in fp64, rounded once to fp32.
+constexpr int64_t kHiFloat8In = 290, kFloat32Out = 6;
+
+bool is_float8(const Tensor& t) {
+  return t.scalar_type() == at::kFloat8_e4m3fn || t.scalar_type() == at::kFloat8_e5m2;
+}
+
+// One HiFloat8 code's value (op_sdk/ops/_formats.py, hif8_to_float): 0x80 NaN, 0x6F / 0xEF
+// +-inf, 0 / 0x80 aside the sign bit and a prefix-coded "dot" field select the exponent.
+double hif8_value(int b) {
+  if (b == 128) return std::numeric_limits<double>::quiet_NaN();
+  const int v = b & 127;
+  const double sign = (b & 128) ? -1.0 : 1.0;
+  if (v == 0) return 0.0;
+  if (v == 111) return sign * std::numeric_limits<double>::infinity();
+  const int dot = v >> 3;
+  int e = 0;
+  double m = 1.0;
+  if (dot >= 12) {
+    e = ((v >> 1) & 7) + 8, m = 1.0 + (v & 1) * 0.5;
+  } else if (dot >= 8) {
+    e = ((v >> 2) & 3) + 4, m = 1.0 + (v & 3) * 0.25;
+  } else if (dot >= 4) {
+    e = ((v >> 3) & 1) + 2, m = 1.0 + (v & 7) * 0.125;
+  } else if (dot >= 2) {
+    e = 1, m = 1.0 + (v & 7) * 0.125;
+  } else if (dot == 1) {
+    e = 0, m = 1.0 + (v & 7) * 0.125;
+  } else {
+    return sign * std::ldexp(1.0, (v & 7) - 23);
+  }
+  if (dot >= 2 && (v & (dot >= 4 ? 16 : 8))) e = -e;
+  return sign * std::ldexp(m, e);
+}
+
+Tensor float8_values(const Tensor& x, bool hif8) {
+  if (!hif8) return x.to(at::kDouble);
+  static const Tensor lut = [] {
+    Tensor t = at::empty({256}, at::kDouble);
+    double* p = t.data_ptr<double>();
+    for (int i = 0; i < 256; ++i) p[i] = hif8_value(i);
+    return t;
+  }();
+  const Tensor idx = x.contiguous().view(at::kByte).to(at::kLong);
+  return lut.index_select(0, idx.reshape({-1})).reshape(x.sizes());
+}
+
+Tensor float8_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
+                     const std::optional<Tensor>& offset, const std::optional<Tensor>& pertoken,
+                     const std::optional<Tensor>& bias, std::optional<int64_t> output_dtype,
+                     std::optional<int64_t> x1_dtype, std::optional<int64_t> x2_dtype,
+                     std::optional<int64_t> pertoken_scale_dtype,
+                     std::optional<int64_t> scale_dtype, at::OptionalIntArrayRef group_sizes,
+                     const std::optional<Tensor>& y_scale) {
+  const char* op = kOp;
+  check_none_outside_subset(op, {{"offset", offset.has_value()},
+                                 {"bias", bias.has_value()},
+                                 {"pertoken_scale_dtype", pertoken_scale_dtype.has_value()},
+                                 {"scale_dtype", scale_dtype.has_value()},
+                                 {"group_sizes", group_sizes.has_value()},
+                                 {"y_scale", y_scale.has_value()}});
+  const bool hif8 = x1_dtype == kHiFloat8In && x2_dtype == kHiFloat8In;
+  const std::tuple<const char*, const char*, const Tensor*, std::optional<int64_t>> inputs[] = {
+      {"x1", "x1_dtype", &x1, x1_dtype}, {"x2", "x2_dtype", &x2, x2_dtype}};
+  for (const auto& [name, arg, x, code] : inputs) {
+    const std::string got = code.has_value() ? std::to_string(*code) : std::string("None");
+    if (hif8) {
+      OPK_CHECK(x->element_size() == 1 && !x->is_floating_point(), op, name,
+                "must be a 1-byte integer tensor holding HiFloat8 bits (uint8 / int8), got ",
+                dtype_name(x->scalar_type()));
+    } else {
+      QMM_UNSUPPORTED(!code.has_value(), arg, "must be None or torch_npu.hifloat8 (290) (the "
+                      "supported subset), got ", got);
+      QMM_UNSUPPORTED(is_float8(*x), name, "must be float8_e4m3fn or float8_e5m2 when the other "
+                      "input is (the supported subset), got ", dtype_name(x->scalar_type()));
+    }
+  }
+  QMM_UNSUPPORTED(scale.dim() == 1, "scale", "of ", scale.dim(), " dims (per-block / per-tile "
+                  "scales) is outside the supported subset with float8 / hifloat8 inputs (1-D: "
+                  "(1,) or (n,))");
+  QMM_UNSUPPORTED(!pertoken.has_value() || pertoken->dim() == 1, "pertoken_scale", "of ",
+                  pertoken.has_value() ? pertoken->dim() : 1, " dims (per-block / per-tile "
+                  "scales) is outside the supported subset with float8 / hifloat8 inputs (1-D: "
+                  "(1,) or (m,))");
+  QMM_UNSUPPORTED(!output_dtype.has_value() ||
+                      (*output_dtype != 23 && *output_dtype != 24 && *output_dtype != 290 &&
+                       *output_dtype != 291 && *output_dtype != 292),
+                  "output_dtype", "float8 / hifloat8 outputs are outside the supported subset, got ",
+                  output_dtype.has_value() ? *output_dtype : 0);
+  const int64_t code =
+      dtype_arg(op, "output_dtype", output_dtype, {kFloat16, kBFloat16, kFloat32Out}, kInt8);
+  OPK_CHECK(x1.dim() >= 2, op, "x1", "must have at least 2 dims (m, k), got ", x1.dim());
+  OPK_CHECK(x2.dim() >= 2, op, "x2", "must have at least 2 dims (k, n), got ", x2.dim());
+  const int64_t m = x1.size(-2), k = x1.size(-1), k2 = x2.size(-2), n = x2.size(-1);
+  OPK_CHECK(k == k2, op, "x2", "must have k = ", k, " rows (x1 is (m, k)), got ", k2);
+  const auto b1 = x1.sizes().slice(0, x1.dim() - 2), b2 = x2.sizes().slice(0, x2.dim() - 2);
+  bool broadcasts = true;
+  for (int64_t i = 1; i <= std::min<int64_t>(b1.size(), b2.size()); ++i) {
+    const int64_t p = b1[b1.size() - i], q = b2[b2.size() - i];
+    broadcasts = broadcasts && (p == q || p == 1 || q == 1);
+  }
+  OPK_CHECK(broadcasts, op, "x2", "batch dims must broadcast with x1's: ", shape_str(b1), " vs ",
+            shape_str(b2));
+  QMM_UNSUPPORTED(scale.scalar_type() == at::kFloat, "scale", "must be float32 with float8 / "
+                  "hifloat8 inputs (the supported subset), got ", dtype_name(scale.scalar_type()));
+  OPK_CHECK(scale.dim() == 1 && (scale.size(0) == 1 || scale.size(0) == n), op, "scale",
+            "must have shape (1,) or (n,) = (", n, ",), got ", shape_str(scale.sizes()));
+  if (pertoken.has_value()) {
+    OPK_CHECK(pertoken->scalar_type() == at::kFloat, op, "pertoken_scale", "must be float32, got ",
+              dtype_name(pertoken->scalar_type()));
+    OPK_CHECK(pertoken->dim() == 1 && (pertoken->size(0) == 1 || pertoken->size(0) == m), op,
+              "pertoken_scale", "must have shape (1,) or (m,) = (", m, ",), got ",
+              shape_str(pertoken->sizes()));
+  }
+  Tensor out = at::matmul(float8_values(x1, hif8), float8_values(x2, hif8)).to(at::kFloat) * scale;
+  if (pertoken.has_value()) out = out * pertoken->unsqueeze(-1);
+  return out.to(code == kFloat16 ? at::kHalf : code == kBFloat16 ? at::kBFloat16 : at::kFloat);
+}
+
 Tensor npu_quant_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
                         const std::optional<Tensor>& offset,
                         const std::optional<Tensor>& pertoken_scale,
@@ -238,6 +364,9 @@ Tensor npu_quant_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
                         std::optional<int64_t> pertoken_scale_dtype,
                         std::optional<int64_t> scale_dtype, at::OptionalIntArrayRef group_sizes,
                         const std::optional<Tensor>& y_scale) {
+  if (is_float8(x1) || is_float8(x2) || (x1_dtype == kHiFloat8In && x2_dtype == kHiFloat8In))
+    return float8_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype,
+                         x2_dtype, pertoken_scale_dtype, scale_dtype, group_sizes, y_scale);
   const bool a4w4 = x1.scalar_type() == at::kInt && x2.scalar_type() == at::kInt;
   if (a4w4 && scale.dim() == 2)  // a 2-D scale: per-group A4W4
     return a4w4_per_group_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype,

@@ -16,8 +16,8 @@ def _build(v, device):
     if isinstance(v, tuple) and len(v) == 3 and v[0] == "T":
         _, shape, dtype = v
         if dtype.is_floating_point:
-            return torch.rand(*shape, device=device).to(dtype) + 0.5
-        return torch.zeros(*shape, dtype=dtype, device=device)
+            return (torch.rand(shape, device=device) + 0.5).to(dtype)
+        return torch.zeros(shape, dtype=dtype, device=device)
     if isinstance(v, (list, tuple)):
         return type(v)(_build(x, device) for x in v)
     if isinstance(v, dict):

@@ -37,7 +37,7 @@ FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 # ScalarType codes (the integer form of dtype arguments)
-UINT8, INT8, INT32, FLOAT16, BFLOAT16 = 0, 1, 3, 5, 15
+UINT8, INT8, INT32, FLOAT16, FLOAT32, BFLOAT16 = 0, 1, 3, 5, 6, 15
 QINT8, QUINT8, QINT32, QUINT4X2 = 12, 13, 14, 16
 
 INT8_MAX = 127.0

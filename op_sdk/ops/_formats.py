@@ -121,3 +121,53 @@ def quantize_float8(v: torch.Tensor, code: int) -> torch.Tensor:
     dtype = FLOAT8_CODES[code]
     fmax = torch.finfo(dtype).max
     return v.float().clamp(-fmax, fmax).to(dtype)  # NaN stays NaN; rounds half to even
+
+
+# ---- 4-bit formats, two per byte (torch_npu stores them in uint8) -----------------------------
+# float4_e2m1 (torch_npu.float4_e2m1fn_x2, 296) and float4_e1m2 (torch_npu.float4_e1m2fn_x2,
+# 297): sign, then exponent / mantissa; no inf, no NaN. The magnitudes of codes 0..7:
+FLOAT4_E2M1, FLOAT4_E1M2 = 296, 297
+FLOAT4_GRID = {
+    FLOAT4_E2M1: (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0),      # bias 1, 2 exponent bits
+    FLOAT4_E1M2: (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75),  # bias 1, 1 exponent bit
+}
+
+
+def pack_nibbles(codes: torch.Tensor) -> torch.Tensor:
+    """4-bit codes (integers, only the low 4 bits count) -> uint8, two per byte along the last
+    dim (even length): element 2i in the low nibble, 2i + 1 in the high nibble."""
+    c = codes.to(torch.int32) & 0xF
+    c = c.reshape(*c.shape[:-1], c.shape[-1] // 2, 2)
+    return (c[..., 0] | (c[..., 1] << 4)).to(torch.uint8)
+
+
+def unpack_nibbles(packed: torch.Tensor) -> torch.Tensor:
+    """The inverse of pack_nibbles: uint8 (..., n) -> int32 codes 0..15 of shape (..., 2n)."""
+    b = packed.to(torch.int32)
+    return torch.stack((b & 0xF, (b >> 4) & 0xF), dim=-1).reshape(*b.shape[:-1], -1)
+
+
+def float_to_fp4_codes(v: torch.Tensor, code: int) -> torch.Tensor:
+    """Real values -> float4 codes (int32 0..15, sign in bit 3), as CANN's Cast converts
+    (ops-math arch35 castMap: through bfloat16, round half to even at each step): v is
+    rounded to bfloat16 first, then to the nearest float4 value, ties to the even code;
+    |v| beyond the largest value (6 / 1.75) and +-inf saturate to it; NaN becomes +0
+    (float4 has no NaN; op_sdk's choice, CANN does not say)."""
+    b = v.to(torch.bfloat16).float()
+    grid = torch.tensor(FLOAT4_GRID[code], dtype=torch.float32, device=v.device)
+    a = b.abs().clamp(max=grid[-1].item())
+    hi = torch.searchsorted(grid, a.contiguous()).clamp(1, 7)
+    lo = hi - 1
+    d_lo, d_hi = a - grid[lo], grid[hi] - a
+    pick_hi = (d_hi < d_lo) | ((d_hi == d_lo) & (hi % 2 == 0))
+    mag = torch.where(pick_hi, hi, lo).to(torch.int32)
+    code4 = torch.where(torch.signbit(b), mag | 8, mag)
+    return torch.where(torch.isnan(b), 0, code4)
+
+
+def fp4_codes_to_float(codes: torch.Tensor, code: int) -> torch.Tensor:
+    """float4 codes (0..15) -> fp32 (exact)."""
+    grid = torch.tensor(FLOAT4_GRID[code], dtype=torch.float32, device=codes.device)
+    c = codes.to(torch.int64)
+    mag = grid[c & 7]
+    return torch.where((c & 8) > 0, -mag, mag)

@@ -1,5 +1,5 @@
-"""npu_quant_matmul: int8 x int8, int4 x int4 (per channel or per group of k) and int8 x
-int4 (per-group) matmul with per-channel / per-token dequantisation.
+"""npu_quant_matmul: int8 x int8, int4 x int4 (per channel or per group of k), int8 x
+int4 (per-group) and float8 / HiFloat8 matmul with per-channel / per-token dequantisation.
 
 Native CPU kernel: csrc/quant_matmul.cpp (over kernels/quant_matmul.h): an exact int8
 product (an AVX-512 VNNI kernel reading (n, k) weights in place for few-row inputs, ATen's
@@ -17,6 +17,7 @@ from op_sdk.npu_binding import AclnnBinding
 from op_sdk.ops._common import (
     BFLOAT16,
     FLOAT16,
+    FLOAT32,
     INT32,
     INT8,
     check,
@@ -26,6 +27,7 @@ from op_sdk.ops._common import (
     unpack_quant_scale,
     unsupported,
 )
+from op_sdk.ops._formats import HIFLOAT8, hif8_to_float
 
 
 _OUT_DTYPES = {INT8: torch.int8, INT32: torch.int32, FLOAT16: torch.float16,
@@ -281,10 +283,110 @@ def _a8w4_reference(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, g
     return (out * pertoken_scale).to(_OUT_DTYPES[code])
 
 
+# ---- float8 / HiFloat8 inputs (Ascend 950) ------------------------------------------------
+#
+# The forms of op-plugin's Ascend 950 tests (test/test_custom_ops/test_npu_quant_matmul.py,
+# Ascend/op-plugin @ 517f2e7d0f202f38b76310706cb977ca2388ad21: fp8_pertensor,
+# hif8_perchannel, fp8_pertoken, hif8_pertoken, fp8_doublescale, hif8_doublescale):
+# x1 / x2 float8_e4m3fn or float8_e5m2 (torch dtypes, either with either), or both HiFloat8
+# (1-byte tensors holding the bits, x1_dtype = x2_dtype = torch_npu.hifloat8, 290); scale
+# float32 (1,) or (n,); optional pertoken_scale float32 (m,) or (1,); output float16,
+# bfloat16 or float32:
+#   out = fp32(x1 @ x2) * scale (* pertoken_scale[:, None])
+# The values are decoded exactly; the products and their sum are taken in fp64 (exact
+# unless one dot product mixes magnitudes more than 2^53 apart, which e4m3 never does) and
+# rounded once to fp32; then the scales (fp32), then one rounding to the output dtype.
+# torch_npu 2.13.0 documents no 950 row of npu_quant_matmul, so everything else these
+# inputs could take (offset, bias, int64 scale, group_sizes / MX scales, y_scale, float8
+# or HiFloat8 outputs) stays outside the subset.
+
+_FLOAT8_IN = (torch.float8_e4m3fn, torch.float8_e5m2)
+_FLOAT8_OUT = {FLOAT16: torch.float16, BFLOAT16: torch.bfloat16, FLOAT32: torch.float32}
+
+
+def _is_float8_form(x1, x2, x1_dtype, x2_dtype):
+    return (x1.dtype in _FLOAT8_IN or x2.dtype in _FLOAT8_IN
+            or (x1_dtype == HIFLOAT8 and x2_dtype == HIFLOAT8))
+
+
+def check_float8(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype,
+                 x2_dtype, pertoken_scale_dtype, scale_dtype, group_sizes, y_scale,
+                 op="npu_quant_matmul"):
+    """Returns (output dtype, batch dims, m, n) of the float8 / HiFloat8 form."""
+    _none_outside_subset(op, offset=offset, bias=bias, pertoken_scale_dtype=pertoken_scale_dtype,
+                         scale_dtype=scale_dtype, group_sizes=group_sizes, y_scale=y_scale)
+    hif8 = x1_dtype == HIFLOAT8 and x2_dtype == HIFLOAT8
+    for name, x, code in (("x1", x1, x1_dtype), ("x2", x2, x2_dtype)):
+        arg = f"{name}_dtype"
+        if hif8:
+            check(x.element_size() == 1 and not x.is_floating_point(), op, name,
+                  f"must be a 1-byte integer tensor holding HiFloat8 bits (uint8 / int8), got "
+                  f"{x.dtype}")
+        else:
+            if code is not None:
+                unsupported(op, arg, f"must be None or torch_npu.hifloat8 (290) (the supported "
+                            f"subset), got {code}")
+            if x.dtype not in _FLOAT8_IN:
+                unsupported(op, name, f"must be float8_e4m3fn or float8_e5m2 when the other input "
+                            f"is (the supported subset), got {x.dtype}")
+    if scale.dim() != 1:
+        unsupported(op, "scale", f"of {scale.dim()} dims (per-block / per-tile scales) is outside "
+                    f"the supported subset with float8 / hifloat8 inputs (1-D: (1,) or (n,))")
+    if pertoken_scale is not None and pertoken_scale.dim() != 1:
+        unsupported(op, "pertoken_scale", f"of {pertoken_scale.dim()} dims (per-block / per-tile "
+                    f"scales) is outside the supported subset with float8 / hifloat8 inputs (1-D: "
+                    f"(1,) or (m,))")
+    if output_dtype in (23, 24, HIFLOAT8, 291, 292, *_FLOAT8_IN):
+        unsupported(op, "output_dtype", f"float8 / hifloat8 outputs are outside the supported "
+                    f"subset, got {output_dtype}")
+    code = dtype_arg(op, "output_dtype", output_dtype, tuple(_FLOAT8_OUT), INT8)
+    check(x1.dim() >= 2, op, "x1", f"must have at least 2 dims (m, k), got {x1.dim()}")
+    check(x2.dim() >= 2, op, "x2", f"must have at least 2 dims (k, n), got {x2.dim()}")
+    m, k = x1.shape[-2], x1.shape[-1]
+    k2, n = x2.shape[-2], x2.shape[-1]
+    check(k == k2, op, "x2", f"must have k = {k} rows (x1 is (m, k)), got {k2}")
+    try:
+        batch = torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
+    except RuntimeError:
+        check(False, op, "x2", f"batch dims must broadcast with x1's: {list(x1.shape[:-2])} vs "
+              f"{list(x2.shape[:-2])}")
+    if scale.dtype != torch.float32:
+        unsupported(op, "scale", f"must be float32 with float8 / hifloat8 inputs (the supported "
+                    f"subset), got {scale.dtype}")
+    check(scale.dim() == 1 and scale.shape[0] in (1, n), op, "scale",
+          f"must have shape (1,) or (n,) = ({n},), got {list(scale.shape)}")
+    if pertoken_scale is not None:
+        check(pertoken_scale.dtype == torch.float32, op, "pertoken_scale",
+              f"must be float32, got {pertoken_scale.dtype}")
+        check(pertoken_scale.dim() == 1 and pertoken_scale.shape[0] in (1, m), op,
+              "pertoken_scale", f"must have shape (1,) or (m,) = ({m},), got "
+              f"{list(pertoken_scale.shape)}")
+    return code, tuple(batch), m, n
+
+
+def _float8_values(x, code):
+    if code == HIFLOAT8:
+        return hif8_to_float(x.view(torch.uint8)).double()
+    return x.double()
+
+
+def _float8_reference(x1, x2, scale, pertoken_scale, x1_dtype, x2_dtype, code):
+    acc = torch.matmul(_float8_values(x1, x1_dtype), _float8_values(x2, x2_dtype)).float()
+    out = acc * scale
+    if pertoken_scale is not None:
+        out = out * pertoken_scale[:, None]
+    return out.to(_FLOAT8_OUT[code])
+
+
 def quant_matmul_reference(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=None,
                            output_dtype=None, x1_dtype=None, x2_dtype=None,
                            pertoken_scale_dtype=None, scale_dtype=None, group_sizes=None,
                            y_scale=None):
+    if _is_float8_form(x1, x2, x1_dtype, x2_dtype):
+        code, *_ = check_float8(x1, x2, scale, offset, pertoken_scale, bias, output_dtype,
+                                x1_dtype, x2_dtype, pertoken_scale_dtype, scale_dtype,
+                                group_sizes, y_scale)
+        return _float8_reference(x1, x2, scale, pertoken_scale, x1_dtype, x2_dtype, code)
     if _is_a4w4_per_group(x1, x2, scale):
         return _a4w4_per_group_reference(x1, x2, scale, offset, pertoken_scale, bias,
                                          output_dtype, x1_dtype, x2_dtype,
@@ -321,6 +423,11 @@ def quant_matmul_fake(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=N
                       output_dtype=None, x1_dtype=None, x2_dtype=None,
                       pertoken_scale_dtype=None, scale_dtype=None, group_sizes=None,
                       y_scale=None):
+    if _is_float8_form(x1, x2, x1_dtype, x2_dtype):
+        code, batch, m, n = check_float8(x1, x2, scale, offset, pertoken_scale, bias,
+                                         output_dtype, x1_dtype, x2_dtype, pertoken_scale_dtype,
+                                         scale_dtype, group_sizes, y_scale)
+        return x1.new_empty((*batch, m, n), dtype=_FLOAT8_OUT[code])
     if _is_a4w4_per_group(x1, x2, scale):
         code, _, n, _ = check_a4w4_per_group(
             x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype, x2_dtype,
@@ -375,8 +482,8 @@ npu_quant_matmul = define_op(
                                  "scale_dtype": None, "group_sizes": None, "y_scale": None},
                        meta_only=("output_dtype",), convert={"scale": "quant_matmul_scale"}),
     reference=quant_matmul_reference, fake=quant_matmul_fake, native=("cpu",),
-    doc="int8 x int8, int4 x int4 (per channel or per group of k) and int8 x int4 (per-group) "
-        "matmul with per-channel / per-token dequantisation.",
+    doc="int8 x int8, int4 x int4 (per channel or per group of k), int8 x int4 (per-group) "
+        "and float8 / hifloat8 matmul with per-channel / per-token dequantisation.",
     benchmarks=(
         Benchmark(bench_inputs(5632), bench_composite, "torch._int_mm + dequant (eager)",
                   composite=bench_composite, n=5632,

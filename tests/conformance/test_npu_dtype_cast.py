@@ -12,7 +12,7 @@ assertRtolEqual.
 
 Differs (docs/conformance.md): storage formats (4, 29) do not exist on CPU (ND);
 create_graph double backward gives no graph when grad_outputs does not require grad (as
-Tensor.to; upstream expects one); the int4 cast (torch_npu.int4) raises; the multi-device
+Tensor.to; upstream expects one); the multi-device
 copy case is not about npu_dtype_cast and needs two devices (skipped); the complex
 case's autograd node is not named NpuDtypeCastBackward (only its presence is checked).
 """
@@ -68,11 +68,11 @@ def test_dtype_cast_multidevice():
 
 
 def test_dtype_cast_int4():
-    # Ascend950: int32 [1, 2, 3, 4] -> torch_npu.int4, two per byte: uint8 [33, 67]; not a
-    # dtype of the contract's casts
+    # Ascend950: int32 [1, 2, 3, 4] -> torch_npu.int4, two per byte (element 2i in the low
+    # nibble): uint8 [33, 67]
     x = torch.tensor([1, 2, 3, 4], dtype=torch.int32)
-    with pytest.raises(RuntimeError, match=r"npu_dtype_cast: argument 'dtype'"):
-        npu.npu_dtype_cast(x, dtype=NPU_INT4, input_dtype=torch.int32)
+    out = npu.npu_dtype_cast(x, dtype=NPU_INT4, input_dtype=torch.int32)
+    assert out.dtype == torch.uint8 and out.tolist() == [33, 67]
 
 
 # ---- torch_npu test/custom_ops/test_npu_dtype_cast.py ------------------------------------------

@@ -17,6 +17,19 @@ SCHEMAS = [
 ]
 
 
+def _f8(*shape, dtype):
+    """float8 values of every magnitude (no NaN): normal values times a random power of two."""
+    v = torch.randn(*shape) * torch.pow(2.0, torch.randint(-6, 6, shape).float())
+    return v.clamp(-448, 448).to(dtype)
+
+
+def _hif8(*shape):
+    """HiFloat8 codes without NaN (0x80) or +-inf (0x6F / 0xEF)."""
+    c = torch.randint(0, 256, shape, dtype=torch.uint8)
+    bad = (c == 0x80) | (c == 0x6F) | (c == 0xEF)
+    return torch.where(bad, torch.zeros_like(c), c)
+
+
 def samples():
     return [
         ("npu_quant_matmul", (rand_i8(5, 32), rand_i8(32, 16), torch.rand(16) / 100), {}),
@@ -28,6 +41,11 @@ def samples():
         # a (batch, 1, n) bias of a 3-D output
         ("npu_quant_matmul", (rand_i8(3, 5, 32), rand_i8(32, 16), torch.rand(16) / 100),
          {"bias": torch.randint(-9, 9, (3, 1, 16), dtype=torch.int32)}),
+        # HiFloat8 inputs (Ascend 950); float8 inputs are not samples: opcheck's schema check
+        # multiplies the inputs, which torch does not for float8 (meta_grid and
+        # test_float8_inputs cover them)
+        ("npu_quant_matmul", (_hif8(5, 32), _hif8(32, 16), torch.rand(1)),
+         {"x1_dtype": 290, "x2_dtype": 290, "output_dtype": torch.float32}),
     ]
 
 
@@ -62,12 +80,25 @@ def meta_grid():
             x1 = pack_int4(torch.randint(-8, 8, (m, 64), dtype=i8))
             cases.append(("npu_quant_matmul", (x1, x2, pos(24)), {"output_dtype": fp16}))
             cases.append(("npu_quant_matmul", (x1, x2, pos(24)), {"output_dtype": bf16, "pertoken_scale": pos(m)}))
+    for out in (fp16, bf16, torch.float32):  # float8 / HiFloat8 inputs
+        for lead in ((), (2,)):
+            cases.append(("npu_quant_matmul", (_f8(*lead, 5, 32, dtype=E4M3), _f8(32, 16, dtype=E4M3), pos(16)),
+                          {"output_dtype": out}))
+            cases.append(("npu_quant_matmul", (_f8(*lead, 5, 32, dtype=E5M2), _f8(32, 16, dtype=E4M3), pos(1)),
+                          {"pertoken_scale": pos(5), "output_dtype": out}))
+            cases.append(("npu_quant_matmul", (_hif8(*lead, 5, 32), _hif8(32, 16), pos(16)),
+                          {"pertoken_scale": pos(5), "x1_dtype": 290, "x2_dtype": 290, "output_dtype": out}))
     for out in (fp16, bf16):  # A8W4 per group
         cases.append(("npu_quant_matmul", (rand_i8(3, 512), pack_int4(torch.randint(-8, 8, (512, 16), dtype=i8)),
                                            torch.randint(1, 2**30, (2, 16))),
                       {"pertoken_scale": pos(3, 1), "offset": torch.randn(16), "output_dtype": out}))
     return cases
 
+
+E4M3, E5M2, f32 = torch.float8_e4m3fn, torch.float8_e5m2, torch.float32
+F8 = (T(4, 8, dtype=E4M3), T(8, 6, dtype=E5M2), T(6))
+HIF8_ARGS = (T(4, 8, dtype=torch.uint8), T(8, 6, dtype=torch.uint8), T(6))
+HIF8 = {"x1_dtype": 290, "x2_dtype": 290}
 
 # (case id, operator, args, kwargs, argument named in the error, exception type)
 CASES = [
@@ -97,6 +128,34 @@ CASES = [
      {"bias": T(2, 1, 6, dtype=torch.int32)}, "bias", RuntimeError),
     ("qmm/2d-bias", "npu_quant_matmul", (T(2, 4, 8, dtype=i8), T(8, 6, dtype=i8), T(6)),
      {"bias": T(1, 6, dtype=torch.int32)}, "bias", RuntimeError),
+    # float8 / HiFloat8 inputs
+    ("qmm/f8-output-int8", "npu_quant_matmul", F8, {}, "output_dtype", RuntimeError),
+    ("qmm/f8-output-int32", "npu_quant_matmul", F8, {"output_dtype": torch.int32}, "output_dtype", RuntimeError),
+    ("qmm/f8-x2-int8", "npu_quant_matmul", (T(4, 8, dtype=E4M3), T(8, 6, dtype=i8), T(6)),
+     {"output_dtype": f32}, "x2", NotImplementedError),
+    ("qmm/f8-x1-dtype", "npu_quant_matmul", F8, {"x1_dtype": 296, "output_dtype": f32}, "x1_dtype",
+     NotImplementedError),
+    ("qmm/f8-offset", "npu_quant_matmul", F8, {"offset": T(6), "output_dtype": f32}, "offset",
+     NotImplementedError),
+    ("qmm/f8-bias", "npu_quant_matmul", F8, {"bias": T(6), "output_dtype": f32}, "bias", NotImplementedError),
+    ("qmm/f8-mx-scale", "npu_quant_matmul", F8, {"scale_dtype": 293, "output_dtype": f32}, "scale_dtype",
+     NotImplementedError),
+    ("qmm/f8-group-sizes", "npu_quant_matmul", F8, {"group_sizes": [1, 1, 32], "output_dtype": f32},
+     "group_sizes", NotImplementedError),
+    ("qmm/f8-scale-int64", "npu_quant_matmul", (T(4, 8, dtype=E4M3), T(8, 6, dtype=E5M2), T(6, dtype=torch.int64)),
+     {"output_dtype": f32}, "scale", NotImplementedError),
+    ("qmm/f8-scale-shape", "npu_quant_matmul", (T(4, 8, dtype=E4M3), T(8, 6, dtype=E5M2), T(5)),
+     {"output_dtype": f32}, "scale", RuntimeError),
+    ("qmm/f8-pertoken-shape", "npu_quant_matmul", F8, {"pertoken_scale": T(3), "output_dtype": f32},
+     "pertoken_scale", RuntimeError),
+    ("qmm/f8-k", "npu_quant_matmul", (T(4, 8, dtype=E4M3), T(7, 6, dtype=E5M2), T(6)),
+     {"output_dtype": f32}, "x2", RuntimeError),
+    ("qmm/hif8-storage", "npu_quant_matmul", (T(4, 8, dtype=torch.int16), T(8, 6, dtype=torch.uint8), T(6)),
+     {**HIF8, "output_dtype": f32}, "x1", RuntimeError),
+    ("qmm/hif8-float8-storage", "npu_quant_matmul", (T(4, 8, dtype=E4M3), T(8, 6, dtype=torch.uint8), T(6)),
+     {**HIF8, "output_dtype": f32}, "x1", RuntimeError),
+    ("qmm/hif8-output", "npu_quant_matmul", HIF8_ARGS, {**HIF8, "output_dtype": 290}, "output_dtype",
+     NotImplementedError),
 ] + [
     # per-group A4W4 (int32 x1 and x2, a 2-D scale): k = 520 (3 groups, the last of 8 rows),
     # n = 24; each entry breaks one rule of an otherwise valid call
@@ -471,3 +530,80 @@ def test_quant_matmul_batched_bias_rules_and_fake():
         a, w, s = rand_i8(b, 3, 16), rand_i8(16, 8), torch.rand(8)
         bias = torch.randint(-9, 9, (b, 1, 8), dtype=torch.int32)
         assert torch.equal(compiled(a, w, s, bias), f(a, w, s, bias))
+
+
+# ---- float8 / HiFloat8 inputs (Ascend 950) ------------------------------------------------
+
+from tests.conformance._golden import hifloat8_to_float as _hif8_golden  # noqa: E402
+
+
+def _golden_f8(a, b, scale, pertoken=None):
+    """Independent: decoded values, an fp64 einsum (exact for float8_e4m3fn; the
+    reference's fp64 matmul sums in another order), one rounding to fp32, the scales."""
+    acc = torch.einsum("...mk,...kn->...mn", a.double(), b.double()).float()
+    out = acc * scale
+    return out if pertoken is None else out * pertoken[:, None]
+
+
+@pytest.mark.parametrize("out", [fp16, bf16, torch.float32])
+@pytest.mark.parametrize("d1,d2", [(torch.float8_e4m3fn, torch.float8_e4m3fn),
+                                   (torch.float8_e4m3fn, torch.float8_e5m2),
+                                   (torch.float8_e5m2, torch.float8_e5m2)])
+def test_float8_inputs(d1, d2, out):
+    torch.manual_seed(0)
+    x1, x2 = _f8(3, 7, 48, dtype=d1), _f8(48, 20, dtype=d2)
+    scale, pt = torch.rand(20) + 0.5, torch.rand(7) + 0.5
+    got = npu.npu_quant_matmul(x1, x2, scale, pertoken_scale=pt, output_dtype=out)
+    want = _golden_f8(x1.float(), x2.float(), scale, pt).to(out)
+    assert got.dtype == out and got.shape == (3, 7, 20)
+    assert torch.equal(got, want)
+    # per-tensor scale, no pertoken_scale, x1 a transposed view (upstream's fp8_pertensor)
+    x1t = _f8(48, 7, dtype=d1)
+    got = npu.npu_quant_matmul(x1t.t(), x2, scale[:1], output_dtype=out)
+    assert torch.equal(got, _golden_f8(x1t.float().t(), x2.float(), scale[:1]).to(out))
+    assert torch.equal(got, quant_matmul_reference(x1t.t(), x2, scale[:1], output_dtype=out))
+
+
+@pytest.mark.parametrize("storage", [torch.uint8, torch.int8])
+def test_hifloat8_inputs(storage):
+    torch.manual_seed(0)
+    c1, c2 = _hif8(9, 40), _hif8(40, 12)
+    scale, pt = torch.rand(12) + 0.5, torch.rand(1) + 0.5
+    got = npu.npu_quant_matmul(c1.view(storage), c2.view(storage), scale, pertoken_scale=pt,
+                               x1_dtype=290, x2_dtype=290, output_dtype=torch.float32)
+    want = _golden_f8(_hif8_golden(c1), _hif8_golden(c2), scale, pt)
+    torch.testing.assert_close(got, want, rtol=2e-7, atol=0)  # fp64 sums in another order
+    ref = quant_matmul_reference(c1.view(storage), c2.view(storage), scale, pertoken_scale=pt,
+                                 x1_dtype=290, x2_dtype=290, output_dtype=torch.float32)
+    assert torch.equal(got, ref)
+
+
+def test_float8_special_values_propagate():
+    x1 = torch.tensor([[1.0, float("nan")], [2.0, 3.0]]).to(torch.float8_e5m2)
+    x2 = torch.tensor([[1.0, float("inf")], [1.0, 1.0]]).to(torch.float8_e5m2)
+    out = npu.npu_quant_matmul(x1, x2, torch.ones(1), output_dtype=torch.float32)
+    assert torch.isnan(out[0]).all() and out[1, 0] == 5.0 and out[1, 1] == float("inf")
+    # HiFloat8 NaN (0x80) and inf (0x6F) codes decode as such
+    c1 = torch.tensor([[0x80, 0x08]], dtype=torch.uint8)  # NaN, 1.0
+    c2 = torch.tensor([[0x08], [0x6F]], dtype=torch.uint8)  # 1.0, inf
+    out = npu.npu_quant_matmul(c1, c2, torch.ones(1), x1_dtype=290, x2_dtype=290,
+                               output_dtype=torch.float32)
+    assert torch.isnan(out).all()
+    assert npu.npu_quant_matmul(c1[:, 1:], c2[1:], torch.ones(1), x1_dtype=290, x2_dtype=290,
+                                output_dtype=torch.float32).item() == float("inf")
+
+
+def test_float8_fake_matches_kernel():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from op_sdk.ops.quant_matmul import quant_matmul_fake
+
+    for name, args, kwargs in meta_grid():
+        if not (args[0].dtype in (torch.float8_e4m3fn, torch.float8_e5m2) or "x1_dtype" in kwargs):
+            continue
+        real = npu.npu_quant_matmul(*args, **kwargs)
+        with FakeTensorMode() as mode:
+            fake = quant_matmul_fake(*[mode.from_tensor(a) if isinstance(a, torch.Tensor) else a
+                                       for a in args], **{k: mode.from_tensor(v) if isinstance(v, torch.Tensor) else v
+                                                          for k, v in kwargs.items()})
+        assert (fake.shape, fake.dtype) == (real.shape, real.dtype)

@@ -175,3 +175,20 @@ def test_npu_quantize_float8_targets_differ_from_torch_npus_meta(div_mode):
         assert out.shape == x.shape and out.dtype == meta_dtype
         with pytest.raises(RuntimeError, match="npu_quantize: argument 'dtype' must be one of"):
             torch.ops.npu.npu_quantize(x, s, None, code, -1, div_mode)
+
+
+def test_npu_dtype_cast_differs_from_torch_npus_meta():
+    """Where op_sdk's npu_dtype_cast refuses what torch_npu 2.13.0's Meta answers
+    (docs/operators.md, "Answered differently"): input_dtype=torch_npu.int4 (285), which
+    CANN's aclnnCast takes as an output only, and casts outside aclnnCast's documented
+    Ascend 950 paths."""
+    u = torch.zeros(4, 6, dtype=torch.uint8)
+    out = torch.ops.npu.npu_dtype_cast(u.to("meta"), 6, 285)
+    assert out.shape == u.shape and out.dtype == torch.float32
+    with pytest.raises(RuntimeError, match="npu_dtype_cast: argument 'input_dtype'"):
+        torch.ops.npu.npu_dtype_cast(u, 6, 285)
+    f8 = torch.zeros(4, 6, dtype=torch.float8_e4m3fn)
+    out = torch.ops.npu.npu_dtype_cast(f8.to("meta"), 3)
+    assert out.shape == f8.shape and out.dtype == torch.int32
+    with pytest.raises(RuntimeError, match="npu_dtype_cast: argument 'dtype'"):
+        torch.ops.npu.npu_dtype_cast(f8, 3)
