@@ -15,7 +15,11 @@ at::Tensor npu_dtype_cast_npu(
     const at::Tensor& input,
     int64_t dtype,
     c10::optional<int64_t> input_dtype) {
-  auto outputs = op_sdk_npu::empty_outputs("npu::npu_dtype_cast", {op_sdk_npu::meta(input), c10::IValue(dtype), c10::IValue(input_dtype)}, input.device());
+  TORCH_CHECK(dtype == 0 || dtype == 1 || dtype == 2 || dtype == 3 || dtype == 4 || dtype == 5 || dtype == 6 || dtype == 7 || dtype == 8 || dtype == 9 || dtype == 10 || dtype == 11 || dtype == 15 || dtype == 23 || dtype == 24 || dtype == 291 || dtype == 292,
+              "npu::npu_dtype_cast: argument 'dtype' must be 0 or 1 or 2 or 3 or 4 or 5 or 6 or 7 or 8 or 9 or 10 or 11 or 15 or 23 or 24 or 291 or 292 for op_sdk's binding to aclnnCast (CANN 8.5.0), which has no parameter for other values");
+  TORCH_CHECK(!input_dtype.has_value(),
+              "npu::npu_dtype_cast: argument 'input_dtype' must be None for op_sdk's binding to aclnnCast (CANN 8.5.0), which has no parameter for other values");
+  auto outputs = op_sdk_npu::empty_outputs("npu::npu_dtype_cast", {op_sdk_npu::meta(input), c10::IValue(dtype), c10::IValue()}, input.device());
   at::Tensor y_out = outputs[0];
   const at::ScalarType y_dtype = y_out.scalar_type();
   OPSDK_CHECK_ACLNN_ARGS(aclnnCast, input, y_dtype, y_out);

@@ -226,8 +226,13 @@ npu_dtype_cast = define_op(
     "npu_dtype_cast(Tensor input, int dtype, int? input_dtype=None) -> Tensor",
     # dtype chooses y's dtype and shape (the Meta function), which aclnnCast casts to;
     # input_dtype relabels the input's storage (its aclTensor's dtype on the NPU)
+    # and the HiFloat8 / float4 / int4 targets are uint8-stored outputs whose aclTensor
+    # needs its 950 aclDataType: the binding passes tensors in their torch dtype, so it
+    # refuses those forms by name instead of casting to plain uint8
     aclnn=AclnnBinding("aclnnCast", outputs=("y",), rename={"self": "input"},
-                       dtype_of={"dtype": "y"}, meta_only=("dtype", "input_dtype")),
+                       dtype_of={"dtype": "y"}, meta_only=("dtype", "input_dtype"),
+                       requires={"dtype": tuple(sorted(_CAST_TARGETS)) + tuple(sorted(_FLOAT8)),
+                                 "input_dtype": None}),
     reference=dtype_cast_reference, fake=dtype_cast_fake,
     backward=_cast_backward, setup_context=_cast_setup,
     doc="Cast to dtype (complex, float8, hifloat8, float4 and int4 too; input_dtype "

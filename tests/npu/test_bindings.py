@@ -482,3 +482,20 @@ def test_deliverables_claim_no_more_than_the_tests_reach():
                 f"prototype{'s' if len(branches) > 1 else ''}): {BINDING_LEVEL}")
     missing = dataclasses.replace(op_sdk.get_op("npu_rms_norm"), name="npu_rms_norm_nowhere")
     assert "declared, source not generated" in npu_deliverables(missing)["opplugin_binding"]
+
+
+def test_dtype_cast_binding_refuses_the_forms_its_tensors_cannot_describe():
+    """npu_dtype_cast's HiFloat8 / float4 / int4 targets are uint8-stored outputs and
+    input_dtype relabels the input's storage: aclnnCast would need their 950 aclDataType,
+    while the binding passes tensors in their torch dtype (a HiFloat8 target would become a
+    plain cast to uint8). The binding refuses those calls before any allocation; the
+    numeric and float8 targets stay bound."""
+    source = nb.generate_source(op_sdk.get_op("npu_dtype_cast"))
+    start = source.index("TORCH_CHECK(dtype ==")
+    dtype_check = source[start:source.index(",\n", start)]
+    allowed = {int(v) for v in re.findall(r"dtype == (\d+)", dtype_check)}
+    for code in (290, 296, 297, 285):
+        assert code not in allowed
+    assert {0, 1, 5, 6, 9, 15, 23, 24, 291, 292} <= allowed
+    assert "TORCH_CHECK(!input_dtype.has_value()," in source
+    assert source.index("TORCH_CHECK(!input_dtype") < source.index("op_sdk_npu::empty_outputs")
