@@ -4,7 +4,9 @@
 // Few rows (M <= OP_SDK_TBMM_MAX_M, default 16; above 8 rows only up to 2^23 multiply-adds
 // in all) with a (B, K, N) weight of contiguous rows: the register-blocked kernel of
 // kernels/batch_matmul.h, threaded over (batch, column panel). Otherwise ATen's bmm into
-// the permuted output view.
+// the permuted output view, except for 16-bit inputs on the AVX2 paths: there ATen's
+// bf16 / fp16 bmm has no native GEMM to call (no AVX-512 BF16 / AMX), so the register-
+// blocked kernel takes every row count.
 #include <torch/library.h>
 
 #include <vector>
@@ -119,7 +121,10 @@ Tensor npu_transpose_batchmatmul(const Tensor& input, const Tensor& weight,
     // above 8 rows only small problems (decode-sized heads): on larger ones oneDNN's
     // AMX-bf16 GEMM wins (32 heads x 16 rows x 128 x 512: 263 us against 364 us here)
     const bool few = p.m <= 8 || p.b * p.m * p.k * p.n <= (int64_t(1) << 23);
-    const bool small = p.m <= small_m_limit() && few && (p.n <= 1 || w.stride(2) == 1);
+    const bool slow_aten = input.scalar_type() != at::kFloat &&
+                           (opk::isa() == opk::Isa::avx2 || opk::isa() == opk::Isa::avx2_vnni);
+    const bool small = ((p.m <= small_m_limit() && few) || slow_aten) &&
+                       (p.n <= 1 || w.stride(2) == 1);
     if (!small) {
       Tensor out_bmn = out.permute({1, 0, 2});
       at::bmm_out(out_bmn, x, w);

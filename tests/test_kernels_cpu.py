@@ -37,8 +37,10 @@ for m, k, n in [(1, 96, 40), (1, 1, 5), (3, 77, 45), (8, 200, 70), (17, 100, 31)
     for layout in ("nk", "kn"):
         qmm.test_quant_matmul(m, k, n, layout)
 qmm.test_quant_matmul_non_contiguous_batched_and_empty()
-for m in (1, 4, 9):
+# 33 rows: above the few-row limit (ATen's bmm, or the blocked kernel on the AVX2 paths)
+for m in (1, 4, 9, 33):
     tbmm.test_transpose_batchmatmul(torch.bfloat16, m, 3, 40, 70, [1, 0, 2], [0, 1, 2])
+    tbmm.test_transpose_batchmatmul(torch.float16, m, 3, 40, 70, [1, 0, 2], [0, 1, 2])
 tbmm.test_transpose_batchmatmul_non_contiguous_and_empty()
 print("ok")
 """
