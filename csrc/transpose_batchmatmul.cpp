@@ -132,8 +132,9 @@ Tensor npu_transpose_batchmatmul(const Tensor& input, const Tensor& weight,
       out.zero_();
     } else {
       const Tensor xr = x.stride(2) == 1 ? x : x.contiguous();
-      // ~8 KB of weight columns per task (the register block is 4 vectors wide)
-      const int64_t panel = std::max<int64_t>(64, (8192 / std::max<int64_t>(p.k, 1)) / 64 * 64);
+      // ~8 KB of weight columns per task, at least 128 columns (the one-row register
+      // block is 8 vectors wide: 128 columns with AVX-512)
+      const int64_t panel = std::max<int64_t>(128, (8192 / std::max<int64_t>(p.k, 1)) / 64 * 64);
       const int64_t panels = (p.n + panel - 1) / panel;
       dispatch_float(input.scalar_type(), [&](auto tx) {
         using T = decltype(tx);

@@ -1,5 +1,7 @@
 // Body of the few-row matmul of batch_matmul.h, compiled once per instruction set.
 
+constexpr int64_t kPrefetchRows = 8;
+
 // MB rows of x times NV column vectors starting at column j (cnt: Full, or the element
 // count of a single partial vector when NV == 1).
 template <int MB, int NV, typename T, typename Cnt>
@@ -10,6 +12,10 @@ inline void small_m_block(const float* x, int64_t ldx, const T* w, int64_t ldw, 
     for (int v = 0; v < NV; ++v) acc[i][v] = zero();
   for (int64_t kk = 0; kk < k; ++kk) {
     const T* wr = w + kk * ldw + j;
+    // the weight is read down a column panel, one short piece per row: fetch the piece
+    // kPrefetchRows rows ahead so DRAM latency is not paid row by row (decode-sized x, where
+    // the weight is the whole cost)
+    __builtin_prefetch(wr + kPrefetchRows * ldw, 0, 3);
     Vec wv[NV];
     for (int v = 0; v < NV; ++v) wv[v] = load(wr + v * Vec::N, cnt);
     for (int i = 0; i < MB; ++i) {
@@ -27,7 +33,9 @@ inline void small_m_rows(const float* x, int64_t ldx, const T* w, int64_t ldw, T
   // vectors per block: 4 with AVX-512's 32 registers (6 x 4 accumulators, 4 weight
   // vectors, 1 broadcast), 2 with the 16 of AVX2 (6 x 2 + 2 + 1), where 6 x 4 would spill
   // the accumulators to the stack on every step of k
-  constexpr int kNV = Vec::N >= 16 ? 4 : 2;
+  // One or two rows (decode): the weight is the whole cost, so a block spans 8 (1 row) or
+  // 4 (2 rows) vectors: whole cache lines of each weight row in one pass down the panel.
+  constexpr int kNV = MB == 1 ? 8 : MB == 2 ? 4 : Vec::N >= 16 ? 4 : 2;
   int64_t j = n0;
   for (; j + kNV * Vec::N <= n1; j += kNV * Vec::N)
     small_m_block<MB, kNV>(x, ldx, w, ldw, out, ldo, k, j, Full{});
