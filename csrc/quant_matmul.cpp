@@ -328,18 +328,7 @@ Tensor float8_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
                   output_dtype.has_value() ? *output_dtype : 0);
   const int64_t code =
       dtype_arg(op, "output_dtype", output_dtype, {kFloat16, kBFloat16, kFloat32Out}, kInt8);
-  OPK_CHECK(x1.dim() >= 2, op, "x1", "must have at least 2 dims (m, k), got ", x1.dim());
-  OPK_CHECK(x2.dim() >= 2, op, "x2", "must have at least 2 dims (k, n), got ", x2.dim());
-  const int64_t m = x1.size(-2), k = x1.size(-1), k2 = x2.size(-2), n = x2.size(-1);
-  OPK_CHECK(k == k2, op, "x2", "must have k = ", k, " rows (x1 is (m, k)), got ", k2);
-  const auto b1 = x1.sizes().slice(0, x1.dim() - 2), b2 = x2.sizes().slice(0, x2.dim() - 2);
-  bool broadcasts = true;
-  for (int64_t i = 1; i <= std::min<int64_t>(b1.size(), b2.size()); ++i) {
-    const int64_t p = b1[b1.size() - i], q = b2[b2.size() - i];
-    broadcasts = broadcasts && (p == q || p == 1 || q == 1);
-  }
-  OPK_CHECK(broadcasts, op, "x2", "batch dims must broadcast with x1's: ", shape_str(b1), " vs ",
-            shape_str(b2));
+  const auto [m, n] = check_matmul_shapes(op, x1, x2);
   QMM_UNSUPPORTED(scale.scalar_type() == at::kFloat, "scale", "must be float32 with float8 / "
                   "hifloat8 inputs (the supported subset), got ", dtype_name(scale.scalar_type()));
   OPK_CHECK(scale.dim() == 1 && (scale.size(0) == 1 || scale.size(0) == n), op, "scale",

@@ -40,6 +40,25 @@ inline void check_none_outside_subset(
     QMM_UNSUPPORTED(!is_given, name, "is outside the supported subset (must be None)");
 }
 
+// The (m, k) x (k, n) product's shapes: at least 2 dims each, the same k, batch dims that
+// broadcast. Returns {m, n}.
+inline std::pair<int64_t, int64_t> check_matmul_shapes(const char* op, const at::Tensor& x1,
+                                                       const at::Tensor& x2) {
+  OPK_CHECK(x1.dim() >= 2, op, "x1", "must have at least 2 dims (m, k), got ", x1.dim());
+  OPK_CHECK(x2.dim() >= 2, op, "x2", "must have at least 2 dims (k, n), got ", x2.dim());
+  const int64_t k = x1.size(-1), k2 = x2.size(-2);
+  OPK_CHECK(k == k2, op, "x2", "must have k = ", k, " rows (x1 is (m, k)), got ", k2);
+  const auto b1 = x1.sizes().slice(0, x1.dim() - 2), b2 = x2.sizes().slice(0, x2.dim() - 2);
+  bool broadcasts = true;
+  for (int64_t i = 1; i <= std::min<int64_t>(b1.size(), b2.size()); ++i) {
+    const int64_t p = b1[b1.size() - i], q = b2[b2.size() - i];
+    broadcasts = broadcasts && (p == q || p == 1 || q == 1);
+  }
+  OPK_CHECK(broadcasts, op, "x2", "batch dims must broadcast with x1's: ", shape_str(b1),
+            " vs ", shape_str(b2));
+  return {x1.size(-2), x2.size(-1)};
+}
+
 inline int64_t check_quant_matmul(const char* op, const at::Tensor& x1, const at::Tensor& x2,
                                   const at::Tensor& scale,
                                   const std::optional<at::Tensor>& offset,
@@ -58,18 +77,7 @@ inline int64_t check_quant_matmul(const char* op, const at::Tensor& x1, const at
                   "must be int8 (the supported subset), got ", dtype_name(x2.scalar_type()));
   const int64_t code =
       dtype_arg(op, "output_dtype", output_dtype, {kInt8, kInt32, kFloat16, kBFloat16}, kInt8);
-  OPK_CHECK(x1.dim() >= 2, op, "x1", "must have at least 2 dims (m, k), got ", x1.dim());
-  OPK_CHECK(x2.dim() >= 2, op, "x2", "must have at least 2 dims (k, n), got ", x2.dim());
-  const int64_t m = x1.size(-2), k = x1.size(-1), k2 = x2.size(-2), n = x2.size(-1);
-  OPK_CHECK(k == k2, op, "x2", "must have k = ", k, " rows (x1 is (m, k)), got ", k2);
-  const auto b1 = x1.sizes().slice(0, x1.dim() - 2), b2 = x2.sizes().slice(0, x2.dim() - 2);
-  bool broadcasts = true;
-  for (int64_t i = 1; i <= std::min<int64_t>(b1.size(), b2.size()); ++i) {
-    const int64_t p = b1[b1.size() - i], q = b2[b2.size() - i];
-    broadcasts = broadcasts && (p == q || p == 1 || q == 1);
-  }
-  OPK_CHECK(broadcasts, op, "x2", "batch dims must broadcast with x1's: ", shape_str(b1),
-            " vs ", shape_str(b2));
+  const auto [m, n] = check_matmul_shapes(op, x1, x2);
   OPK_CHECK(scale.dim() == 1 && (scale.size(0) == 1 || scale.size(0) == n), op, "scale",
             "must have shape (1,) or (n,) = (", n, ",), got ", shape_str(scale.sizes()));
   OPK_CHECK(scale.scalar_type() == at::kFloat || scale.scalar_type() == at::kBFloat16, op,
@@ -90,7 +98,8 @@ inline int64_t check_quant_matmul(const char* op, const at::Tensor& x1, const at
               dtype_name(offset->scalar_type()), " ", shape_str(offset->sizes()));
   }
   if (bias.has_value()) {
-    const std::vector<int64_t> batch = at::infer_size(b1, b2);
+    const std::vector<int64_t> batch = at::infer_size(x1.sizes().slice(0, x1.dim() - 2),
+                                                      x2.sizes().slice(0, x2.dim() - 2));
     if (bias->dim() == 3) {
       // (batch, 1, n): one bias row per batch of a 3-D output (torch_npu's documented form)
       OPK_CHECK(batch.size() == 1 && bias->size(0) == batch[0] && bias->size(1) == 1 &&

@@ -42,6 +42,21 @@ def _none_outside_subset(op, **given):
             unsupported(op, name, "is outside the supported subset (must be None)")
 
 
+def _matmul_shapes(op, x1, x2):
+    """The (m, k) x (k, n) product's shapes: at least 2 dims each, the same k, batch dims
+    that broadcast. Returns (m, n, the broadcast batch dims)."""
+    check(x1.dim() >= 2, op, "x1", f"must have at least 2 dims (m, k), got {x1.dim()}")
+    check(x2.dim() >= 2, op, "x2", f"must have at least 2 dims (k, n), got {x2.dim()}")
+    k, k2 = x1.shape[-1], x2.shape[-2]
+    check(k == k2, op, "x2", f"must have k = {k} rows (x1 is (m, k)), got {k2}")
+    try:
+        batch = torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
+    except RuntimeError:
+        check(False, op, "x2", f"batch dims must broadcast with x1's: {list(x1.shape[:-2])} vs "
+              f"{list(x2.shape[:-2])}")
+    return x1.shape[-2], x2.shape[-1], batch
+
+
 def check_quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype,
                        x2_dtype, pertoken_scale_dtype, scale_dtype, group_sizes, y_scale,
                        op="npu_quant_matmul"):
@@ -54,16 +69,7 @@ def check_quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype
     if x2.dtype != torch.int8:
         unsupported(op, "x2", f"must be int8 (the supported subset), got {x2.dtype}")
     code = dtype_arg(op, "output_dtype", output_dtype, tuple(_OUT_DTYPES), INT8)
-    check(x1.dim() >= 2, op, "x1", f"must have at least 2 dims (m, k), got {x1.dim()}")
-    check(x2.dim() >= 2, op, "x2", f"must have at least 2 dims (k, n), got {x2.dim()}")
-    m, k = x1.shape[-2], x1.shape[-1]
-    k2, n = x2.shape[-2], x2.shape[-1]
-    check(k == k2, op, "x2", f"must have k = {k} rows (x1 is (m, k)), got {k2}")
-    try:
-        torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
-    except RuntimeError:
-        fail_shape = f"{list(x1.shape[:-2])} vs {list(x2.shape[:-2])}"
-        check(False, op, "x2", f"batch dims must broadcast with x1's: {fail_shape}")
+    m, n, _ = _matmul_shapes(op, x1, x2)
     check(scale.dim() == 1 and scale.shape[0] in (1, n), op, "scale",
           f"must have shape (1,) or (n,) = ({n},), got {list(scale.shape)}")
     check(scale.dtype in (torch.float32, torch.bfloat16), op, "scale",
@@ -340,16 +346,7 @@ def check_float8(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_d
         unsupported(op, "output_dtype", f"float8 / hifloat8 outputs are outside the supported "
                     f"subset, got {output_dtype}")
     code = dtype_arg(op, "output_dtype", output_dtype, tuple(_FLOAT8_OUT), INT8)
-    check(x1.dim() >= 2, op, "x1", f"must have at least 2 dims (m, k), got {x1.dim()}")
-    check(x2.dim() >= 2, op, "x2", f"must have at least 2 dims (k, n), got {x2.dim()}")
-    m, k = x1.shape[-2], x1.shape[-1]
-    k2, n = x2.shape[-2], x2.shape[-1]
-    check(k == k2, op, "x2", f"must have k = {k} rows (x1 is (m, k)), got {k2}")
-    try:
-        batch = torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
-    except RuntimeError:
-        check(False, op, "x2", f"batch dims must broadcast with x1's: {list(x1.shape[:-2])} vs "
-              f"{list(x2.shape[:-2])}")
+    m, n, batch = _matmul_shapes(op, x1, x2)
     if scale.dtype != torch.float32:
         unsupported(op, "scale", f"must be float32 with float8 / hifloat8 inputs (the supported "
                     f"subset), got {scale.dtype}")
