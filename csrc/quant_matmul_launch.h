@@ -128,7 +128,7 @@ inline int64_t vnni_max_m() {
   return v;
 }
 // most rows for the kernels on a packed weight; the default is each kernel's measured
-// crossover with ATen's GEMM: AVX-512 VNNI / AMX 64, AVX-VNNI 32, AVX2 12
+// crossover with ATen's GEMM: AVX-512 VNNI (with or without AMX) 64, AVX-VNNI 32, AVX2 12
 inline int64_t packed_max_m() {
   static const int64_t v = env_limit("OP_SDK_QMM_PACKED_MAX_M",
                                      opk::use_avx512() ? 64 : opk::use_avx_vnni() ? 32 : 12);
@@ -160,6 +160,7 @@ inline Int8Gemm int8_gemm_choice(int64_t m, bool packed, bool nk) {
   if (packed && m <= std::min<int64_t>(64, packed_max_m())) {
     if (m <= 4 && opk::has_avx512_vnni()) return Int8Gemm::vnni512;
     if (opk::amx_available()) return Int8Gemm::amx;
+    if (opk::has_avx512_vnni()) return Int8Gemm::vnni512;
     if (opk::use_avx_vnni()) return Int8Gemm::avx_vnni;
     if (opk::isa() == opk::Isa::avx2) return Int8Gemm::avx2;
   }
@@ -185,8 +186,9 @@ inline const char* int8_gemm_name(Int8Gemm g) {
 // pack_quant_weight lays it out, or null.
 //
 // With a packed weight (kernels/quant_matmul_packed.h) and up to OP_SDK_QMM_PACKED_MAX_M
-// rows (default 64): AVX-512 VNNI for up to 4 rows, AMX above; without AVX-512, AVX-VNNI
-// where the CPU has it, else AVX2 (kernels/quant_matmul_avx2.h). The VNNI kernels read the
+// rows (default 64): AVX-512 VNNI for up to 4 rows, AMX above (AVX-512 VNNI's 8-row
+// blocks on a CPU without AMX); without AVX-512, AVX-VNNI where the CPU has it, else AVX2
+// (kernels/quant_matmul_avx2.h). The VNNI kernels read the
 // weight at the same rate as AMX; at a few rows AMX's tile set-up costs more than it
 // saves. Otherwise (or without a packed weight) the weight as it lies: when x2 is the
 // transpose of an (n, k) row-major weight and m is within their limits, the in-place

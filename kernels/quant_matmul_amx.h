@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #include "quant_matmul.h"  // gemm_nt_padded_k
@@ -32,6 +33,9 @@ inline bool detect_amx() {
   return false;
 #else
   if (!use_avx512()) return false;  // also off under OP_SDK_CPU_ISA=avx2
+  // OP_SDK_AMX=0: as on an AVX-512 VNNI CPU without AMX (Ice Lake, AMD Zen 4 / Zen 5)
+  if (const char* env = std::getenv("OP_SDK_AMX"); env != nullptr && std::strcmp(env, "0") == 0)
+    return false;
   unsigned a, b, c, d;
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
   const bool tile = (d >> 24) & 1u, int8 = (d >> 25) & 1u;

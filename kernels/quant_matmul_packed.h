@@ -78,35 +78,61 @@ namespace opk {
 namespace packed {
 namespace vnni {
 
-// C[i, 16 * b ...] for i < MB (<= 4) and NB column blocks from b: per 4 k-values, NB
-// weight rows loaded once, each multiplied with the MB broadcast quads of A (u8 = a + 128).
+// C[i, 16 * b ...] for i < MB (<= 8) and NB (<= 4, MB * NB <= 24) column blocks from b: per
+// 4 k-values, NB weight rows loaded once, each multiplied with the MB broadcast quads of A
+// (u8 = a + 128). The accumulators are named variables (c<row>_<block>), unrolled by the
+// preprocessor: as an array indexed in loops, gcc 12 keeps them in memory and stores every
+// one of them at each step (and inlined into its callers, it does so again: noinline).
+#define OPK_VNNI_ROWS8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 template <int MB, int NB>
-inline void blocks_of(const uint8_t* au, int64_t kpad, const int8_t* pw, const int32_t* sums,
-                      int64_t b, int64_t n, int32_t* c, int64_t ldc) {
-  __m512i acc[MB][NB];
-  for (int i = 0; i < MB; ++i)
-    for (int v = 0; v < NB; ++v) acc[i][v] = _mm512_setzero_si512();
+__attribute__((noinline)) void blocks_of(const uint8_t* au, int64_t kpad, const int8_t* pw,
+                                         const int32_t* sums, int64_t b, int64_t n, int32_t* c,
+                                         int64_t ldc) {
+  static_assert(MB >= 1 && MB <= 8 && NB >= 1 && NB <= 4 && MB * NB <= 24);
+#define OPK_VNNI_DECL(i) \
+  __m512i c##i##_0 = _mm512_setzero_si512(), c##i##_1 = c##i##_0, c##i##_2 = c##i##_0, \
+          c##i##_3 = c##i##_0;
+  OPK_VNNI_ROWS8(OPK_VNNI_DECL)
+#undef OPK_VNNI_DECL
   const int8_t* base = pw + b * 16 * kpad;
   for (int64_t r = 0; r < kpad / 4; ++r) {
-    __m512i wv[NB];
-    for (int v = 0; v < NB; ++v)
-      wv[v] = _mm512_loadu_si512(base + v * 16 * kpad + r * 64);
-    for (int i = 0; i < MB; ++i) {
-      int32_t quad;
-      std::memcpy(&quad, au + i * kpad + 4 * r, 4);
-      const __m512i av = _mm512_set1_epi32(quad);
-      for (int v = 0; v < NB; ++v) acc[i][v] = _mm512_dpbusd_epi32(acc[i][v], av, wv[v]);
-    }
+    const __m512i w0 = _mm512_loadu_si512(base + r * 64);
+    const __m512i w1 = NB > 1 ? _mm512_loadu_si512(base + 16 * kpad + r * 64) : w0;
+    const __m512i w2 = NB > 2 ? _mm512_loadu_si512(base + 32 * kpad + r * 64) : w0;
+    const __m512i w3 = NB > 3 ? _mm512_loadu_si512(base + 48 * kpad + r * 64) : w0;
+#define OPK_VNNI_STEP(i)                                                        \
+  if constexpr (i < MB) {                                                       \
+    int32_t quad;                                                               \
+    std::memcpy(&quad, au + i * kpad + 4 * r, 4);                               \
+    const __m512i av = _mm512_set1_epi32(quad);                                 \
+    c##i##_0 = _mm512_dpbusd_epi32(c##i##_0, av, w0);                           \
+    if constexpr (NB > 1) c##i##_1 = _mm512_dpbusd_epi32(c##i##_1, av, w1);     \
+    if constexpr (NB > 2) c##i##_2 = _mm512_dpbusd_epi32(c##i##_2, av, w2);     \
+    if constexpr (NB > 3) c##i##_3 = _mm512_dpbusd_epi32(c##i##_3, av, w3);     \
   }
-  for (int v = 0; v < NB; ++v) {
+    OPK_VNNI_ROWS8(OPK_VNNI_STEP)
+#undef OPK_VNNI_STEP
+  }
+  // C = acc - 128 * column sum; every accumulator named once, in straight-line code (a
+  // loop over the blocks that selects among them makes gcc spill them all in the main loop)
+  const auto store = [&](int v, int i, __m512i acc) {
     const __m512i corr = _mm512_slli_epi32(_mm512_loadu_si512(sums + (b + v) * 16), 7);
     const int64_t j = (b + v) * 16;
     const int cols = int(std::min<int64_t>(16, n - j));
-    const __mmask16 mask = __mmask16((1u << cols) - 1u);
-    for (int i = 0; i < MB; ++i)
-      _mm512_mask_storeu_epi32(c + i * ldc + j, mask, _mm512_sub_epi32(acc[i][v], corr));
+    _mm512_mask_storeu_epi32(c + i * ldc + j, __mmask16((1u << cols) - 1u),
+                             _mm512_sub_epi32(acc, corr));
+  };
+#define OPK_VNNI_STORE(i)                        \
+  if constexpr (i < MB) {                        \
+    store(0, i, c##i##_0);                       \
+    if constexpr (NB > 1) store(1, i, c##i##_1); \
+    if constexpr (NB > 2) store(2, i, c##i##_2); \
+    if constexpr (NB > 3) store(3, i, c##i##_3); \
   }
+  OPK_VNNI_ROWS8(OPK_VNNI_STORE)
+#undef OPK_VNNI_STORE
 }
+#undef OPK_VNNI_ROWS8
 
 template <int MB>
 inline void rows(const uint8_t* au, int64_t kpad, const int8_t* pw, const int32_t* sums,
@@ -116,9 +142,52 @@ inline void rows(const uint8_t* au, int64_t kpad, const int8_t* pw, const int32_
   for (; b < b1; ++b) blocks_of<MB, 1>(au, kpad, pw, sums, b, n, c, ldc);
 }
 
+// More rows, on a CPU with AVX-512 VNNI and no AMX (Ice Lake / Cascade Lake Xeons, AMD
+// Zen 4 / Zen 5): register blocks of 8 rows x 3 column blocks (24 accumulators, 3 weight
+// vectors and a broadcast: 28 of the 32 vector registers; 24 VPDPBUSD per 3 weight loads
+// and 8 broadcasts). The column groups are the outer loop: a group's 3 x 16 x kpad bytes
+// come from memory once and stay in the L1 / L2 caches for every further group of 8 rows
+// (rows outer would read the task's whole weight from memory once per 8 rows).
+template <int MB>
+inline void wide_rows(const uint8_t* au, int64_t kpad, const int8_t* pw, const int32_t* sums,
+                      int nb, int64_t b, int64_t n, int32_t* c, int64_t ldc) {
+  if (nb == 3) return blocks_of<MB, 3>(au, kpad, pw, sums, b, n, c, ldc);
+  if (nb == 2) return blocks_of<MB, 2>(au, kpad, pw, sums, b, n, c, ldc);
+  blocks_of<MB, 1>(au, kpad, pw, sums, b, n, c, ldc);
+}
+
+inline void gemm_wide(const uint8_t* au, int64_t m, const int8_t* pw, int64_t n, int64_t k,
+                      int64_t b0, int64_t b1, int32_t* c, int64_t ldc) {
+  const int64_t kpad = padded_k(k);
+  const int32_t* sums = reinterpret_cast<const int32_t*>(pw + weight_bytes(n, k));
+  for (int64_t b = b0; b < b1; b += 3) {
+    const int nb = int(std::min<int64_t>(3, b1 - b));
+    int64_t i = 0;
+    for (; i + 8 <= m; i += 8)
+      wide_rows<8>(au + i * kpad, kpad, pw, sums, nb, b, n, c + i * ldc, ldc);
+    const uint8_t* ar = au + i * kpad;
+    int32_t* cr = c + i * ldc;
+    switch (m - i) {
+      case 7: wide_rows<7>(ar, kpad, pw, sums, nb, b, n, cr, ldc); break;
+      case 6: wide_rows<6>(ar, kpad, pw, sums, nb, b, n, cr, ldc); break;
+      case 5: wide_rows<5>(ar, kpad, pw, sums, nb, b, n, cr, ldc); break;
+      case 4: wide_rows<4>(ar, kpad, pw, sums, nb, b, n, cr, ldc); break;
+      case 3: wide_rows<3>(ar, kpad, pw, sums, nb, b, n, cr, ldc); break;
+      case 2: wide_rows<2>(ar, kpad, pw, sums, nb, b, n, cr, ldc); break;
+      case 1: wide_rows<1>(ar, kpad, pw, sums, nb, b, n, cr, ldc); break;
+      default: break;
+    }
+  }
+}
+
 // C[i, j] for i < m and the columns of blocks [b0, b1); au: m rows of kpad bytes, a + 128.
+// Up to 4 rows: blocks of those rows x 4 column blocks; more rows: gemm_wide.
 inline void gemm(const uint8_t* au, int64_t m, const int8_t* pw, int64_t n, int64_t k,
                  int64_t b0, int64_t b1, int32_t* c, int64_t ldc) {
+  if (m > 4) {
+    gemm_wide(au, m, pw, n, k, b0, b1, c, ldc);
+    return;
+  }
   const int64_t kpad = padded_k(k);
   const int32_t* sums = reinterpret_cast<const int32_t*>(pw + weight_bytes(n, k));
   int64_t i = 0;

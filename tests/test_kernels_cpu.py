@@ -76,8 +76,9 @@ for (m, packed), name in ((tuple(map(int, key.split(":"))), v) for key, v in exp
 torch.manual_seed(0)
 digest = hashlib.sha256()
 # odd sizes: every row count to 17 (the row groups and their tails), k not a multiple of
-# 4 / 16 / 32 / 64, n odd (the column pairs, 8- and 16-column blocks and their tails)
-for k, n in ((1, 5), (7, 3), (33, 17), (100, 31), (130, 45), (1027, 37)):
+# 4 / 16 / 32 / 64, n odd (the column pairs, 8- and 16-column blocks and their tails; 113:
+# 8 blocks, the 3-block groups of the 8-row VNNI kernel and their tail)
+for k, n in ((1, 5), (7, 3), (33, 17), (100, 31), (130, 45), (1027, 37), (64, 113)):
     w = torch.randint(-128, 128, (n, k), dtype=torch.int8)
     w[0, :] = -128  # the extremes: products of -128 x -128 summed
     x2, p = w.t(), ops.pack_quant_weight(w.t())
@@ -132,7 +133,14 @@ def _int8_gemm_paths():
         v512, amx = "avx512_vnni" in flags, "amx_int8" in flags
         paths.append(("avx512", {"OP_SDK_CPU_ISA": "avx512"},
                       {"1:0": "avx512_vnni" if v512 else ("amx" if amx else "aten"),
-                       "8:0": "amx" if amx else "aten"}))
+                       "8:0": "amx" if amx else "aten",
+                       "8:1": "amx" if amx else ("avx512_vnni" if v512 else "aten")}))
+        if v512:
+            # a CPU with AVX-512 VNNI and no AMX (Ice Lake, AMD Zen 4 / 5): the 8-row VNNI
+            # blocks on a packed weight up to 64 rows, ATen's GEMM on an unpacked one
+            paths.append(("avx512-vnni-no-amx", {"OP_SDK_CPU_ISA": "avx512", "OP_SDK_AMX": "0"},
+                          {"1:1": "avx512_vnni", "5:1": "avx512_vnni", "64:1": "avx512_vnni",
+                           "65:1": "aten", "8:0": "aten", "2:0": "avx512_vnni"}))
         if v512:
             paths.append(("avx512-vnni-every-m", {"OP_SDK_QMM_VNNI_MAX_M": "1000",
                                                   "OP_SDK_QMM_PACKED_MAX_M": "4"},
