@@ -81,11 +81,12 @@ inline void advise_huge_pages(const at::Tensor& t) {
 }
 
 // The fp32 scale an npu_trans_quant_param value holds (int64: the fp32 bits with the low
-// 13 mantissa bits cleared, in its low word); a float32 scale as it is
-// (unpack_quant_scale of op_sdk/ops/_common.py).
+// 13 mantissa bits cleared, in its low word; uint64 holds the same bits); a float32 scale
+// as it is (unpack_quant_scale of op_sdk/ops/_common.py).
 inline at::Tensor unpack_quant_scale(const at::Tensor& scale) {
-  if (scale.scalar_type() != at::kLong) return scale;
-  return at::bitwise_and(scale, 0xFFFFE000).to(at::kInt).view(at::kFloat);
+  if (scale.scalar_type() != at::kLong && scale.scalar_type() != at::kUInt64) return scale;
+  const at::Tensor bits = scale.scalar_type() == at::kUInt64 ? scale.view(at::kLong) : scale;
+  return at::bitwise_and(bits, 0xFFFFE000).to(at::kInt).view(at::kFloat);
 }
 
 // at::empty for an output the kernels fill.

@@ -232,11 +232,16 @@ Tensor a4w4_per_group_matmul(const Tensor& x1, const Tensor& x2, const Tensor& s
   return out.to(code == kFloat16 ? at::kHalf : at::kBFloat16);
 }
 
-// ---- float8 / HiFloat8 inputs (Ascend 950): the float8 form of op_sdk/ops/quant_matmul.py
-// (same checks, same words). x1 / x2 float8_e4m3fn / float8_e5m2, or both HiFloat8 bits in
-// 1-byte tensors (x1_dtype = x2_dtype = 290); float32 scale (1,) / (n,); optional float32
-// pertoken_scale (1,) / (m,); float16 / bfloat16 / float32 output:
+// ---- float8 / HiFloat8 inputs (Ascend 950): the float8 forms of op_sdk/ops/quant_matmul.py
+// (same checks, same words, same order). x1 / x2 float8_e4m3fn / float8_e5m2, or both
+// HiFloat8 bits in 1-byte tensors (x1_dtype = x2_dtype = 290); float16 / bfloat16 / float32
+// output; either a float32 scale (1,) / (n,) with an optional float32 pertoken_scale
+// (1,) / (m,):
 //   out = fp32(x1 @ x2) * scale (* pertoken_scale[:, None])
+// or an int64 / uint64 scale (1,) / (n,) (npu_trans_quant_param's packed value, decoded by
+// unpack_quant_scale) with an optional float32 bias (n,) / (batch, 1, n), the static T-C /
+// T-T form of CANN's aclnnQuantMatmulV5 (sources cited in the Python file):
+//   out = (fp32(x1 @ x2) + bias) * scale
 // with the exact decoded values multiplied and summed in fp64, rounded once to fp32.
 constexpr int64_t kHiFloat8In = 290, kFloat32Out = 6;
 
@@ -293,7 +298,6 @@ Tensor float8_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
                      const std::optional<Tensor>& y_scale) {
   const char* op = kOp;
   check_none_outside_subset(op, {{"offset", offset.has_value()},
-                                 {"bias", bias.has_value()},
                                  {"pertoken_scale_dtype", pertoken_scale_dtype.has_value()},
                                  {"scale_dtype", scale_dtype.has_value()},
                                  {"group_sizes", group_sizes.has_value()},
@@ -324,23 +328,38 @@ Tensor float8_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
   QMM_UNSUPPORTED(!output_dtype.has_value() ||
                       (*output_dtype != 23 && *output_dtype != 24 && *output_dtype != 290 &&
                        *output_dtype != 291 && *output_dtype != 292),
-                  "output_dtype", "float8 / hifloat8 outputs are outside the supported subset, got ",
-                  output_dtype.has_value() ? *output_dtype : 0);
+                  "output_dtype", "float8 / hifloat8 outputs are outside the supported subset "
+                  "(aclnnQuantMatmulV5 documents float16 / bfloat16 / float32 outputs for float8 / "
+                  "hifloat8 inputs), got ", output_dtype.has_value() ? *output_dtype : 0);
   const int64_t code =
       dtype_arg(op, "output_dtype", output_dtype, {kFloat16, kBFloat16, kFloat32Out}, kInt8);
   const auto [m, n] = check_matmul_shapes(op, x1, x2);
-  QMM_UNSUPPORTED(scale.scalar_type() == at::kFloat, "scale", "must be float32 with float8 / "
-                  "hifloat8 inputs (the supported subset), got ", dtype_name(scale.scalar_type()));
+  const bool packed = scale.scalar_type() == at::kLong || scale.scalar_type() == at::kUInt64;
+  OPK_CHECK(packed || scale.scalar_type() == at::kFloat, op, "scale", "must be float32, or int64 "
+            "/ uint64 (npu_trans_quant_param's packed value), with float8 / hifloat8 inputs, got ",
+            dtype_name(scale.scalar_type()));
   OPK_CHECK(scale.dim() == 1 && (scale.size(0) == 1 || scale.size(0) == n), op, "scale",
             "must have shape (1,) or (n,) = (", n, ",), got ", shape_str(scale.sizes()));
   if (pertoken.has_value()) {
+    OPK_CHECK(!packed, op, "pertoken_scale", "must be None with an int64 / uint64 scale (float8 "
+              "/ hifloat8 inputs take a per-token scale only with a float32 scale)");
     OPK_CHECK(pertoken->scalar_type() == at::kFloat, op, "pertoken_scale", "must be float32, got ",
               dtype_name(pertoken->scalar_type()));
     OPK_CHECK(pertoken->dim() == 1 && (pertoken->size(0) == 1 || pertoken->size(0) == m), op,
               "pertoken_scale", "must have shape (1,) or (m,) = (", m, ",), got ",
               shape_str(pertoken->sizes()));
   }
-  Tensor out = at::matmul(float8_values(x1, hif8), float8_values(x2, hif8)).to(at::kFloat) * scale;
+  if (bias.has_value()) {
+    QMM_UNSUPPORTED(packed, "bias", "with float8 / hifloat8 inputs and a float32 scale is "
+                    "outside the supported subset (a bias needs an int64 / uint64 scale)");
+    OPK_CHECK(bias->scalar_type() == at::kFloat, op, "bias",
+              "must be float32 with float8 / hifloat8 inputs, got ",
+              dtype_name(bias->scalar_type()));
+    check_bias_shape(op, x1, x2, *bias, n);
+  }
+  Tensor out = at::matmul(float8_values(x1, hif8), float8_values(x2, hif8)).to(at::kFloat);
+  if (bias.has_value()) out = out + *bias;  // fp32, (n,) or (batch, 1, n) broadcast
+  out = out * unpack_quant_scale(scale);
   if (pertoken.has_value()) out = out * pertoken->unsqueeze(-1);
   return out.to(code == kFloat16 ? at::kHalf : code == kBFloat16 ? at::kBFloat16 : at::kFloat);
 }

@@ -59,6 +59,25 @@ inline std::pair<int64_t, int64_t> check_matmul_shapes(const char* op, const at:
   return {x1.size(-2), x2.size(-1)};
 }
 
+// bias (n,), or (batch, 1, n) with a 3-D output: one bias row per batch (torch_npu's
+// documented form); _check_bias_shape of op_sdk/ops/quant_matmul.py.
+inline void check_bias_shape(const char* op, const at::Tensor& x1, const at::Tensor& x2,
+                             const at::Tensor& bias, int64_t n) {
+  const std::vector<int64_t> batch =
+      at::infer_size(x1.sizes().slice(0, x1.dim() - 2), x2.sizes().slice(0, x2.dim() - 2));
+  if (bias.dim() == 3) {
+    OPK_CHECK(batch.size() == 1 && bias.size(0) == batch[0] && bias.size(1) == 1 &&
+                  bias.size(2) == n,
+              op, "bias", "of 3 dims must have shape (batch, 1, n) = (",
+              batch.size() == 1 ? std::to_string(batch[0]) : std::string("batch"), ", 1, ", n,
+              ") with a 3-D output (batch dims ", shape_str(batch), "), got ",
+              shape_str(bias.sizes()));
+  } else {
+    OPK_CHECK(bias.dim() == 1 && bias.size(0) == n, op, "bias", "must have shape (n,) = (", n,
+              ",) or (batch, 1, n), got ", shape_str(bias.sizes()));
+  }
+}
+
 inline int64_t check_quant_matmul(const char* op, const at::Tensor& x1, const at::Tensor& x2,
                                   const at::Tensor& scale,
                                   const std::optional<at::Tensor>& offset,
@@ -98,20 +117,7 @@ inline int64_t check_quant_matmul(const char* op, const at::Tensor& x1, const at
               dtype_name(offset->scalar_type()), " ", shape_str(offset->sizes()));
   }
   if (bias.has_value()) {
-    const std::vector<int64_t> batch = at::infer_size(x1.sizes().slice(0, x1.dim() - 2),
-                                                      x2.sizes().slice(0, x2.dim() - 2));
-    if (bias->dim() == 3) {
-      // (batch, 1, n): one bias row per batch of a 3-D output (torch_npu's documented form)
-      OPK_CHECK(batch.size() == 1 && bias->size(0) == batch[0] && bias->size(1) == 1 &&
-                    bias->size(2) == n,
-                op, "bias", "of 3 dims must have shape (batch, 1, n) = (",
-                batch.size() == 1 ? std::to_string(batch[0]) : std::string("batch"), ", 1, ", n,
-                ") with a 3-D output (batch dims ", shape_str(batch), "), got ",
-                shape_str(bias->sizes()));
-    } else {
-      OPK_CHECK(bias->dim() == 1 && bias->size(0) == n, op, "bias", "must have shape (n,) = (",
-                n, ",) or (batch, 1, n), got ", shape_str(bias->sizes()));
-    }
+    check_bias_shape(op, x1, x2, *bias, n);
     if (is_float_dtype(bias->scalar_type())) {
       QMM_UNSUPPORTED(pertoken.has_value(), "bias", "of a float dtype requires pertoken_scale");
     } else {

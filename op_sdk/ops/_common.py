@@ -122,10 +122,12 @@ def empty_like_rows(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 def unpack_quant_scale(scale: torch.Tensor) -> torch.Tensor:
     """The fp32 scale a packed quantisation parameter holds (npu_trans_quant_param's
-    int64: the fp32 bits of the scale, low 13 mantissa bits cleared, in the low 32 bits).
-    A float32 scale is used as it is."""
+    int64: the fp32 bits of the scale, low 13 mantissa bits cleared, in the low 32 bits;
+    uint64 holds the same bits). A float32 scale is used as it is."""
     if scale.dtype == torch.float32:
         return scale
+    if scale.dtype == torch.uint64:
+        scale = scale.view(torch.int64)
     bits = (scale & 0xFFFFE000).to(torch.int32)  # the low word, as the hardware reads it
     return bits.view(torch.float32)
 

@@ -57,6 +57,20 @@ def _matmul_shapes(op, x1, x2):
     return x1.shape[-2], x2.shape[-1], batch
 
 
+def _check_bias_shape(op, x1, x2, bias, n):
+    """bias (n,), or (batch, 1, n) with a 3-D output: one bias row per batch (torch_npu's
+    documented form)."""
+    batch = list(torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2]))
+    if bias.dim() == 3:
+        check(len(batch) == 1 and list(bias.shape) == [batch[0], 1, n], op, "bias",
+              f"of 3 dims must have shape (batch, 1, n) = "
+              f"({batch[0] if len(batch) == 1 else 'batch'}, 1, {n}) with a 3-D output "
+              f"(batch dims {batch}), got {list(bias.shape)}")
+    else:
+        check(bias.dim() == 1 and bias.shape[0] == n, op, "bias",
+              f"must have shape (n,) = ({n},) or (batch, 1, n), got {list(bias.shape)}")
+
+
 def check_quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype,
                        x2_dtype, pertoken_scale_dtype, scale_dtype, group_sizes, y_scale,
                        op="npu_quant_matmul"):
@@ -90,16 +104,7 @@ def check_quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype
               f"must be float32 of shape (1,) or ({n},), got {offset.dtype} "
               f"{list(offset.shape)}")
     if bias is not None:
-        batch = list(torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2]))
-        if bias.dim() == 3:
-            # (batch, 1, n): one bias row per batch of a 3-D output (torch_npu's documented form)
-            check(len(batch) == 1 and list(bias.shape) == [batch[0], 1, n], op, "bias",
-                  f"of 3 dims must have shape (batch, 1, n) = "
-                  f"({batch[0] if len(batch) == 1 else 'batch'}, 1, {n}) with a 3-D output "
-                  f"(batch dims {batch}), got {list(bias.shape)}")
-        else:
-            check(bias.dim() == 1 and bias.shape[0] == n, op, "bias",
-                  f"must have shape (n,) = ({n},) or (batch, 1, n), got {list(bias.shape)}")
+        _check_bias_shape(op, x1, x2, bias, n)
         if bias.dtype in _FLOAT_BIAS:
             if pertoken_scale is None:
                 unsupported(op, "bias", "of a float dtype requires pertoken_scale")
@@ -291,23 +296,50 @@ def _a8w4_reference(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, g
 
 # ---- float8 / HiFloat8 inputs (Ascend 950) ------------------------------------------------
 #
-# The forms of op-plugin's Ascend 950 tests (test/test_custom_ops/test_npu_quant_matmul.py,
-# Ascend/op-plugin @ 517f2e7d0f202f38b76310706cb977ca2388ad21: fp8_pertensor,
-# hif8_perchannel, fp8_pertoken, hif8_pertoken, fp8_doublescale, hif8_doublescale):
 # x1 / x2 float8_e4m3fn or float8_e5m2 (torch dtypes, either with either), or both HiFloat8
-# (1-byte tensors holding the bits, x1_dtype = x2_dtype = torch_npu.hifloat8, 290); scale
-# float32 (1,) or (n,); optional pertoken_scale float32 (m,) or (1,); output float16,
-# bfloat16 or float32:
-#   out = fp32(x1 @ x2) * scale (* pertoken_scale[:, None])
+# (1-byte tensors holding the bits, x1_dtype = x2_dtype = torch_npu.hifloat8, 290); output
+# float16, bfloat16 or float32. Two forms, told apart by the scale's dtype:
+#
+# - float32 scale (1,) or (n,), optional float32 pertoken_scale (m,) or (1,), no bias (the
+#   forms of op-plugin's Ascend 950 tests, test/test_custom_ops/test_npu_quant_matmul.py,
+#   Ascend/op-plugin @ 517f2e7d0f202f38b76310706cb977ca2388ad21: fp8_pertensor,
+#   hif8_perchannel, fp8_pertoken, hif8_pertoken, fp8_doublescale, hif8_doublescale):
+#     out = fp32(x1 @ x2) * scale (* pertoken_scale[:, None])
+#   Without pertoken_scale op-plugin's kernel packs such a scale with npu_trans_quant_param
+#   first (the NPU then runs the int64 form below on the 19-bit scale); op_sdk uses the
+#   float32 scale at full precision, as for int8 inputs (docs/operators.md, "Answered
+#   differently").
+# - int64 / uint64 scale (1,) or (n,) (npu_trans_quant_param's packed value: the fp32
+#   scale's bits with the low 13 mantissa bits cleared in the low word, decoded by
+#   unpack_quant_scale as the int8 forms decode it; the offset field and bit 46 are not
+#   read), no pertoken_scale, optional float32 bias (n,) or (batch, 1, n) with a 3-D output:
+#     out = (fp32(x1 @ x2) + bias) * scale
+#   CANN's static T-C / T-T row of aclnnQuantMatmulV5 for Ascend 950 (hicann/ops-nn @
+#   e5c3fa9327ea95ba26d06227e746923580d10921, matmul/quant_batch_matmul_v4/docs/
+#   aclnnQuantMatmulV5.md: x1 / x2 FLOAT8_E4M3FN / FLOAT8_E5M2 or HIFLOAT8 / HIFLOAT8, no
+#   x1Scale, x2Scale UINT64 / INT64, no x2Offset, bias null / FLOAT32, out FLOAT16 /
+#   BFLOAT16 / FLOAT32, out = (x1@x2 + bias) * x2Scale; its checker,
+#   matmul/quant_batch_matmul_v3/op_api/quant_matmul_checker.cpp,
+#   CheckL0c2outOrL0c2ubPertensorPerchannel, refuses any other bias or out dtype and an
+#   x2Offset). op-plugin's kernel (op_plugin/ops/opapi/QuantMatmulKernelNpuOpApi.cpp at the
+#   commit above) passes an int64 scale to aclnnQuantMatmulV5 as x2Scale, pertoken_scale as
+#   x1Scale and bias as it is.
 # The values are decoded exactly; the products and their sum are taken in fp64 (exact
 # unless one dot product mixes magnitudes more than 2^53 apart, which e4m3 never does) and
-# rounded once to fp32; then the scales (fp32), then one rounding to the output dtype.
-# torch_npu 2.13.0 documents no 950 row of npu_quant_matmul, so everything else these
-# inputs could take (offset, bias, int64 scale, group_sizes / MX scales, y_scale, float8
-# or HiFloat8 outputs) stays outside the subset.
+# rounded once to fp32; then the bias (fp32 add), the scales (fp32), and one rounding to the
+# output dtype.
+#
+# Refused although torch_npu 2.13.0's Meta answers a shape (CANN documents none of them for
+# these inputs): float8 / HiFloat8 outputs (output_dtype 23 / 24 / 290 / 291 / 292), int8
+# output, pertoken_scale with an int64 scale, an int32 / bfloat16 bias, offset. Refused by
+# both: int32 output with an int64 scale, a float16 bias without pertoken_scale, a 2-D
+# (1, n) bias (CANN documents one for 2-D outputs; the Meta takes 1-D or 3-D only). Outside
+# the subset: a bias with a float32 scale, MX / per-block / per-tile scales (2-D scales,
+# scale_dtype / pertoken_scale_dtype, group_sizes), float4 inputs, y_scale.
 
 _FLOAT8_IN = (torch.float8_e4m3fn, torch.float8_e5m2)
 _FLOAT8_OUT = {FLOAT16: torch.float16, BFLOAT16: torch.bfloat16, FLOAT32: torch.float32}
+_PACKED_SCALE = (torch.int64, torch.uint64)
 
 
 def _is_float8_form(x1, x2, x1_dtype, x2_dtype):
@@ -318,8 +350,8 @@ def _is_float8_form(x1, x2, x1_dtype, x2_dtype):
 def check_float8(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype,
                  x2_dtype, pertoken_scale_dtype, scale_dtype, group_sizes, y_scale,
                  op="npu_quant_matmul"):
-    """Returns (output dtype, batch dims, m, n) of the float8 / HiFloat8 form."""
-    _none_outside_subset(op, offset=offset, bias=bias, pertoken_scale_dtype=pertoken_scale_dtype,
+    """Returns (output dtype, batch dims, m, n) of the float8 / HiFloat8 forms."""
+    _none_outside_subset(op, offset=offset, pertoken_scale_dtype=pertoken_scale_dtype,
                          scale_dtype=scale_dtype, group_sizes=group_sizes, y_scale=y_scale)
     hif8 = x1_dtype == HIFLOAT8 and x2_dtype == HIFLOAT8
     for name, x, code in (("x1", x1, x1_dtype), ("x2", x2, x2_dtype)):
@@ -344,20 +376,32 @@ def check_float8(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_d
                     f"(1,) or (m,))")
     if output_dtype in (23, 24, HIFLOAT8, 291, 292, *_FLOAT8_IN):
         unsupported(op, "output_dtype", f"float8 / hifloat8 outputs are outside the supported "
-                    f"subset, got {output_dtype}")
+                    f"subset (aclnnQuantMatmulV5 documents float16 / bfloat16 / float32 outputs "
+                    f"for float8 / hifloat8 inputs), got {output_dtype}")
     code = dtype_arg(op, "output_dtype", output_dtype, tuple(_FLOAT8_OUT), INT8)
     m, n, batch = _matmul_shapes(op, x1, x2)
-    if scale.dtype != torch.float32:
-        unsupported(op, "scale", f"must be float32 with float8 / hifloat8 inputs (the supported "
-                    f"subset), got {scale.dtype}")
+    packed = scale.dtype in _PACKED_SCALE
+    check(packed or scale.dtype == torch.float32, op, "scale",
+          f"must be float32, or int64 / uint64 (npu_trans_quant_param's packed value), with "
+          f"float8 / hifloat8 inputs, got {scale.dtype}")
     check(scale.dim() == 1 and scale.shape[0] in (1, n), op, "scale",
           f"must have shape (1,) or (n,) = ({n},), got {list(scale.shape)}")
     if pertoken_scale is not None:
+        check(not packed, op, "pertoken_scale",
+              "must be None with an int64 / uint64 scale (float8 / hifloat8 inputs take a "
+              "per-token scale only with a float32 scale)")
         check(pertoken_scale.dtype == torch.float32, op, "pertoken_scale",
               f"must be float32, got {pertoken_scale.dtype}")
         check(pertoken_scale.dim() == 1 and pertoken_scale.shape[0] in (1, m), op,
               "pertoken_scale", f"must have shape (1,) or (m,) = ({m},), got "
               f"{list(pertoken_scale.shape)}")
+    if bias is not None:
+        if not packed:
+            unsupported(op, "bias", "with float8 / hifloat8 inputs and a float32 scale is "
+                        "outside the supported subset (a bias needs an int64 / uint64 scale)")
+        check(bias.dtype == torch.float32, op, "bias",
+              f"must be float32 with float8 / hifloat8 inputs, got {bias.dtype}")
+        _check_bias_shape(op, x1, x2, bias, n)
     return code, tuple(batch), m, n
 
 
@@ -367,9 +411,11 @@ def _float8_values(x, code):
     return x.double()
 
 
-def _float8_reference(x1, x2, scale, pertoken_scale, x1_dtype, x2_dtype, code):
+def _float8_reference(x1, x2, scale, pertoken_scale, bias, x1_dtype, x2_dtype, code):
     acc = torch.matmul(_float8_values(x1, x1_dtype), _float8_values(x2, x2_dtype)).float()
-    out = acc * scale
+    if bias is not None:
+        acc = acc + bias
+    out = acc * unpack_quant_scale(scale)
     if pertoken_scale is not None:
         out = out * pertoken_scale[:, None]
     return out.to(_FLOAT8_OUT[code])
@@ -383,7 +429,7 @@ def quant_matmul_reference(x1, x2, scale, *, offset=None, pertoken_scale=None, b
         code, *_ = check_float8(x1, x2, scale, offset, pertoken_scale, bias, output_dtype,
                                 x1_dtype, x2_dtype, pertoken_scale_dtype, scale_dtype,
                                 group_sizes, y_scale)
-        return _float8_reference(x1, x2, scale, pertoken_scale, x1_dtype, x2_dtype, code)
+        return _float8_reference(x1, x2, scale, pertoken_scale, bias, x1_dtype, x2_dtype, code)
     if _is_a4w4_per_group(x1, x2, scale):
         return _a4w4_per_group_reference(x1, x2, scale, offset, pertoken_scale, bias,
                                          output_dtype, x1_dtype, x2_dtype,

@@ -8,7 +8,7 @@ beyond A2 / A3) and their rules."""
 import pytest
 import torch
 
-from op_sdk.ops._common import pack_int4, pack_quant_scale, unpack_quant_scale
+from op_sdk.ops._common import CODE_OF, pack_int4, pack_quant_scale, unpack_quant_scale
 from op_sdk.ops.quant_matmul import quant_matmul_reference
 from tests.ops._helpers import T, bf16, fp16, i8, i32, npu, rand_i8, strided
 
@@ -46,6 +46,9 @@ def samples():
         # test_float8_inputs cover them)
         ("npu_quant_matmul", (_hif8(5, 32), _hif8(32, 16), torch.rand(1)),
          {"x1_dtype": 290, "x2_dtype": 290, "output_dtype": torch.float32}),
+        # the static form: npu_trans_quant_param's int64 scale and a float32 bias
+        ("npu_quant_matmul", (_hif8(5, 32), _hif8(32, 16), pack_quant_scale(torch.rand(16) + 0.5)),
+         {"bias": torch.randn(16), "x1_dtype": 290, "x2_dtype": 290, "output_dtype": torch.bfloat16}),
     ]
 
 
@@ -88,6 +91,16 @@ def meta_grid():
                           {"pertoken_scale": pos(5), "output_dtype": out}))
             cases.append(("npu_quant_matmul", (_hif8(*lead, 5, 32), _hif8(32, 16), pos(16)),
                           {"pertoken_scale": pos(5), "x1_dtype": 290, "x2_dtype": 290, "output_dtype": out}))
+            # the static form: int64 scale (n,) / (1,), float32 bias (n,) / (batch, 1, n)
+            packed = pack_quant_scale(pos(16))
+            cases.append(("npu_quant_matmul", (_f8(*lead, 5, 32, dtype=E4M3), _f8(32, 16, dtype=E5M2), packed),
+                          {"bias": torch.randn(*lead, 1, 16) if lead else torch.randn(16), "output_dtype": out}))
+            cases.append(("npu_quant_matmul", (_hif8(*lead, 5, 32), _hif8(32, 16), packed[:1]),
+                          {"x1_dtype": 290, "x2_dtype": 290, "output_dtype": out}))
+    # a uint64 scale, a batched x2
+    cases.append(("npu_quant_matmul", (_f8(2, 5, 32, dtype=E5M2), _f8(2, 32, 16, dtype=E5M2),
+                                       pack_quant_scale(pos(16)).view(torch.uint64)),
+                  {"bias": torch.randn(16), "output_dtype": torch.float32}))
     for out in (fp16, bf16):  # A8W4 per group
         cases.append(("npu_quant_matmul", (rand_i8(3, 512), pack_int4(torch.randint(-8, 8, (512, 16), dtype=i8)),
                                            torch.randint(1, 2**30, (2, 16))),
@@ -142,8 +155,8 @@ CASES = [
      NotImplementedError),
     ("qmm/f8-group-sizes", "npu_quant_matmul", F8, {"group_sizes": [1, 1, 32], "output_dtype": f32},
      "group_sizes", NotImplementedError),
-    ("qmm/f8-scale-int64", "npu_quant_matmul", (T(4, 8, dtype=E4M3), T(8, 6, dtype=E5M2), T(6, dtype=torch.int64)),
-     {"output_dtype": f32}, "scale", NotImplementedError),
+    ("qmm/f8-scale-bf16", "npu_quant_matmul", (T(4, 8, dtype=E4M3), T(8, 6, dtype=E5M2), T(6, dtype=bf16)),
+     {"output_dtype": bf16}, "scale", RuntimeError),
     ("qmm/f8-scale-shape", "npu_quant_matmul", (T(4, 8, dtype=E4M3), T(8, 6, dtype=E5M2), T(5)),
      {"output_dtype": f32}, "scale", RuntimeError),
     ("qmm/f8-pertoken-shape", "npu_quant_matmul", F8, {"pertoken_scale": T(3), "output_dtype": f32},
@@ -156,6 +169,38 @@ CASES = [
      {**HIF8, "output_dtype": f32}, "x1", RuntimeError),
     ("qmm/hif8-output", "npu_quant_matmul", HIF8_ARGS, {**HIF8, "output_dtype": 290}, "output_dtype",
      NotImplementedError),
+] + [
+    # float8 / HiFloat8 inputs with an int64 scale (the static form); each entry breaks one
+    # rule of an otherwise valid call (x1 (4, 8) e4m3 or HiFloat8, n = 6, float32 bias)
+    (f"qmm/f8-static/{cid}", "npu_quant_matmul",
+     (change.pop("x1", T(4, 8, dtype=E4M3)), change.pop("x2", T(8, 6, dtype=E5M2)),
+      change.pop("scale", T(6, dtype=torch.int64))),
+     {"bias": T(6), "output_dtype": f32, **change}, arg, exc)
+    for cid, change, arg, exc in [
+        ("scale-shape", {"scale": T(5, dtype=torch.int64)}, "scale", RuntimeError),
+        ("scale-2d", {"scale": T(1, 6, dtype=torch.int64)}, "scale", NotImplementedError),
+        ("pertoken", {"pertoken_scale": T(4)}, "pertoken_scale", RuntimeError),
+        ("pertoken-uint64", {"scale": T(6, dtype=torch.uint64), "pertoken_scale": T(4)},
+         "pertoken_scale", RuntimeError),
+        ("bias-bf16", {"bias": T(6, dtype=bf16), "output_dtype": bf16}, "bias", RuntimeError),
+        ("bias-fp16", {"bias": T(6, dtype=fp16), "output_dtype": fp16}, "bias", RuntimeError),
+        ("bias-int32", {"bias": T(6, dtype=i32)}, "bias", RuntimeError),
+        ("bias-shape", {"bias": T(5)}, "bias", RuntimeError),
+        ("bias-1-n", {"bias": T(1, 6)}, "bias", RuntimeError),
+        ("bias-3d-2d-output", {"bias": T(1, 1, 6)}, "bias", RuntimeError),
+        ("bias-3d-batch", {"x1": T(2, 4, 8, dtype=E4M3), "bias": T(3, 1, 6)}, "bias", RuntimeError),
+        ("bias-3d-4d-output", {"x1": T(2, 2, 4, 8, dtype=E4M3), "bias": T(2, 1, 6)}, "bias", RuntimeError),
+        ("output-int8", {"output_dtype": None}, "output_dtype", RuntimeError),
+        ("output-int32", {"output_dtype": torch.int32}, "output_dtype", RuntimeError),
+        ("output-e4m3", {"output_dtype": E4M3}, "output_dtype", NotImplementedError),
+        ("output-292", {"output_dtype": 292}, "output_dtype", NotImplementedError),
+        ("output-hif8", {"x1": T(4, 8, dtype=torch.uint8), "x2": T(8, 6, dtype=torch.uint8),
+                         **HIF8, "output_dtype": 290}, "output_dtype", NotImplementedError),
+        ("hif8-bias-bf16", {"x1": T(4, 8, dtype=torch.uint8), "x2": T(8, 6, dtype=torch.uint8),
+                            **HIF8, "bias": T(6, dtype=bf16), "output_dtype": bf16}, "bias", RuntimeError),
+        ("offset", {"offset": T(6)}, "offset", NotImplementedError),
+        ("x2-int8", {"x2": T(8, 6, dtype=i8)}, "x2", NotImplementedError),
+    ]
 ] + [
     # per-group A4W4 (int32 x1 and x2, a 2-D scale): k = 520 (3 groups, the last of 8 rows),
     # n = 24; each entry breaks one rule of an otherwise valid call
@@ -607,3 +652,138 @@ def test_float8_fake_matches_kernel():
                                        for a in args], **{k: mode.from_tensor(v) if isinstance(v, torch.Tensor) else v
                                                           for k, v in kwargs.items()})
         assert (fake.shape, fake.dtype) == (real.shape, real.dtype)
+
+
+# ---- float8 / HiFloat8 inputs with an int64 scale (aclnnQuantMatmulV5's static T-C / T-T) --
+
+def _scale_bits_golden(packed):
+    """Independent decoding of npu_trans_quant_param's int64: bits 13-31 of the low word are
+    the fp32 scale's bits (the low 13 mantissa bits, the offset field and bit 46 unused)."""
+    words = [int(v) & 0xFFFFE000 for v in packed.view(torch.int64).tolist()]
+    return torch.tensor(words, dtype=torch.int64).to(torch.int32).view(torch.float32)
+
+
+def _golden_f8_static(a, b, packed, bias, out):
+    """(fp32(a @ b) + bias) * scale in fp32, one rounding to `out`: fp64 einsum of the
+    decoded values (exact here), then the documented steps."""
+    acc = torch.einsum("...mk,...kn->...mn", a.double(), b.double()).float()
+    if bias is not None:
+        acc = acc + bias
+    return (acc * _scale_bits_golden(packed)).to(out)
+
+
+def _hif8_moderate(*shape):
+    """HiFloat8 codes of values 0 or 2^-6 <= |v| <= 2^8 (an fp64 sum of their products is
+    exact, so the golden is bit-exact)."""
+    c = _hif8(*shape)
+    v = _hif8_golden(c).abs()
+    return torch.where((v == 0) | ((v >= 2.0 ** -6) & (v <= 2.0 ** 8)), c, torch.zeros_like(c))
+
+
+def _static_inputs(kind, lead, m, k, n):
+    """(x1, x2 as the transpose of an (n, k) weight, kwargs, decoded x1, decoded x2)."""
+    if kind == "hif8":
+        c1, c2 = _hif8_moderate(*lead, m, k), _hif8_moderate(n, k)
+        return c1, c2.t(), dict(HIF8), _hif8_golden(c1), _hif8_golden(c2).t()
+    d1, d2 = {"e4m3": (E4M3, E4M3), "mixed": (E4M3, E5M2), "e5m2": (E5M2, E5M2)}[kind]
+    x1, w = _f8(*lead, m, k, dtype=d1), _f8(n, k, dtype=d2)
+    return x1, w.t(), {}, x1.float(), w.float().t()
+
+
+@pytest.mark.parametrize("out", [fp16, bf16, torch.float32])
+@pytest.mark.parametrize("kind", ["e4m3", "mixed", "e5m2", "hif8"])
+@pytest.mark.parametrize("per_channel", [True, False])
+@pytest.mark.parametrize("bias", ["none", "n", "batch"])
+def test_float8_int64_scale(kind, out, per_channel, bias):
+    torch.manual_seed(0)
+    lead, m, k, n = ((2,) if bias == "batch" else ()), 7, 37, 19  # odd sizes
+    x1, x2, kw, a, b = _static_inputs(kind, lead, m, k, n)
+    assert not x2.is_contiguous()  # the transposed weight, read in place
+    packed = pack_quant_scale(torch.rand(n if per_channel else 1) * 0.02 + 0.001)
+    bvec = {"none": None, "n": torch.randn(n) * 8, "batch": torch.randn(2, 1, n) * 8}[bias]
+    if bvec is not None:
+        kw["bias"] = bvec
+    got = npu.npu_quant_matmul(x1, x2, packed, output_dtype=out, **kw)
+    want = _golden_f8_static(a, b, packed, bvec, out)
+    assert got.dtype == out and got.shape == (*lead, m, n)
+    assert torch.equal(got, want), f"max diff {(got.double() - want.double()).abs().max()}"
+    assert torch.equal(got, quant_matmul_reference(x1, x2, packed, output_dtype=out, **kw))
+    # the same call with the scale as uint64 (the same bits)
+    assert torch.equal(got, npu.npu_quant_matmul(x1, x2, packed.view(torch.uint64),
+                                                 output_dtype=out, **kw))
+
+
+def test_float8_int64_scale_formula():
+    """(x1 @ x2 + bias) * scale with the scale's 19 bits, rounded in that order."""
+    e4, e5 = torch.float8_e4m3fn, torch.float8_e5m2
+    x1 = torch.tensor([[1.0, 2.0]]).to(e4)
+    x2 = torch.tensor([[1.0], [1.0]]).to(e4)
+    s = torch.tensor([1.5 + 2.0 ** -20])  # its low mantissa bits are dropped: 1.5
+    out = npu.npu_quant_matmul(x1, x2, pack_quant_scale(s), bias=torch.tensor([0.5]),
+                               output_dtype=torch.float32)
+    assert out.item() == (3.0 + 0.5) * 1.5
+    # the low 13 bits of the word, the offset field (bits 37-45) and bit 46 are not read
+    raw = pack_quant_scale(torch.tensor([2.0])) | 0x1FFF | (0x1FF << 37)
+    out = npu.npu_quant_matmul(x1, x2, raw, output_dtype=torch.float32)
+    assert out.item() == 6.0
+    assert quant_matmul_reference(x1, x2, raw, output_dtype=torch.float32).item() == 6.0
+    # the bias is added to the fp32 product before the scale, in fp32: 2^24 + 1 rounds to
+    # 2^24 (half to even), then * 0.75; one rounding of the exact (2^24 + 1) * 0.75 would
+    # give 12582913
+    y1 = torch.tensor([[4096.0]]).to(e5)
+    y2 = torch.tensor([[4096.0]]).to(e5)
+    kw = {"bias": torch.tensor([1.0]), "output_dtype": torch.float32}
+    for fn in (npu.npu_quant_matmul, quant_matmul_reference):
+        assert fn(y1, y2, pack_quant_scale(torch.tensor([0.75])), **kw).item() == 12582912.0
+
+
+def test_float8_int64_scale_errors_match_reference():
+    """The native kernel and the reference refuse each rule of the static form in the same
+    words."""
+    static = [c for c in CASES if c[0].startswith("qmm/f8-static/")]
+    assert len(static) >= 15
+
+    def build(v):
+        if isinstance(v, tuple) and len(v) == 3 and v[0] == "T":
+            return torch.zeros(v[1], dtype=v[2])
+        if isinstance(v, (list, tuple)):
+            return type(v)(build(x) for x in v)
+        if isinstance(v, dict):
+            return {k: build(x) for k, x in v.items()}
+        return v
+
+    for cid, _, args, kwargs, arg, exc in static:
+        args, kwargs = build(args), build(kwargs)
+        if isinstance(kwargs.get("output_dtype"), torch.dtype):  # the code the kernel sees
+            kwargs["output_dtype"] = CODE_OF[kwargs["output_dtype"]]
+        msgs = []
+        for fn in (npu.npu_quant_matmul, quant_matmul_reference):
+            with pytest.raises(exc) as info:
+                fn(*args, **kwargs)
+            msgs.append(str(info.value).splitlines()[0])
+        assert msgs[0] == msgs[1], cid
+        assert f"npu_quant_matmul: argument '{arg}'" in msgs[0], (cid, msgs[0])
+
+
+def test_float8_int64_scale_empty_and_compiled():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    packed = pack_quant_scale(torch.rand(6) + 0.5)
+    out = npu.npu_quant_matmul(torch.empty(0, 8, dtype=E4M3), torch.empty(8, 6, dtype=E4M3),
+                               packed, bias=torch.randn(6), output_dtype=bf16)
+    assert out.shape == (0, 6) and out.dtype == bf16
+    with FakeTensorMode():
+        out = npu.npu_quant_matmul(torch.empty(3, 5, 32, dtype=torch.uint8),
+                                   torch.empty(32, 16, dtype=torch.uint8),
+                                   torch.empty(16, dtype=torch.int64), bias=torch.empty(3, 1, 16),
+                                   output_dtype=fp16, **HIF8)
+        assert out.shape == (3, 5, 16) and out.dtype == fp16
+
+    def f(a, w, s, bias):
+        return torch.ops.npu.npu_quant_matmul(a, w, s, bias=bias, output_dtype=torch.float32)
+
+    compiled = torch.compile(f, backend="eager", dynamic=True, fullgraph=True)
+    for m in (3, 5):
+        a, w = _f8(2, m, 16, dtype=E4M3), _f8(16, 8, dtype=E5M2)
+        s, bias = pack_quant_scale(torch.rand(8) + 0.5), torch.randn(2, 1, 8)
+        assert torch.equal(compiled(a, w, s, bias), f(a, w, s, bias))

@@ -160,6 +160,51 @@ def test_a4w4_per_group_is_refused_by_torch_npus_meta(k, continuous):
         opdef(*margs, **mkwargs)  # dispatches to torch_npu's Meta kernel
 
 
+def test_quant_matmul_float8_int64_scale_refusals_against_torch_npus_meta():
+    """float8 / HiFloat8 inputs with an int64 scale (CANN's static T-C / T-T row of
+    aclnnQuantMatmulV5; the grid holds the calls both answer): what torch_npu 2.13.0's Meta
+    refuses, op_sdk refuses too, naming the argument; what the Meta answers although CANN
+    documents no such row, op_sdk refuses naming the argument (docs/operators.md)."""
+    from op_sdk.ops._common import pack_quant_scale
+    from tests.ops.test_quant_matmul import _f8, _hif8
+
+    opdef = op_sdk.get_op("npu_quant_matmul")
+    f16, bf16, f32 = torch.float16, torch.bfloat16, torch.float32
+    x1, x2 = _f8(5, 32, dtype=torch.float8_e4m3fn), _f8(32, 16, dtype=torch.float8_e5m2)
+    hif8 = {"x1_dtype": 290, "x2_dtype": 290}
+    scale = pack_quant_scale(torch.rand(16) + 0.5)
+    both = [  # (kwargs, argument op_sdk names)
+        ({"bias": torch.randn(1, 16), "output_dtype": f32}, "bias"),
+        ({"bias": torch.randn(1, 1, 16), "output_dtype": f32}, "bias"),
+        ({"bias": torch.randn(16).to(f16), "output_dtype": f16}, "bias"),
+        ({"bias": torch.randn(16).to(bf16), "output_dtype": f32}, "bias"),
+        ({"output_dtype": torch.int32}, "output_dtype"),
+    ]
+    for kwargs, arg in both:
+        with pytest.raises(RuntimeError):
+            opdef(_meta(x1), _meta(x2), _meta(scale), **{k: _meta(v) for k, v in kwargs.items()})
+        with pytest.raises(RuntimeError, match=f"npu_quant_matmul: argument '{arg}'"):
+            opdef(x1, x2, scale, **kwargs)
+    meta_only = [  # (x1, x2, kwargs, the Meta's dtype, argument op_sdk names)
+        (x1, x2, {"output_dtype": torch.float8_e4m3fn}, torch.float8_e4m3fn, "output_dtype"),
+        (x1, x2, {"output_dtype": 291}, torch.float8_e5m2, "output_dtype"),
+        (_hif8(5, 32), _hif8(32, 16), {**hif8, "output_dtype": 290}, torch.uint8, "output_dtype"),
+        (x1, x2, {}, torch.int8, "output_dtype"),
+        (x1, x2, {"pertoken_scale": torch.rand(5), "output_dtype": f16}, f16, "pertoken_scale"),
+        (x1, x2, {"bias": torch.randn(16).to(bf16), "output_dtype": bf16}, bf16, "bias"),
+        (x1, x2, {"bias": torch.randint(-9, 9, (16,), dtype=torch.int32), "output_dtype": f32},
+         f32, "bias"),
+        (x1, x2, {"offset": torch.randn(16), "output_dtype": f32}, f32, "offset"),
+    ]
+    for a, b, kwargs, dtype, arg in meta_only:
+        mkwargs = {k: _meta(v) for k, v in kwargs.items()}
+        assert _signature(opdef(_meta(a), _meta(b), _meta(scale), **mkwargs)) == [((5, 16), dtype)]
+        with pytest.raises(RuntimeError, match=f"npu_quant_matmul: argument '{arg}'"):
+            opdef(a, b, scale, **kwargs)
+        with pytest.raises(RuntimeError, match=f"npu_quant_matmul: argument '{arg}'"):
+            opdef.fake(_meta(a), _meta(b), _meta(scale), **mkwargs)
+
+
 @pytest.mark.parametrize("div_mode", [True, False])
 def test_npu_quantize_float8_targets_differ_from_torch_npus_meta(div_mode):
     """float8 / HiFloat8 `dtype` targets of npu_quantize: torch_npu 2.13.0's Meta answers a
