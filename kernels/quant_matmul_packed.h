@@ -78,7 +78,7 @@ namespace opk {
 namespace packed {
 namespace vnni {
 
-// C[i, 16 * b ...] for i < MB (<= 8) and NB (<= 4, MB * NB <= 24) column blocks from b: per
+// C[i, 16 * b ...] for i < MB (<= 8) and NB (<= 8, MB * NB <= 24) column blocks from b: per
 // 4 k-values, NB weight rows loaded once, each multiplied with the MB broadcast quads of A
 // (u8 = a + 128). The accumulators are named variables (c<row>_<block>), unrolled by the
 // preprocessor: as an array indexed in loops, gcc 12 keeps them in memory and stores every
@@ -88,10 +88,11 @@ template <int MB, int NB>
 __attribute__((noinline)) void blocks_of(const uint8_t* au, int64_t kpad, const int8_t* pw,
                                          const int32_t* sums, int64_t b, int64_t n, int32_t* c,
                                          int64_t ldc) {
-  static_assert(MB >= 1 && MB <= 8 && NB >= 1 && NB <= 4 && MB * NB <= 24);
-#define OPK_VNNI_DECL(i) \
+  static_assert(MB >= 1 && MB <= 8 && NB >= 1 && NB <= 8 && MB * NB <= 24);
+#define OPK_VNNI_DECL(i)                                                                  \
   __m512i c##i##_0 = _mm512_setzero_si512(), c##i##_1 = c##i##_0, c##i##_2 = c##i##_0, \
-          c##i##_3 = c##i##_0;
+          c##i##_3 = c##i##_0, c##i##_4 = c##i##_0, c##i##_5 = c##i##_0, c##i##_6 = c##i##_0, \
+          c##i##_7 = c##i##_0;
   OPK_VNNI_ROWS8(OPK_VNNI_DECL)
 #undef OPK_VNNI_DECL
   const int8_t* base = pw + b * 16 * kpad;
@@ -100,6 +101,10 @@ __attribute__((noinline)) void blocks_of(const uint8_t* au, int64_t kpad, const 
     const __m512i w1 = NB > 1 ? _mm512_loadu_si512(base + 16 * kpad + r * 64) : w0;
     const __m512i w2 = NB > 2 ? _mm512_loadu_si512(base + 32 * kpad + r * 64) : w0;
     const __m512i w3 = NB > 3 ? _mm512_loadu_si512(base + 48 * kpad + r * 64) : w0;
+    const __m512i w4 = NB > 4 ? _mm512_loadu_si512(base + 64 * kpad + r * 64) : w0;
+    const __m512i w5 = NB > 5 ? _mm512_loadu_si512(base + 80 * kpad + r * 64) : w0;
+    const __m512i w6 = NB > 6 ? _mm512_loadu_si512(base + 96 * kpad + r * 64) : w0;
+    const __m512i w7 = NB > 7 ? _mm512_loadu_si512(base + 112 * kpad + r * 64) : w0;
 #define OPK_VNNI_STEP(i)                                                        \
   if constexpr (i < MB) {                                                       \
     int32_t quad;                                                               \
@@ -109,6 +114,10 @@ __attribute__((noinline)) void blocks_of(const uint8_t* au, int64_t kpad, const 
     if constexpr (NB > 1) c##i##_1 = _mm512_dpbusd_epi32(c##i##_1, av, w1);     \
     if constexpr (NB > 2) c##i##_2 = _mm512_dpbusd_epi32(c##i##_2, av, w2);     \
     if constexpr (NB > 3) c##i##_3 = _mm512_dpbusd_epi32(c##i##_3, av, w3);     \
+    if constexpr (NB > 4) c##i##_4 = _mm512_dpbusd_epi32(c##i##_4, av, w4);     \
+    if constexpr (NB > 5) c##i##_5 = _mm512_dpbusd_epi32(c##i##_5, av, w5);     \
+    if constexpr (NB > 6) c##i##_6 = _mm512_dpbusd_epi32(c##i##_6, av, w6);     \
+    if constexpr (NB > 7) c##i##_7 = _mm512_dpbusd_epi32(c##i##_7, av, w7);     \
   }
     OPK_VNNI_ROWS8(OPK_VNNI_STEP)
 #undef OPK_VNNI_STEP
@@ -128,6 +137,10 @@ __attribute__((noinline)) void blocks_of(const uint8_t* au, int64_t kpad, const 
     if constexpr (NB > 1) store(1, i, c##i##_1); \
     if constexpr (NB > 2) store(2, i, c##i##_2); \
     if constexpr (NB > 3) store(3, i, c##i##_3); \
+    if constexpr (NB > 4) store(4, i, c##i##_4); \
+    if constexpr (NB > 5) store(5, i, c##i##_5); \
+    if constexpr (NB > 6) store(6, i, c##i##_6); \
+    if constexpr (NB > 7) store(7, i, c##i##_7); \
   }
   OPK_VNNI_ROWS8(OPK_VNNI_STORE)
 #undef OPK_VNNI_STORE
@@ -138,6 +151,9 @@ template <int MB>
 inline void rows(const uint8_t* au, int64_t kpad, const int8_t* pw, const int32_t* sums,
                  int64_t b0, int64_t b1, int64_t n, int32_t* c, int64_t ldc) {
   int64_t b = b0;
+  // one or two rows: 8 blocks at a time (8 / 16 independent accumulator chains)
+  if constexpr (MB <= 2)
+    for (; b + 8 <= b1; b += 8) blocks_of<MB, 8>(au, kpad, pw, sums, b, n, c, ldc);
   for (; b + 4 <= b1; b += 4) blocks_of<MB, 4>(au, kpad, pw, sums, b, n, c, ldc);
   for (; b < b1; ++b) blocks_of<MB, 1>(au, kpad, pw, sums, b, n, c, ldc);
 }
