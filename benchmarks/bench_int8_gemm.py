@@ -28,6 +28,9 @@ PATHS = {
     "avx2_vnni": {"OP_SDK_CPU_ISA": "avx2_vnni", "ONEDNN_MAX_CPU_ISA": "AVX2_VNNI",
                   "ATEN_CPU_CAPABILITY": "avx2"},
     "avx512": {"OP_SDK_CPU_ISA": "avx512"},
+    # AVX-512 VNNI without AMX (Ice Lake, AMD Zen 4 / 5), on a CPU that has AMX too
+    "avx512_no_amx": {"OP_SDK_CPU_ISA": "avx512", "OP_SDK_AMX": "0",
+                      "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"},
 }
 
 _CHILD = r"""

@@ -39,6 +39,9 @@ def machine_facts(threads: int | None = None) -> dict:
         kernels = {"isa": f"unknown ({exc})"}
     facts = {
         "cpu": info.get("model name") or platform.processor() or platform.machine(),
+        # "AMD EPYC" alone names no generation: family 25 is Zen 3 / Zen 4, 26 Zen 5
+        "cpu_family_model": "/".join(info.get(k, "?") for k in ("vendor_id", "cpu family",
+                                                               "model", "stepping")),
         "arch": platform.machine(),
         "simd_flags": [f for f in SIMD_FLAGS if f in flags],
         "cores": os.cpu_count(),
@@ -49,7 +52,7 @@ def machine_facts(threads: int | None = None) -> dict:
         "python": platform.python_version(),
         "platform": platform.platform(),
     }
-    for var in ("OP_SDK_CPU_ISA", "ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY"):
+    for var in ("OP_SDK_CPU_ISA", "OP_SDK_AMX", "ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY"):
         if os.environ.get(var):
             facts.setdefault("env", {})[var] = os.environ[var]
     return facts
