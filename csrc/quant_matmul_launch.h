@@ -99,8 +99,31 @@ inline int64_t check_quant_matmul(const char* op, const at::Tensor& x1, const at
   const auto [m, n] = check_matmul_shapes(op, x1, x2);
   OPK_CHECK(scale.dim() == 1 && (scale.size(0) == 1 || scale.size(0) == n), op, "scale",
             "must have shape (1,) or (n,) = (", n, ",), got ", shape_str(scale.sizes()));
-  OPK_CHECK(scale.scalar_type() == at::kFloat || scale.scalar_type() == at::kBFloat16, op,
-            "scale", "must be float32 or bfloat16, got ", dtype_name(scale.scalar_type()));
+  const bool packed = scale.scalar_type() == at::kLong || scale.scalar_type() == at::kUInt64;
+  OPK_CHECK(packed || scale.scalar_type() == at::kFloat || scale.scalar_type() == at::kBFloat16,
+            op, "scale",
+            "must be float32, bfloat16, or int64 / uint64 (npu_trans_quant_param's packed "
+            "value), got ",
+            dtype_name(scale.scalar_type()));
+  if (packed) {  // the int64-scale rules and their sources: op_sdk/ops/quant_matmul.py
+    OPK_CHECK(code != kInt32, op, "output_dtype",
+              "must be int8, float16 or bfloat16 with an int64 / uint64 scale, got int32");
+    QMM_UNSUPPORTED(!pertoken.has_value(), "pertoken_scale",
+                    "with an int64 / uint64 scale is outside the supported subset (CANN "
+                    "documents a per-token scale with a float32 scale only)");
+    QMM_UNSUPPORTED(!offset.has_value(), "offset",
+                    "with an int64 / uint64 scale is outside the supported subset (the offset "
+                    "of a packed scale is the one npu_trans_quant_param packs)");
+    // a value rule (the fake cannot read the values): with an int8 output, the offset field
+    // npu_trans_quant_param packs (bits 37..45) must be zero
+    if (code == kInt8 && scale.numel() > 0) {
+      const at::Tensor bits = scale.scalar_type() == at::kUInt64 ? scale.view(at::kLong) : scale;
+      QMM_UNSUPPORTED(!at::bitwise_and(bits, int64_t(0x1FF) << 37).any().item<bool>(), "scale",
+                      "with output_dtype int8 and a nonzero offset packed in it "
+                      "(npu_trans_quant_param's offset, bits 37..45) is outside the supported "
+                      "subset");
+    }
+  }
   if (pertoken.has_value()) {
     OPK_CHECK(pertoken->scalar_type() == at::kFloat, op, "pertoken_scale",
               "must be float32, got ", dtype_name(pertoken->scalar_type()));
@@ -309,8 +332,9 @@ inline at::Tensor quant_matmul_impl(int64_t code, const at::Tensor& x1, const at
   const at::Tensor b3 = flat ? x2 : x2.expand(b_shape).reshape({nb, k, n});
 
   // the epilogue's per-channel vectors in fp32 (scale.float(), bias.float() of the contract)
-  const at::Tensor s32 = scale.scalar_type() == at::kFloat ? scale.contiguous()
-                                                          : scale.to(at::kFloat).contiguous();
+  // (an int64 / uint64 scale: the 19-bit fp32 scale it packs, as unpack_quant_scale decodes
+  // it)
+  const at::Tensor s32 = unpack_quant_scale(scale).to(at::kFloat).contiguous();
   const bool float_bias = bias.has_value() && bias->scalar_type() != at::kInt;
   const at::Tensor fbias = float_bias ? bias->to(at::kFloat).contiguous() : at::Tensor();
   const at::Tensor ibias = bias.has_value() && !float_bias ? bias->contiguous() : at::Tensor();

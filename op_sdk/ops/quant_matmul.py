@@ -33,6 +33,7 @@ from op_sdk.ops._formats import HIFLOAT8, hif8_to_float
 _OUT_DTYPES = {INT8: torch.int8, INT32: torch.int32, FLOAT16: torch.float16,
                BFLOAT16: torch.bfloat16}
 _FLOAT_BIAS = (torch.float16, torch.bfloat16, torch.float32)
+_PACKED_SCALE = (torch.int64, torch.uint64)
 
 
 def _none_outside_subset(op, **given):
@@ -71,6 +72,24 @@ def _check_bias_shape(op, x1, x2, bias, n):
               f"must have shape (n,) = ({n},) or (batch, 1, n), got {list(bias.shape)}")
 
 
+# int8 x1 / x2 with an int64 / uint64 scale (1,) or (n,): the value npu_trans_quant_param
+# returns, torch_npu's A8W8 usage. CANN's aclnnQuantMatmulV4 (hicann/ops-nn @
+# 8ac78fb1700262c7c7a97f36b58fe587b9917c8a, matmul/quant_batch_matmul_v3/docs/
+# aclnnQuantMatmulV4_en.md, the data type combinations) documents for INT8 x INT8 with scale
+# UINT64 / INT64: no pertokenScale, bias null / INT32, out FLOAT16 (BFLOAT16 too on Ascend
+# 950) with offset null, or out INT8 with offset null / FLOAT32; out = (x1@x2 + bias) *
+# scale (+ offset). op-plugin's kernel (Ascend/op-plugin @
+# 020d41797e45fe379b97690a5d6443ae7e40fdd0, op_plugin/ops/opapi/QuantMatmulKernelNpuOpApi.cpp)
+# passes such a scale to aclnnQuantMatmulV5 unchanged (x2Scale), with the offset tensor as
+# x2Offset; torch_npu 2.13.0's Meta (quant_matmul_scale_offset_out_check) refuses an int32
+# output with it. op_sdk: out = (x1 @ x2 + bias) * unpack_quant_scale(scale) in fp32, one
+# rounding to the output (int8: quantize_round). Refused: int32 output (as the Meta);
+# outside the subset (CANN documents no row, the Meta answers): pertoken_scale, a float bias;
+# and, since how the NPU's requantisation combines the offset tensor with the offset
+# npu_trans_quant_param packs (bits 37..45) is not documented, an offset tensor and (by
+# value, reference and kernel only) a nonzero packed offset with an int8 output. A float
+# output does not read the packed offset.
+
 def check_quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype,
                        x2_dtype, pertoken_scale_dtype, scale_dtype, group_sizes, y_scale,
                        op="npu_quant_matmul"):
@@ -86,8 +105,21 @@ def check_quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype
     m, n, _ = _matmul_shapes(op, x1, x2)
     check(scale.dim() == 1 and scale.shape[0] in (1, n), op, "scale",
           f"must have shape (1,) or (n,) = ({n},), got {list(scale.shape)}")
-    check(scale.dtype in (torch.float32, torch.bfloat16), op, "scale",
-          f"must be float32 or bfloat16, got {scale.dtype}")
+    packed = scale.dtype in _PACKED_SCALE
+    check(packed or scale.dtype in (torch.float32, torch.bfloat16), op, "scale",
+          f"must be float32, bfloat16, or int64 / uint64 (npu_trans_quant_param's packed "
+          f"value), got {scale.dtype}")
+    if packed:
+        check(code != INT32, op, "output_dtype",
+              "must be int8, float16 or bfloat16 with an int64 / uint64 scale, got int32")
+        if pertoken_scale is not None:
+            unsupported(op, "pertoken_scale", "with an int64 / uint64 scale is outside the "
+                        "supported subset (CANN documents a per-token scale with a float32 "
+                        "scale only)")
+        if offset is not None:
+            unsupported(op, "offset", "with an int64 / uint64 scale is outside the supported "
+                        "subset (the offset of a packed scale is the one npu_trans_quant_param "
+                        "packs)")
     if pertoken_scale is not None:
         check(pertoken_scale.dtype == torch.float32, op, "pertoken_scale",
               f"must be float32, got {pertoken_scale.dtype}")
@@ -113,6 +145,16 @@ def check_quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype
                   f"must be int32, or float16 / bfloat16 / float32 with pertoken_scale, got "
                   f"{bias.dtype}")
     return code
+
+
+def _check_packed_offset(scale, op="npu_quant_matmul"):
+    """A value rule of the int64 / uint64 scale with an int8 output (the fake cannot read the
+    values): the offset field npu_trans_quant_param packs (bits 37..45) must be zero."""
+    bits = scale.view(torch.int64) if scale.dtype == torch.uint64 else scale
+    if scale.numel() and bool(((bits & (0x1FF << 37)) != 0).any()):
+        unsupported(op, "scale", "with output_dtype int8 and a nonzero offset packed in it "
+                    "(npu_trans_quant_param's offset, bits 37..45) is outside the supported "
+                    "subset")
 
 
 # ---- int4 weights (int32-packed: 8 values per int32, element 0 in the lowest nibble)
@@ -339,7 +381,6 @@ def _a8w4_reference(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, g
 
 _FLOAT8_IN = (torch.float8_e4m3fn, torch.float8_e5m2)
 _FLOAT8_OUT = {FLOAT16: torch.float16, BFLOAT16: torch.bfloat16, FLOAT32: torch.float32}
-_PACKED_SCALE = (torch.int64, torch.uint64)
 
 
 def _is_float8_form(x1, x2, x1_dtype, x2_dtype):
@@ -444,13 +485,16 @@ def quant_matmul_reference(x1, x2, scale, *, offset=None, pertoken_scale=None, b
     code = check_quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype,
                               x1_dtype, x2_dtype, pertoken_scale_dtype, scale_dtype,
                               group_sizes, y_scale)
+    if code == INT8 and scale.dtype in _PACKED_SCALE:
+        _check_packed_offset(scale)
     # fp64 products of int8 values are exact for any realistic k (< 2**38)
     acc = torch.matmul(x1.double(), x2.double()).to(torch.int32)
     if bias is not None and bias.dtype == torch.int32:
         acc = acc + bias
     if code == INT32:
         return acc
-    out = acc.float() * scale.float()
+    s = unpack_quant_scale(scale) if scale.dtype in _PACKED_SCALE else scale.float()
+    out = acc.float() * s
     if pertoken_scale is not None:
         out = out * pertoken_scale[:, None]
         if bias is not None and bias.dtype != torch.int32:

@@ -75,10 +75,11 @@ def test_quant_matmul_int8(request, output_dtype):
     assert out.dtype == output_dtype
     assert_rtol_equal(gold.float(), out.float(), 0.01)
     if request.node.callspec.id == "test_npu_quant_matmul_a8w8":
-        # upstream's a8w8 passes npu_trans_quant_param(scale): an int64 encoding op_sdk
-        # does not take
-        with pytest.raises(RuntimeError, match=r"npu_quant_matmul: argument 'scale'"):
-            npu.npu_quant_matmul(x1, x2, trans_quant_param(scale), output_dtype=output_dtype)
+        # upstream's a8w8 passes npu_trans_quant_param(scale): the int64 encoding, whose
+        # 19-bit scale is within the tolerance
+        packed = npu.npu_quant_matmul(x1, x2, trans_quant_param(scale), output_dtype=output_dtype)
+        assert packed.dtype == output_dtype
+        assert_rtol_equal(gold.float(), packed.float(), 0.01)
 
 
 def test_npu_quant_matmul_int32():

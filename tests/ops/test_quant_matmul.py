@@ -46,6 +46,9 @@ def samples():
         # test_float8_inputs cover them)
         ("npu_quant_matmul", (_hif8(5, 32), _hif8(32, 16), torch.rand(1)),
          {"x1_dtype": 290, "x2_dtype": 290, "output_dtype": torch.float32}),
+        # int8 inputs with npu_trans_quant_param's int64 scale and an int32 bias
+        ("npu_quant_matmul", (rand_i8(5, 32), rand_i8(32, 16), pack_quant_scale(torch.rand(16) / 100)),
+         {"bias": torch.randint(-9, 9, (16,), dtype=torch.int32), "output_dtype": torch.float16}),
         # the static form: npu_trans_quant_param's int64 scale and a float32 bias
         ("npu_quant_matmul", (_hif8(5, 32), _hif8(32, 16), pack_quant_scale(torch.rand(16) + 0.5)),
          {"bias": torch.randn(16), "x1_dtype": 290, "x2_dtype": 290, "output_dtype": torch.bfloat16}),
@@ -76,6 +79,15 @@ def meta_grid():
                 extra = {"pertoken_scale": pos(5)} if out in (fp16, bf16) else {}
                 cases.append(("npu_quant_matmul", (x1, x2, pos(16) / 100),
                               dict(kw, bias=bias, **extra)))
+    for lead in [(), (2,)]:  # int8 inputs, npu_trans_quant_param's int64 / uint64 scale
+        for out in [None, fp16, bf16]:
+            x1, x2 = rand_i8(*lead, 5, 32), rand_i8(32, 16)
+            kw = {"output_dtype": out} if out is not None else {}
+            packed = pack_quant_scale(pos(16) / 100)
+            cases.append(("npu_quant_matmul", (x1, x2, packed), kw))
+            cases.append(("npu_quant_matmul", (x1, x2, packed[:1].view(torch.uint64)),
+                          dict(kw, bias=torch.randint(-9, 9, (*lead, 1, 16) if lead else (16,),
+                                                      dtype=torch.int32))))
     for m in (1, 5):  # A4W4, both x2 layouts
         for cont in (False, True):
             q2 = torch.randint(-8, 8, (64, 24), dtype=i8)
@@ -200,6 +212,31 @@ CASES = [
                             **HIF8, "bias": T(6, dtype=bf16), "output_dtype": bf16}, "bias", RuntimeError),
         ("offset", {"offset": T(6)}, "offset", NotImplementedError),
         ("x2-int8", {"x2": T(8, 6, dtype=i8)}, "x2", NotImplementedError),
+    ]
+] + [
+    # int8 inputs with an int64 scale (npu_trans_quant_param's packed value); each entry
+    # breaks one rule of an otherwise valid call (x1 (4, 8), n = 6, int32 bias, float16 output)
+    (f"qmm/i8-int64/{cid}", "npu_quant_matmul",
+     (change.pop("x1", T(4, 8, dtype=i8)), T(8, 6, dtype=i8),
+      change.pop("scale", T(6, dtype=torch.int64))),
+     {"bias": T(6, dtype=i32), "output_dtype": torch.float16, **change}, arg, exc)
+    for cid, change, arg, exc in [
+        ("scale-shape", {"scale": T(5, dtype=torch.int64)}, "scale", RuntimeError),
+        ("scale-2d", {"scale": T(1, 6, dtype=torch.int64)}, "scale", RuntimeError),
+        ("scale-int32", {"scale": T(6, dtype=i32)}, "scale", RuntimeError),
+        ("output-int32", {"output_dtype": torch.int32}, "output_dtype", RuntimeError),
+        ("output-int32-uint64", {"scale": T(6, dtype=torch.uint64), "output_dtype": torch.int32},
+         "output_dtype", RuntimeError),
+        ("pertoken", {"pertoken_scale": T(4)}, "pertoken_scale", NotImplementedError),
+        ("offset", {"offset": T(6), "output_dtype": None}, "offset", NotImplementedError),
+        ("offset-float16-output", {"offset": T(6)}, "offset", NotImplementedError),
+        ("bias-float32", {"bias": T(6)}, "bias", NotImplementedError),
+        ("bias-bf16", {"bias": T(6, dtype=bf16), "output_dtype": torch.bfloat16}, "bias",
+         NotImplementedError),
+        ("bias-int64", {"bias": T(6, dtype=torch.int64)}, "bias", RuntimeError),
+        ("bias-3d-2d-output", {"bias": T(1, 1, 6, dtype=i32)}, "bias", RuntimeError),
+        ("x1-4d-bias-3d", {"x1": T(2, 2, 4, 8, dtype=i8), "bias": T(2, 1, 6, dtype=i32)}, "bias",
+         RuntimeError),
     ]
 ] + [
     # per-group A4W4 (int32 x1 and x2, a 2-D scale): k = 520 (3 groups, the last of 8 rows),
@@ -787,3 +824,154 @@ def test_float8_int64_scale_empty_and_compiled():
         a, w = _f8(2, m, 16, dtype=E4M3), _f8(16, 8, dtype=E5M2)
         s, bias = pack_quant_scale(torch.rand(8) + 0.5), torch.randn(2, 1, 8)
         assert torch.equal(compiled(a, w, s, bias), f(a, w, s, bias))
+
+
+# ---- int8 inputs with an int64 scale (npu_trans_quant_param's packed value) ----------------
+
+def _golden_i8_int64(a, b, packed, bias, out):
+    """The documented A8W8 steps on an int64 scale, from the bit layout: the exact integer
+    product (int64 here), + the int32 bias, then * the decoded 19-bit fp32 scale in fp32, and
+    one rounding to `out` (int8: round half to even, saturate)."""
+    acc = torch.einsum("...mk,...kn->...mn", a.long(), b.long())
+    if bias is not None:
+        acc = acc + bias.long()
+    y = acc.float() * _scale_bits_golden(packed)
+    if out == i8:
+        return torch.round(y).clamp(-128, 127).to(i8)
+    return y.to(out)
+
+
+@pytest.mark.parametrize("out", [i8, fp16, bf16])
+@pytest.mark.parametrize("per_channel", [True, False])
+@pytest.mark.parametrize("bias", ["none", "n", "batch"])
+@pytest.mark.parametrize("m", [3, 37])
+def test_int8_int64_scale(out, per_channel, bias, m):
+    torch.manual_seed(m)
+    lead, k, n = ((2,) if bias != "n" else ()), 37, 19  # odd sizes, a 3-D x1
+    x1, w = rand_i8(*lead, m, k), rand_i8(n, k)
+    x2 = w.t()
+    assert not x2.is_contiguous()  # the transposed weight, read in place
+    # scales whose low 13 mantissa bits are not zero: the 19-bit truncation shows
+    packed = pack_quant_scale(torch.rand(n if per_channel else 1) * 2e-3 + 1e-4)
+    bvec = {"none": None, "n": torch.randint(-3000, 3000, (n,), dtype=i32),
+            "batch": torch.randint(-3000, 3000, (2, 1, n), dtype=i32)}[bias]
+    kw = {"output_dtype": out} if out != i8 else {}
+    if bvec is not None:
+        kw["bias"] = bvec
+    got = npu.npu_quant_matmul(x1, x2, packed, **kw)
+    want = _golden_i8_int64(x1, x2, packed, bvec, out)
+    assert got.dtype == out and got.shape == (*lead, m, n)
+    assert torch.equal(got, want), f"max diff {(got.double() - want.double()).abs().max()}"
+    assert torch.equal(got, quant_matmul_reference(x1, x2, packed, **kw))
+    # the same bits as uint64
+    assert torch.equal(got, npu.npu_quant_matmul(x1, x2, packed.view(torch.uint64), **kw))
+    # the fake: the kernel's shape and dtype
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        fk = npu.npu_quant_matmul(*(mode.from_tensor(t) for t in (x1, x2, packed)),
+                                  **{a: mode.from_tensor(v) if isinstance(v, torch.Tensor) else v
+                                     for a, v in kw.items()})
+    assert fk.shape == got.shape and fk.dtype == got.dtype
+
+
+def test_int8_int64_scale_formula():
+    """(x1 @ x2 + bias) * scale with the scale's 19 bits; the fp32 scale it packs, not the
+    one given to npu_trans_quant_param."""
+    x1 = torch.tensor([[1, 2]], dtype=i8)
+    x2 = torch.tensor([[1], [1]], dtype=i8)
+    s = torch.tensor([1.5 + 2.0 ** -20])  # its low mantissa bits are dropped: 1.5
+    bias = torch.tensor([4], dtype=i32)
+    for fn in (npu.npu_quant_matmul, quant_matmul_reference):
+        assert fn(x1, x2, pack_quant_scale(s), bias=bias, output_dtype=torch.float16).item() == 10.5
+        # int8: 3 * 0.8333 = 2.4999..: the 19-bit scale (0.83331298828125) gives 2.49993896
+        assert fn(x1, x2, pack_quant_scale(torch.tensor([2.5 / 3]))).item() == 2
+        # 1 * 2.5 rounds half to even; 100 * 2 saturates
+        assert fn(torch.tensor([[1], [100]], dtype=i8), torch.tensor([[1]], dtype=i8),
+                  pack_quant_scale(torch.tensor([2.5]))).tolist() == [[2], [127]]
+    # the low 13 bits of the word, bit 46 and (for a float output) the offset field are not read
+    raw = pack_quant_scale(torch.tensor([2.0])) | 0x1FFF
+    for fn in (npu.npu_quant_matmul, quant_matmul_reference):
+        assert fn(x1, x2, raw).item() == 6
+        assert fn(x1, x2, raw | (0x1FF << 37), output_dtype=torch.bfloat16).item() == 6.0
+
+
+def test_int8_int64_scale_nonzero_packed_offset_is_refused():
+    """With an int8 output, an offset npu_trans_quant_param packed in the scale is refused by
+    value, in the same words by the kernel and the reference (the fake cannot read it)."""
+    from op_sdk.ops.quant_matmul_packed import quant_matmul_packed_reference
+    ops = torch.ops.op_sdk
+    x1, x2 = rand_i8(3, 8), rand_i8(8, 4)
+    scale = pack_quant_scale(torch.rand(4) / 100)
+    for offset in (1, 0x100):  # +1, and -256 (the sign bit of the 9-bit field)
+        bad = scale.clone()
+        bad[2] |= offset << 37
+        for s in (bad, bad.view(torch.uint64)):
+            msgs = []
+            for fn in (npu.npu_quant_matmul, quant_matmul_reference):
+                with pytest.raises(NotImplementedError) as info:
+                    fn(x1, x2, s)
+                msgs.append(str(info.value).splitlines()[0])
+            packed = ops.pack_quant_weight(x2)
+            for fn in (ops.quant_matmul_packed, quant_matmul_packed_reference):
+                with pytest.raises(NotImplementedError) as info:
+                    fn(x1, x2, packed, s)
+                msgs.append(str(info.value).splitlines()[0].replace("quant_matmul_packed",
+                                                                    "npu_quant_matmul"))
+            assert len(set(msgs)) == 1, msgs
+            assert "npu_quant_matmul: argument 'scale'" in msgs[0]
+            assert "offset" in msgs[0]
+        # a float output does not read it
+        assert npu.npu_quant_matmul(x1, x2, bad, output_dtype=fp16).shape == (3, 4)
+
+
+def test_int8_int64_scale_errors_match_reference():
+    """The native kernel, the reference and the fake refuse each rule of the int64-scale form
+    in the same words, naming operator and argument."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from op_sdk.ops.quant_matmul import quant_matmul_fake
+
+    cases = [c for c in CASES if c[0].startswith("qmm/i8-int64/")]
+    assert len(cases) >= 12
+
+    def build(v):
+        if isinstance(v, tuple) and len(v) == 3 and v[0] == "T":
+            return torch.zeros(v[1], dtype=v[2])
+        if isinstance(v, (list, tuple)):
+            return type(v)(build(x) for x in v)
+        if isinstance(v, dict):
+            return {k: build(x) for k, x in v.items()}
+        return v
+
+    for cid, _, args, kwargs, arg, exc in cases:
+        args, kwargs = build(args), build(kwargs)
+        if isinstance(kwargs.get("output_dtype"), torch.dtype):  # the code the kernel sees
+            kwargs["output_dtype"] = CODE_OF[kwargs["output_dtype"]]
+        msgs = []
+        for fn in (npu.npu_quant_matmul, quant_matmul_reference):
+            with pytest.raises(exc) as info:
+                fn(*args, **kwargs)
+            msgs.append(str(info.value).splitlines()[0])
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            with pytest.raises(exc) as info:
+                quant_matmul_fake(*args, **kwargs)
+            msgs.append(str(info.value).splitlines()[0])
+        assert len(set(msgs)) == 1, (cid, msgs)
+        assert f"npu_quant_matmul: argument '{arg}'" in msgs[0], (cid, msgs[0])
+
+
+@pytest.mark.parametrize("m", [1, 5, 40])
+def test_int8_int64_scale_packed_weight(m):
+    """quant_matmul_packed takes the same int64 scale and answers npu_quant_matmul's result."""
+    ops = torch.ops.op_sdk
+    k, n = 45, 21
+    x1, x2 = rand_i8(m, k), rand_i8(n, k).t()
+    packed = ops.pack_quant_weight(x2)
+    for s in (pack_quant_scale(torch.rand(n) / 300), pack_quant_scale(torch.rand(1) / 300)):
+        for kw in ({}, {"output_dtype": fp16, "bias": torch.randint(-99, 99, (n,), dtype=i32)},
+                   {"output_dtype": bf16}):
+            want = npu.npu_quant_matmul(x1, x2, s, **kw)
+            assert torch.equal(ops.quant_matmul_packed(x1, x2, packed, s, **kw), want)
+            assert torch.equal(ops.quant_matmul_packed(x1, x2, packed, s.view(torch.uint64), **kw),
+                               want)
+    with pytest.raises(NotImplementedError, match="quant_matmul_packed: argument 'pertoken_scale'"):
+        ops.quant_matmul_packed(x1, x2, packed, s, pertoken_scale=torch.rand(m), output_dtype=fp16)

@@ -205,6 +205,40 @@ def test_quant_matmul_float8_int64_scale_refusals_against_torch_npus_meta():
             opdef.fake(_meta(a), _meta(b), _meta(scale), **mkwargs)
 
 
+def test_quant_matmul_int8_int64_scale_refusals_against_torch_npus_meta():
+    """int8 inputs with npu_trans_quant_param's int64 scale (aclnnQuantMatmulV4's UINT64 /
+    INT64 rows; the grid holds the calls both answer): an int32 output both refuse; a
+    pertoken_scale, an offset tensor, a float bias torch_npu 2.13.0's Meta answers and op_sdk
+    refuses, naming the argument (docs/operators.md)."""
+    from op_sdk.ops._common import pack_quant_scale
+    from tests.ops._helpers import rand_i8
+
+    opdef = op_sdk.get_op("npu_quant_matmul")
+    f16, bf16, i8 = torch.float16, torch.bfloat16, torch.int8
+    x1, x2 = rand_i8(5, 32), rand_i8(32, 16)
+    scale = pack_quant_scale(torch.rand(16) / 100)
+    for s in (scale, scale.view(torch.uint64)):
+        with pytest.raises(RuntimeError):
+            opdef(_meta(x1), _meta(x2), _meta(s), output_dtype=torch.int32)
+        with pytest.raises(RuntimeError, match="npu_quant_matmul: argument 'output_dtype'"):
+            opdef(x1, x2, s, output_dtype=torch.int32)
+    meta_only = [  # (kwargs, the Meta's dtype, argument op_sdk names)
+        ({"pertoken_scale": torch.rand(5), "output_dtype": f16}, f16, "pertoken_scale"),
+        ({"pertoken_scale": torch.rand(5), "output_dtype": bf16}, bf16, "pertoken_scale"),
+        ({"offset": torch.randn(16)}, i8, "offset"),
+        ({"offset": torch.randn(1), "output_dtype": i8}, i8, "offset"),
+        ({"bias": torch.randn(16), "output_dtype": f16}, f16, "bias"),
+        ({"bias": torch.randn(16).to(bf16), "output_dtype": bf16}, bf16, "bias"),
+    ]
+    for kwargs, dtype, arg in meta_only:
+        mkwargs = {k: _meta(v) for k, v in kwargs.items()}
+        assert _signature(opdef(_meta(x1), _meta(x2), _meta(scale), **mkwargs)) == [((5, 16), dtype)]
+        with pytest.raises(NotImplementedError, match=f"npu_quant_matmul: argument '{arg}'"):
+            opdef(x1, x2, scale, **kwargs)
+        with pytest.raises(NotImplementedError, match=f"npu_quant_matmul: argument '{arg}'"):
+            opdef.fake(_meta(x1), _meta(x2), _meta(scale), **mkwargs)
+
+
 @pytest.mark.parametrize("div_mode", [True, False])
 def test_npu_quantize_float8_targets_differ_from_torch_npus_meta(div_mode):
     """float8 / HiFloat8 `dtype` targets of npu_quantize: torch_npu 2.13.0's Meta answers a
