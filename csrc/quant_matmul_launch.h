@@ -152,8 +152,10 @@ inline int64_t check_quant_matmul(const char* op, const at::Tensor& x1, const at
   return code;
 }
 
+// most rows for the AVX-512 VNNI kernel on an unpacked (n, k) weight: its measured
+// crossover with AMX (3) or, on a CPU without AMX, with ATen's int8 GEMM (8)
 inline int64_t vnni_max_m() {
-  static const int64_t v = env_limit("OP_SDK_QMM_VNNI_MAX_M", 3);
+  static const int64_t v = env_limit("OP_SDK_QMM_VNNI_MAX_M", opk::amx_available() ? 3 : 8);
   return v;
 }
 // most rows for the kernels on a packed weight; the default is each kernel's measured

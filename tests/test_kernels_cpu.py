@@ -133,14 +133,16 @@ def _int8_gemm_paths():
         v512, amx = "avx512_vnni" in flags, "amx_int8" in flags
         paths.append(("avx512", {"OP_SDK_CPU_ISA": "avx512"},
                       {"1:0": "avx512_vnni" if v512 else ("amx" if amx else "aten"),
-                       "8:0": "amx" if amx else "aten",
+                       "8:0": "amx" if amx else ("avx512_vnni" if v512 else "aten"),
                        "8:1": "amx" if amx else ("avx512_vnni" if v512 else "aten")}))
         if v512:
             # a CPU with AVX-512 VNNI and no AMX (Ice Lake, AMD Zen 4 / 5): the 8-row VNNI
-            # blocks on a packed weight up to 64 rows, ATen's GEMM on an unpacked one
+            # blocks on a packed weight up to 64 rows; on an unpacked one the in-place VNNI
+            # kernel up to 8 rows, ATen's GEMM above
             paths.append(("avx512-vnni-no-amx", {"OP_SDK_CPU_ISA": "avx512", "OP_SDK_AMX": "0"},
                           {"1:1": "avx512_vnni", "5:1": "avx512_vnni", "64:1": "avx512_vnni",
-                           "65:1": "aten", "8:0": "aten", "2:0": "avx512_vnni"}))
+                           "65:1": "aten", "8:0": "avx512_vnni", "9:0": "aten",
+                           "2:0": "avx512_vnni"}))
         if v512:
             paths.append(("avx512-vnni-every-m", {"OP_SDK_QMM_VNNI_MAX_M": "1000",
                                                   "OP_SDK_QMM_PACKED_MAX_M": "4"},
