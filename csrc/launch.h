@@ -89,11 +89,26 @@ inline at::Tensor unpack_quant_scale(const at::Tensor& scale) {
   return at::bitwise_and(bits, 0xFFFFE000).to(at::kInt).view(at::kFloat);
 }
 
-// at::empty for an output the kernels fill.
+// Outputs of at least this many bytes come from the pool of csrc/output_pool.cpp.
+constexpr size_t kPoolMinBytes = size_t(2) << 20;
+// Whether an output of that many bytes comes from the pool (it is on and big enough).
+bool pool_serves(size_t bytes);
+// A contiguous CPU tensor; from the pool when pool_serves (else at::empty, huge pages
+// advised).
+at::Tensor pooled_empty(at::IntArrayRef shape, const at::TensorOptions& options);
+// A strided one from the pool (callers check pool_serves first).
+at::Tensor pooled_empty_strided(at::IntArrayRef shape, at::IntArrayRef strides,
+                                const at::TensorOptions& options);
+struct PoolStats {
+  size_t budget_bytes, free_bytes, in_use_bytes;
+  uint64_t hits, misses;
+};
+PoolStats output_pool_stats();
+size_t output_pool_release();  // frees every free block; the bytes freed
+
+// An output the kernels fill.
 inline at::Tensor new_output(at::IntArrayRef shape, const at::TensorOptions& options) {
-  at::Tensor t = at::empty(shape, options);
-  advise_huge_pages(t);
-  return t;
+  return pooled_empty(shape, options);
 }
 
 // Whether the kernels write an output with non-temporal stores: it is larger than the
@@ -148,12 +163,18 @@ struct LikeOutput {
   }
 };
 inline LikeOutput output_like(const at::Tensor& x, c10::ScalarType dtype) {
-  at::Tensor r = at::empty_like(x, x.options().dtype(dtype));
-  if (r.is_contiguous()) {
-    advise_huge_pages(r);
-    return {r, r};
+  const at::TensorOptions options = x.options().dtype(dtype);
+  at::Tensor r;
+  if (pool_serves(size_t(x.numel()) * options.dtype().itemsize())) {
+    // the strides empty_like gives, read from a meta tensor; the memory from the pool
+    const at::Tensor like = at::empty_like(x, options.device(at::kMeta));
+    r = pooled_empty_strided(like.sizes(), like.strides(), options);
+  } else {
+    r = at::empty_like(x, options);
+    if (r.is_contiguous()) advise_huge_pages(r);
   }
-  return {r, new_output(x.sizes(), x.options().dtype(dtype))};
+  if (r.is_contiguous()) return {r, r};
+  return {r, new_output(x.sizes(), options)};
 }
 
 }  // namespace opsdk

@@ -12,8 +12,11 @@
 //   int8_gemm(m, packed) -> str   the int8 GEMM npu_quant_matmul runs for m rows of x1 and
 //       an (n, k) row-major weight passed as w.t() (packed: quant_matmul_packed's copy):
 //       "avx512_vnni", "amx", "avx_vnni", "avx2" or "aten"
+//   output_pool(release) -> dict   the pool of large outputs (csrc/output_pool.cpp): its
+//       budget, free and in-use bytes, hits and misses; release: free its free blocks first
 #include <Python.h>
 
+#include "launch.h"
 #include "quant_matmul_amx.h"
 #include "quant_matmul_launch.h"
 #include "registry.h"
@@ -57,6 +60,18 @@ PyObject* int8_gemm(PyObject*, PyObject* args) {
   return Py_BuildValue("s", opsdk::int8_gemm_name(opsdk::int8_gemm_choice(m, packed != 0, true)));
 }
 
+PyObject* output_pool(PyObject*, PyObject* args) {
+  int release = 0;
+  if (!PyArg_ParseTuple(args, "p", &release)) return nullptr;
+  const unsigned long long released = release ? opsdk::output_pool_release() : 0;
+  const opsdk::PoolStats s = opsdk::output_pool_stats();
+  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K}", "budget_bytes",
+                       (unsigned long long)s.budget_bytes, "free_bytes",
+                       (unsigned long long)s.free_bytes, "in_use_bytes",
+                       (unsigned long long)s.in_use_bytes, "hits", (unsigned long long)s.hits,
+                       "misses", (unsigned long long)s.misses, "released_bytes", released);
+}
+
 PyMethodDef methods[] = {
     {"native_ops", native_ops, METH_NOARGS, "(namespace, name) of each native operator"},
     {"register_kernels", register_kernels, METH_VARARGS,
@@ -64,6 +79,8 @@ PyMethodDef methods[] = {
     {"cpu_isa", cpu_isa, METH_NOARGS, "the instruction set the kernels use on this CPU"},
     {"int8_gemm", int8_gemm, METH_VARARGS,
      "the int8 GEMM npu_quant_matmul runs for m rows (packed: on a prepacked weight)"},
+    {"output_pool", output_pool, METH_VARARGS,
+     "the pool of large CPU outputs: budget / free / in-use bytes, hits, misses"},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -319,7 +319,7 @@ inline at::Tensor quant_matmul_impl(int64_t code, const at::Tensor& x1, const at
                                 : code == kInt32 ? at::kInt
                                 : code == kFloat16 ? at::kHalf
                                                    : at::kBFloat16;
-  at::Tensor out = at::empty(out_shape, x1.options().dtype(out_t));
+  at::Tensor out = new_output(out_shape, x1.options().dtype(out_t));
   if (out.numel() == 0) return out;
 
   // (B, m, k) and (B, k, n) views of the broadcast operands (no copies)
@@ -346,7 +346,7 @@ inline at::Tensor quant_matmul_impl(int64_t code, const at::Tensor& x1, const at
   const at::Tensor off = offset.has_value() ? offset->contiguous() : at::Tensor();
 
   at::Tensor acc = code == kInt32 ? (flat ? out : out.view({nb, m, n}))
-                                  : at::empty({m, n}, x1.options().dtype(at::kInt));
+                                  : new_output({m, n}, x1.options().dtype(at::kInt));
   for (int64_t bi = 0; bi < nb; ++bi) {
     at::Tensor acc_b = code == kInt32 && !flat ? acc.select(0, bi) : acc;
     int8_product(flat ? a3 : a3.select(0, bi), flat ? b3 : b3.select(0, bi), acc_b, packed);

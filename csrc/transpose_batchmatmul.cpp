@@ -116,7 +116,7 @@ Tensor npu_transpose_batchmatmul(const Tensor& input, const Tensor& weight,
   const Tensor x = p.x_swapped ? input.permute({1, 0, 2}) : input;
   const Tensor w = p.w_swapped ? weight.transpose(1, 2) : weight;
   if (scale.has_value()) return transpose_batchmatmul_int8(x, w, *scale, p);
-  Tensor out = at::empty({p.m, p.b, p.n}, input.options());
+  Tensor out = new_output({p.m, p.b, p.n}, input.options());
   if (out.numel() > 0) {
     // above 8 rows only small problems (decode-sized heads): on larger ones oneDNN's
     // AMX-bf16 GEMM wins (32 heads x 16 rows x 128 x 512: 263 us against 364 us here)

@@ -68,3 +68,16 @@ def int8_gemm(m: int, packed: bool = False) -> str:
     if not load():
         return "reference"
     return str(_STATE["module"].int8_gemm(int(m), bool(packed)))  # type: ignore[union-attr]
+
+
+def cpu_output_pool(release: bool = False) -> dict:
+    """The pool the native CPU kernels take their large outputs (2 MiB and up) from:
+    ``budget_bytes`` (OP_SDK_CPU_POOL_MB, default min(256 MiB, RAM / 16); 0: no pool),
+    ``free_bytes`` (blocks kept for the next outputs), ``in_use_bytes`` (blocks held by
+    live tensors), ``hits`` / ``misses`` (requests served from a kept block / by a new
+    one) and ``released_bytes``. ``release=True`` first gives every kept block back to the
+    OS (as torch.cuda.empty_cache does for CUDA's caching allocator). {} when the
+    extension is not loaded."""
+    if not load():
+        return {}
+    return dict(_STATE["module"].output_pool(bool(release)))  # type: ignore[union-attr]
