@@ -91,21 +91,30 @@ inline void block(const uint8_t* au, int64_t kpad, const int8_t* b, int64_t ldb,
     for (int i = 0; i < MB; ++i) acc[i][r] = _mm512_setzero_si512();
   }
   const __m512i ones = _mm512_set1_epi8(1);
+  // One k step, written out twice (whole and masked) rather than as a lambda: gcc 12 keeps
+  // arrays a lambda captures by reference in memory, storing every accumulator at each
+  // step (m = 1, 7168 x 2048: 285 us against ATen's 170 us on AMD Zen 5).
+#define OPK_VNNI_STEP(LOAD)                                                            \
+  {                                                                                    \
+    __m512i bv[R];                                                                     \
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r) {                              \
+      const int8_t* p = b + r * ldb + kk;                                              \
+      bv[r] = LOAD;                                                                    \
+      bsum[r] = _mm512_dpbusd_epi32(bsum[r], ones, bv[r]);                             \
+    }                                                                                  \
+    _Pragma("GCC unroll 4") for (int i = 0; i < MB; ++i) {                             \
+      const __m512i av = _mm512_loadu_si512(au + i * kpad + kk);                       \
+      _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r)                              \
+        acc[i][r] = _mm512_dpbusd_epi32(acc[i][r], av, bv[r]);                         \
+    }                                                                                  \
+  }
   int64_t kk = 0;
-  auto step = [&](__mmask64 mask, bool full) {
-    __m512i bv[R];
-    for (int r = 0; r < R; ++r) {
-      const int8_t* p = b + r * ldb + kk;
-      bv[r] = full ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(mask, p);
-      bsum[r] = _mm512_dpbusd_epi32(bsum[r], ones, bv[r]);
-    }
-    for (int i = 0; i < MB; ++i) {
-      const __m512i av = _mm512_loadu_si512(au + i * kpad + kk);
-      for (int r = 0; r < R; ++r) acc[i][r] = _mm512_dpbusd_epi32(acc[i][r], av, bv[r]);
-    }
-  };
-  for (; kk + 64 <= k; kk += 64) step(~__mmask64(0), true);
-  if (kk < k) step((~__mmask64(0)) >> (64 - (k - kk)), false);
+  for (; kk + 64 <= k; kk += 64) OPK_VNNI_STEP(_mm512_loadu_si512(p))
+  if (kk < k) {
+    const __mmask64 mask = (~__mmask64(0)) >> (64 - (k - kk));
+    OPK_VNNI_STEP(_mm512_maskz_loadu_epi8(mask, p))
+  }
+#undef OPK_VNNI_STEP
   // sum((a + 128) * b) - 128 * sum(b), in wrapping 32-bit arithmetic like the GEMM
   if constexpr (R == 4) {
     const __m128i corr = _mm_slli_epi32(reduce4(bsum), 7);

@@ -60,30 +60,27 @@ inline void block(const int16_t* a16, int64_t kpad, const int8_t* b, int64_t ldb
   __m256i acc[MB][R];
   for (int i = 0; i < MB; ++i)
     for (int r = 0; r < R; ++r) acc[i][r] = _mm256_setzero_si256();
-  auto step = [&](int64_t kk, const int8_t* const* rows) {
-    for (int r = 0; r < R; ++r) {
-      const __m256i bv =
-          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[r])));
-      for (int i = 0; i < MB; ++i) {
-        const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a16 + i * kpad + kk));
-        acc[i][r] = _mm256_add_epi32(acc[i][r], _mm256_madd_epi16(av, bv));
-      }
-    }
-  };
-  int64_t kk = 0;
-  const int8_t* rows[R];
-  for (; kk + 16 <= k; kk += 16) {
-    for (int r = 0; r < R; ++r) rows[r] = b + r * ldb + kk;
-    step(kk, rows);
+  // One k step, written out for the whole steps and the tail rather than as a lambda:
+  // gcc 12 keeps arrays a lambda captures by reference in memory (see
+  // kernels/quant_matmul.h). ROW(r): where weight row r's 16 values lie.
+#define OPK_AVX2_STEP(ROW)                                                                  \
+  _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r) {                                     \
+    const __m256i bv =                                                                      \
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ROW)));       \
+    _Pragma("GCC unroll 8") for (int i = 0; i < MB; ++i) {                                  \
+      const __m256i av =                                                                    \
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a16 + i * kpad + kk));        \
+      acc[i][r] = _mm256_add_epi32(acc[i][r], _mm256_madd_epi16(av, bv));                   \
+    }                                                                                       \
   }
+  int64_t kk = 0;
+  for (; kk + 16 <= k; kk += 16) { OPK_AVX2_STEP(b + r * ldb + kk) }
   if (kk < k) {
     alignas(16) int8_t tail[R][16] = {};
-    for (int r = 0; r < R; ++r) {
-      std::memcpy(tail[r], b + r * ldb + kk, size_t(k - kk));
-      rows[r] = tail[r];
-    }
-    step(kk, rows);
+    for (int r = 0; r < R; ++r) std::memcpy(tail[r], b + r * ldb + kk, size_t(k - kk));
+    OPK_AVX2_STEP(tail[r])
   }
+#undef OPK_AVX2_STEP
   for (int i = 0; i < MB; ++i)
     for (int r = 0; r < R; ++r) c[i * ldc + r] = hsum(acc[i][r]);
 }
@@ -200,31 +197,29 @@ inline void block(const uint8_t* au, int64_t kpad, const int8_t* b, int64_t ldb,
     for (int i = 0; i < MB; ++i) acc[i][r] = _mm256_setzero_si256();
   }
   const __m256i ones = _mm256_set1_epi8(1);
-  auto step = [&](int64_t kk, const int8_t* const* rows) {
-    __m256i bv[R];
-    for (int r = 0; r < R; ++r) {
-      bv[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r]));
-      bsum[r] = _mm256_dpbusd_avx_epi32(bsum[r], ones, bv[r]);
-    }
-    for (int i = 0; i < MB; ++i) {
-      const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(au + i * kpad + kk));
-      for (int r = 0; r < R; ++r) acc[i][r] = _mm256_dpbusd_avx_epi32(acc[i][r], av, bv[r]);
-    }
-  };
-  int64_t kk = 0;
-  const int8_t* rows[R];
-  for (; kk + 32 <= k; kk += 32) {
-    for (int r = 0; r < R; ++r) rows[r] = b + r * ldb + kk;
-    step(kk, rows);
+  // (a step written out, not a lambda: see avx2mm::block)
+#define OPK_AVX_VNNI_STEP(ROW)                                                              \
+  {                                                                                         \
+    __m256i bv[R];                                                                          \
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r) {                                   \
+      bv[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ROW));                    \
+      bsum[r] = _mm256_dpbusd_avx_epi32(bsum[r], ones, bv[r]);                              \
+    }                                                                                       \
+    _Pragma("GCC unroll 8") for (int i = 0; i < MB; ++i) {                                  \
+      const __m256i av =                                                                    \
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(au + i * kpad + kk));         \
+      _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r)                                   \
+        acc[i][r] = _mm256_dpbusd_avx_epi32(acc[i][r], av, bv[r]);                          \
+    }                                                                                       \
   }
+  int64_t kk = 0;
+  for (; kk + 32 <= k; kk += 32) OPK_AVX_VNNI_STEP(b + r * ldb + kk)
   if (kk < k) {
     alignas(32) int8_t tail[R][32] = {};
-    for (int r = 0; r < R; ++r) {
-      std::memcpy(tail[r], b + r * ldb + kk, size_t(k - kk));
-      rows[r] = tail[r];
-    }
-    step(kk, rows);
+    for (int r = 0; r < R; ++r) std::memcpy(tail[r], b + r * ldb + kk, size_t(k - kk));
+    OPK_AVX_VNNI_STEP(tail[r])
   }
+#undef OPK_AVX_VNNI_STEP
   // sum((a + 128) * b) - 128 * sum(b), in wrapping 32-bit arithmetic like the GEMM
   for (int r = 0; r < R; ++r) {
     const uint32_t corr = uint32_t(avx2mm::hsum(bsum[r])) << 7;

@@ -100,6 +100,8 @@ def bind(fn, args, kwargs) -> Callable:
 # ---- the run ----------------------------------------------------------------------------
 
 def run(args) -> dict:
+    import torch._inductor.config as inductor_config
+
     torch.set_num_threads(args.threads)
     torch._dynamo.config.cache_size_limit = 1024  # one compiled specialisation per shape
     torch._dynamo.config.accumulated_cache_size_limit = 1 << 16
@@ -125,7 +127,11 @@ def run(args) -> dict:
                     read = [x for i, x in enumerate(a) if i not in spec.unread]
                     nbytes = analytic_bytes(read, kw, out)
                     t0 = time.perf_counter()
-                    compiled(*a, **kw)
+                    # Inductor's on-disk graph cache is not keyed by ATEN_CPU_CAPABILITY:
+                    # a graph cached by a run at another ISA cap is code for other vector
+                    # widths (wrong results, heap overruns), so compile afresh
+                    with inductor_config.patch(fx_graph_cache=False):
+                        compiled(*a, **kw)
                     compile_s = time.perf_counter() - t0
                     fns = {"fused": bind(fused, a, kw), "eager": bind(unfused, a, kw),
                            "compiled": bind(compiled, a, kw), "copy": copy_of(nbytes)}
@@ -164,17 +170,18 @@ def run(args) -> dict:
         "versions": {"torch": torch.__version__, "op_sdk": op_sdk.__version__},
         "env": {k: os.environ[k] for k in ("OP_SDK_CPU_ISA", "ONEDNN_MAX_CPU_ISA",
                                            "ATEN_CPU_CAPABILITY", "OP_SDK_CPU_HUGEPAGES",
-                                           "OP_SDK_CPU_STREAM", "GLIBC_TUNABLES",
+                                           "OP_SDK_CPU_STREAM", "OP_SDK_CPU_POOL_MB", "GLIBC_TUNABLES",
                                            "THP_MEM_ALLOC_ENABLE", "OMP_NUM_THREADS",
                                            "LD_PRELOAD") if k in os.environ},
         "settings": {"quick": args.quick, "repeats": args.repeats, "wait_quiet_s": args.wait_quiet,
                      "dtypes": args.dtypes, "T": list(ts), "H": list(hs),
-                     "compile": "torch.compile(reference, dynamic=False), default Inductor",
+                     "compile": "torch.compile(reference, dynamic=False), default Inductor, FX graph cache off",
                      "timing": "median of repeats, round-robin over fused/eager/compiled/copy, "
                                "torch.inference_mode"},
         "machine_copy_GBps": {"start": copy_bw_start, "end": copy_bw_end,
                               "bytes_per_copy": 2 * (256 << 20)},
         "wall_s": time.time() - started,
+        "output_pool": _native.cpu_output_pool(),  # the native kernels' (docs/architecture.md)
         "results": rows,
     }
 
