@@ -63,6 +63,13 @@ inline std::string dtype_code_name(int64_t code) {
   }
 }
 
+// The value of an `int dtype` argument in an error: "torch.bfloat16 (15)", "None".
+inline std::string dtype_value_str(std::optional<int64_t> value) {
+  if (!value.has_value()) return "None";
+  const std::string name = dtype_code_name(*value);
+  return name == std::to_string(*value) ? name : name + " (" + std::to_string(*value) + ")";
+}
+
 inline std::string shape_str(at::IntArrayRef s) { return c10::str(s); }
 
 constexpr const char* kFloatDtypes = "float16/bfloat16/float32";
@@ -100,7 +107,7 @@ inline int64_t dtype_arg(const char* op, const char* arg, std::optional<int64_t>
     first = false;
   }
   TORCH_CHECK(false, op, ": argument '", arg, "' must be one of ", names.str(), ", got ",
-              value.has_value() ? std::to_string(*value) : std::string("None"));
+              dtype_value_str(value));
 }
 
 // check_gamma of op_sdk/ops/_norm.py: gamma covers the trailing dims of x.

@@ -306,7 +306,7 @@ Tensor float8_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
   const std::tuple<const char*, const char*, const Tensor*, std::optional<int64_t>> inputs[] = {
       {"x1", "x1_dtype", &x1, x1_dtype}, {"x2", "x2_dtype", &x2, x2_dtype}};
   for (const auto& [name, arg, x, code] : inputs) {
-    const std::string got = code.has_value() ? std::to_string(*code) : std::string("None");
+    const std::string got = dtype_value_str(code);
     if (hif8) {
       OPK_CHECK(x->element_size() == 1 && !x->is_floating_point(), op, name,
                 "must be a 1-byte integer tensor holding HiFloat8 bits (uint8 / int8), got ",
@@ -330,7 +330,7 @@ Tensor float8_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
                        *output_dtype != 291 && *output_dtype != 292),
                   "output_dtype", "float8 / hifloat8 outputs are outside the supported subset "
                   "(aclnnQuantMatmulV5 documents float16 / bfloat16 / float32 outputs for float8 / "
-                  "hifloat8 inputs), got ", output_dtype.has_value() ? *output_dtype : 0);
+                  "hifloat8 inputs), got ", dtype_value_str(output_dtype));
   const int64_t code =
       dtype_arg(op, "output_dtype", output_dtype, {kFloat16, kBFloat16, kFloat32Out}, kInt8);
   const auto [m, n] = check_matmul_shapes(op, x1, x2);
@@ -390,7 +390,7 @@ Tensor npu_quant_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
                                    {kInt8, kInt32, kFloat16, kBFloat16}, kInt8);
     OPK_CHECK(pertoken_scale.has_value() || code == kFloat16, kOp, "output_dtype",
               "must be float16 for int4 x1 and x2 without pertoken_scale, got ",
-              output_dtype.has_value() ? std::to_string(*output_dtype) : std::string("None"));
+              dtype_value_str(output_dtype));
     OPK_CHECK(!bias.has_value() || bias->dim() == 1, kOp, "bias",
               "must be 1-D (n,) with int4 x1 and x2, got shape ",
               shape_str(bias.has_value() ? bias->sizes() : at::IntArrayRef()));

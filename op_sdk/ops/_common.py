@@ -61,6 +61,16 @@ def unsupported(op: str, arg: str, rule: str):
     fail(op, arg, rule, NotImplementedError)
 
 
+def dtype_value_str(value) -> str:
+    """The value of an ``int dtype`` argument in an error: "torch.bfloat16 (15)", "None"
+    (csrc/checks.h dtype_value_str)."""
+    if value is None:
+        return "None"
+    code = CODE_OF.get(value, value) if isinstance(value, torch.dtype) else value
+    name = DTYPE_CODES.get(code) or NPU_DTYPE_NAMES.get(code)
+    return f"{name} ({code})" if name is not None else str(value)
+
+
 def dtype_arg(op: str, arg: str, value, allowed: Sequence[int], default: int) -> int:
     """Normalise an ``int dtype`` argument to its code and check it is allowed."""
     code = default if value is None else value
@@ -68,7 +78,7 @@ def dtype_arg(op: str, arg: str, value, allowed: Sequence[int], default: int) ->
         code = CODE_OF.get(code, -1)
     if code not in allowed:
         names = ", ".join(f"{DTYPE_CODES.get(c) or NPU_DTYPE_NAMES[c]} ({c})" for c in allowed)
-        fail(op, arg, f"must be one of {names}, got {value}")
+        fail(op, arg, f"must be one of {names}, got {dtype_value_str(value)}")
     return int(code)
 
 
@@ -123,8 +133,9 @@ def empty_like_rows(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 def unpack_quant_scale(scale: torch.Tensor) -> torch.Tensor:
     """The fp32 scale a packed quantisation parameter holds (npu_trans_quant_param's
     int64: the fp32 bits of the scale, low 13 mantissa bits cleared, in the low 32 bits;
-    uint64 holds the same bits). A float32 scale is used as it is."""
-    if scale.dtype == torch.float32:
+    uint64 holds the same bits). A floating-point scale (float32, bfloat16, ...) is
+    returned as it is, as the C++ kernels' unpack_quant_scale does."""
+    if scale.dtype not in (torch.int64, torch.uint64):
         return scale
     if scale.dtype == torch.uint64:
         scale = scale.view(torch.int64)

@@ -22,6 +22,7 @@ from op_sdk.ops._common import (
     INT8,
     check,
     dtype_arg,
+    dtype_value_str,
     quantize_round,
     unpack_int4,
     unpack_quant_scale,
@@ -224,7 +225,8 @@ def _check_a4w4(x1, x2, pertoken_scale, output_dtype, bias=None):
     code = dtype_arg(op, "output_dtype", output_dtype, tuple(_OUT_DTYPES), INT8)
     if pertoken_scale is None:
         check(code == FLOAT16, op, "output_dtype",
-              f"must be float16 for int4 x1 and x2 without pertoken_scale, got {output_dtype}")
+              f"must be float16 for int4 x1 and x2 without pertoken_scale, got "
+              f"{dtype_value_str(output_dtype)}")
 
 
 def _is_a4w4_per_group(x1, x2, scale):
@@ -404,7 +406,7 @@ def check_float8(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_d
         else:
             if code is not None:
                 unsupported(op, arg, f"must be None or torch_npu.hifloat8 (290) (the supported "
-                            f"subset), got {code}")
+                            f"subset), got {dtype_value_str(code)}")
             if x.dtype not in _FLOAT8_IN:
                 unsupported(op, name, f"must be float8_e4m3fn or float8_e5m2 when the other input "
                             f"is (the supported subset), got {x.dtype}")
@@ -418,7 +420,7 @@ def check_float8(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_d
     if output_dtype in (23, 24, HIFLOAT8, 291, 292, *_FLOAT8_IN):
         unsupported(op, "output_dtype", f"float8 / hifloat8 outputs are outside the supported "
                     f"subset (aclnnQuantMatmulV5 documents float16 / bfloat16 / float32 outputs "
-                    f"for float8 / hifloat8 inputs), got {output_dtype}")
+                    f"for float8 / hifloat8 inputs), got {dtype_value_str(output_dtype)}")
     code = dtype_arg(op, "output_dtype", output_dtype, tuple(_FLOAT8_OUT), INT8)
     m, n, batch = _matmul_shapes(op, x1, x2)
     packed = scale.dtype in _PACKED_SCALE

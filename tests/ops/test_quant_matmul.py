@@ -936,3 +936,48 @@ def test_int8_int64_scale_nonzero_packed_offset_is_refused():
         assert npu.npu_quant_matmul(x1, x2, bad, output_dtype=fp16).shape == (3, 4)
 
 
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_unpack_quant_scale_keeps_float_scales_and_decodes_packed_ones(dtype):
+    s = torch.tensor([0.5, 1.0e-3, 3.0e-5, 7.25], dtype=dtype)
+    assert unpack_quant_scale(s) is s
+    packed = pack_quant_scale(s.float())
+    want = (s.float().view(torch.int32) & -8192).view(torch.float32)  # low 13 bits cleared
+    for p in (packed, packed.view(torch.uint64)):
+        got = unpack_quant_scale(p)
+        assert got.dtype == torch.float32 and torch.equal(got, want)
+
+
+@pytest.mark.parametrize("continuous", [False, True])
+@pytest.mark.parametrize("bias", [False, True])
+def test_quant_matmul_a4w4_int64_scale(continuous, bias):
+    """A4W4 (int32-packed x1 / x2) with npu_trans_quant_param's int64 / uint64 scale
+    (aclnnQuantMatmulV4's A4W4 row): the same (x1 @ x2 + int32 bias) * 19-bit scale as the
+    int8 values give, float16 output."""
+    torch.manual_seed(4)
+    m, k, n = 5, 128, 40
+    q1, q2 = _int4(m, k), _int4(k, n)
+    x1 = pack_int4(q1)
+    x2 = pack_int4(q2.t().contiguous()).t() if continuous else pack_int4(q2)
+    scale = pack_quant_scale(torch.rand(n) / 50)
+    kw = {"output_dtype": fp16}
+    if bias:
+        kw["bias"] = torch.randint(-300, 300, (n,), dtype=torch.int32)
+    for s in (scale, scale.view(torch.uint64)):
+        out = npu.npu_quant_matmul(x1, x2, s, **kw)
+        assert out.shape == (m, n) and out.dtype == fp16
+        assert torch.equal(out, quant_matmul_reference(x1, x2, s, **kw))
+        assert torch.equal(out, npu.npu_quant_matmul(q1, q2, s, **kw))
+        acc = q1.double() @ q2.double() + (kw["bias"].double() if bias else 0)
+        want = (acc * unpack_quant_scale(s).double()).to(fp16)
+        assert (out.double() - want.double()).abs().le(want.double().abs() * 2 ** -9).all()
+
+
+def test_quant_matmul_dtype_code_errors_name_the_dtype():
+    x1, x2 = pack_int4(_int4(4, 64)), pack_int4(_int4(64, 16))
+    for call in (npu.npu_quant_matmul, quant_matmul_reference):
+        with pytest.raises(RuntimeError, match=r"without pertoken_scale, got torch\.bfloat16 \(15\)"):
+            call(x1, x2, torch.rand(16), output_dtype=bf16)
+        with pytest.raises(RuntimeError, match=r"got torch\.float32 \(6\)$"):
+            call(_int4(4, 64), _int4(64, 16), torch.rand(16), output_dtype=torch.float32)
