@@ -350,8 +350,6 @@ Tensor float8_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
               shape_str(pertoken->sizes()));
   }
   if (bias.has_value()) {
-    QMM_UNSUPPORTED(packed, "bias", "with float8 / hifloat8 inputs and a float32 scale is "
-                    "outside the supported subset (a bias needs an int64 / uint64 scale)");
     OPK_CHECK(bias->scalar_type() == at::kFloat, op, "bias",
               "must be float32 with float8 / hifloat8 inputs, got ",
               dtype_name(bias->scalar_type()));

@@ -439,9 +439,6 @@ def check_float8(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_d
               "pertoken_scale", f"must have shape (1,) or (m,) = ({m},), got "
               f"{list(pertoken_scale.shape)}")
     if bias is not None:
-        if not packed:
-            unsupported(op, "bias", "with float8 / hifloat8 inputs and a float32 scale is "
-                        "outside the supported subset (a bias needs an int64 / uint64 scale)")
         check(bias.dtype == torch.float32, op, "bias",
               f"must be float32 with float8 / hifloat8 inputs, got {bias.dtype}")
         _check_bias_shape(op, x1, x2, bias, n)

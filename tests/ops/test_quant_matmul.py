@@ -162,7 +162,9 @@ CASES = [
      NotImplementedError),
     ("qmm/f8-offset", "npu_quant_matmul", F8, {"offset": T(6), "output_dtype": f32}, "offset",
      NotImplementedError),
-    ("qmm/f8-bias", "npu_quant_matmul", F8, {"bias": T(6), "output_dtype": f32}, "bias", NotImplementedError),
+    ("qmm/f8-bias-bf16", "npu_quant_matmul", F8, {"bias": T(6, dtype=bf16), "output_dtype": f32}, "bias",
+     RuntimeError),
+    ("qmm/f8-bias-shape", "npu_quant_matmul", F8, {"bias": T(5), "output_dtype": f32}, "bias", RuntimeError),
     ("qmm/f8-mx-scale", "npu_quant_matmul", F8, {"scale_dtype": 293, "output_dtype": f32}, "scale_dtype",
      NotImplementedError),
     ("qmm/f8-group-sizes", "npu_quant_matmul", F8, {"group_sizes": [1, 1, 32], "output_dtype": f32},
@@ -981,3 +983,32 @@ def test_quant_matmul_dtype_code_errors_name_the_dtype():
             call(x1, x2, torch.rand(16), output_dtype=bf16)
         with pytest.raises(RuntimeError, match=r"got torch\.float32 \(6\)$"):
             call(_int4(4, 64), _int4(64, 16), torch.rand(16), output_dtype=torch.float32)
+
+
+@pytest.mark.parametrize("out", [fp16, bf16, torch.float32])
+@pytest.mark.parametrize("pertoken", [False, True])
+def test_float8_float32_scale_with_bias(out, pertoken):
+    """aclnnQuantMatmulV5's float8 rows with float32 scales and a float32 bias (T-C / T-T
+    with x1Scale, K-C / K-T): out = (x1 @ x2 + bias) * x2Scale * x1Scale, the bias added to
+    the fp32 sum before either scale."""
+    torch.manual_seed(6)
+    x1, x2 = _f8(2, 5, 64, dtype=torch.float8_e4m3fn), _f8(64, 24, dtype=torch.float8_e5m2)
+    scale, pt = torch.rand(24) + 0.5, torch.rand(5) + 0.5
+    for bias in (torch.randn(24) * 50, torch.randn(2, 1, 24) * 50):
+        kw = {"bias": bias, "output_dtype": out}
+        if pertoken:
+            kw["pertoken_scale"] = pt
+        got = npu.npu_quant_matmul(x1, x2, scale, **kw)
+        acc = torch.einsum("bmk,kn->bmn", x1.double(), x2.double()).float() + bias
+        want = acc * scale
+        if pertoken:
+            want = want * pt[:, None]
+        assert got.shape == (2, 5, 24) and got.dtype == out
+        assert torch.equal(got, want.to(out))
+        assert torch.equal(got, quant_matmul_reference(x1, x2, scale, **kw))
+    # the bias goes in before the scales: a bias of -x1 @ x2 cancels the product exactly
+    x1, x2 = _f8(4, 32, dtype=torch.float8_e4m3fn), _f8(32, 8, dtype=torch.float8_e4m3fn)
+    exact = (x1.double() @ x2.double()).float()
+    zero = npu.npu_quant_matmul(x1, x2, scale[:8], bias=-exact[0], pertoken_scale=pt[:4],
+                                output_dtype=torch.float32)
+    assert torch.equal(zero[0], torch.zeros(8))
