@@ -103,6 +103,12 @@ def meta_grid():
                           {"pertoken_scale": pos(5), "output_dtype": out}))
             cases.append(("npu_quant_matmul", (_hif8(*lead, 5, 32), _hif8(32, 16), pos(16)),
                           {"pertoken_scale": pos(5), "x1_dtype": 290, "x2_dtype": 290, "output_dtype": out}))
+            # float32 scales with a float32 bias (n,) / (batch, 1, n) (the T-C / K-C rows)
+            fbias = torch.randn(*lead, 1, 16) if lead else torch.randn(16)
+            cases.append(("npu_quant_matmul", (_f8(*lead, 5, 32, dtype=E4M3), _f8(32, 16, dtype=E5M2), pos(16)),
+                          {"pertoken_scale": pos(5), "bias": fbias, "output_dtype": out}))
+            cases.append(("npu_quant_matmul", (_hif8(*lead, 5, 32), _hif8(32, 16), pos(1)),
+                          {"bias": fbias, "x1_dtype": 290, "x2_dtype": 290, "output_dtype": out}))
             # the static form: int64 scale (n,) / (1,), float32 bias (n,) / (batch, 1, n)
             packed = pack_quant_scale(pos(16))
             cases.append(("npu_quant_matmul", (_f8(*lead, 5, 32, dtype=E4M3), _f8(32, 16, dtype=E5M2), packed),
