@@ -103,7 +103,7 @@ inline int64_t dtype_arg(const char* op, const char* arg, std::optional<int64_t>
   std::ostringstream names;
   bool first = true;
   for (int64_t a : allowed) {
-    names << (first ? "" : ", ") << dtype_code_name(a) << " (" << a << ")";
+    names << (first ? "" : ", ") << dtype_value_str(a);
     first = false;
   }
   TORCH_CHECK(false, op, ": argument '", arg, "' must be one of ", names.str(), ", got ",

@@ -67,14 +67,17 @@ inline int64_t leading_numel(const at::Tensor& x, int64_t trailing_dims) {
 // transparent huge pages on the 2 MB-aligned part first (what c10's allocator does under
 // THP_MEM_ALLOC_ENABLE=1), so it is one fault per 2 MB. A hint only: harmless on memory
 // that is already mapped, ignored where THP is off; OP_SDK_CPU_HUGEPAGES=0 turns it off.
-inline void advise_huge_pages(const at::Tensor& t) {
-  constexpr uintptr_t kHuge = uintptr_t(2) << 20;
-  const size_t bytes = t.nbytes();
+inline bool huge_pages_enabled() {
   static const bool enabled = [] {
     const char* env = std::getenv("OP_SDK_CPU_HUGEPAGES");
     return env == nullptr || std::strcmp(env, "0") != 0;
   }();
-  if (!enabled || bytes < 2 * kHuge || t.data_ptr() == nullptr) return;
+  return enabled;
+}
+inline void advise_huge_pages(const at::Tensor& t) {
+  constexpr uintptr_t kHuge = uintptr_t(2) << 20;
+  const size_t bytes = t.nbytes();
+  if (!huge_pages_enabled() || bytes < 2 * kHuge || t.data_ptr() == nullptr) return;
   const uintptr_t p = reinterpret_cast<uintptr_t>(t.data_ptr());
   const uintptr_t b = (p + kHuge - 1) & ~(kHuge - 1), e = (p + bytes) & ~(kHuge - 1);
   if (e > b) (void)madvise(reinterpret_cast<void*>(b), e - b, MADV_HUGEPAGE);
@@ -93,9 +96,9 @@ inline at::Tensor unpack_quant_scale(const at::Tensor& scale) {
 constexpr size_t kPoolMinBytes = size_t(2) << 20;
 // Whether an output of that many bytes comes from the pool (it is on and big enough).
 bool pool_serves(size_t bytes);
-// A contiguous CPU tensor; from the pool when pool_serves (else at::empty, huge pages
-// advised).
-at::Tensor pooled_empty(at::IntArrayRef shape, const at::TensorOptions& options);
+// An output the kernels fill: a contiguous CPU tensor, from the pool when pool_serves
+// (else at::empty, huge pages advised).
+at::Tensor new_output(at::IntArrayRef shape, const at::TensorOptions& options);
 // A strided one from the pool (callers check pool_serves first).
 at::Tensor pooled_empty_strided(at::IntArrayRef shape, at::IntArrayRef strides,
                                 const at::TensorOptions& options);
@@ -105,11 +108,6 @@ struct PoolStats {
 };
 PoolStats output_pool_stats();
 size_t output_pool_release();  // frees every free block; the bytes freed
-
-// An output the kernels fill.
-inline at::Tensor new_output(at::IntArrayRef shape, const at::TensorOptions& options) {
-  return pooled_empty(shape, options);
-}
 
 // Whether the kernels write an output with non-temporal stores: it is larger than the
 // caches, aligned for whole-vector stores (rows of n % 16 == 0 elements), and its pages are

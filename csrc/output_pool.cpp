@@ -1,4 +1,4 @@
-// The pool of large CPU outputs (launch.h, pooled_empty).
+// The pool of large CPU outputs (launch.h, new_output).
 //
 // A fresh multi-MB output costs its page faults: the kernel that first writes it waits
 // while the OS zeroes every page, and on a 4096 x 4096 problem that is as long as the
@@ -24,7 +24,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <list>
 #include <mutex>
 #include <unordered_map>
@@ -42,11 +41,6 @@ size_t default_budget() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   const size_t ram = pages > 0 && page > 0 ? size_t(pages) * size_t(page) : 0;
   return std::min(size_t(256) << 20, ram / 16);
-}
-
-bool huge_pages_enabled() {
-  const char* env = std::getenv("OP_SDK_CPU_HUGEPAGES");
-  return env == nullptr || std::strcmp(env, "0") != 0;
 }
 
 class OutputPool final : public c10::Allocator {
@@ -116,8 +110,7 @@ class OutputPool final : public c10::Allocator {
     void* p = nullptr;
     if (posix_memalign(&p, kBlockAlign, bytes) != 0 || p == nullptr)
       TORCH_CHECK(false, "op_sdk: out of memory allocating a ", bytes, "-byte CPU output");
-    static const bool huge = huge_pages_enabled();
-    if (huge) (void)madvise(p, bytes, MADV_HUGEPAGE);
+    if (huge_pages_enabled()) (void)madvise(p, bytes, MADV_HUGEPAGE);
     std::lock_guard<std::mutex> lock(mu_);
     size_of_[p] = bytes;
     return p;
@@ -165,7 +158,7 @@ void OutputPool::release_ctx(void* p) { pool().give_back(p); }
 
 bool pool_serves(size_t bytes) { return bytes >= kPoolMinBytes && pool().budget() > 0; }
 
-at::Tensor pooled_empty(at::IntArrayRef shape, const at::TensorOptions& options) {
+at::Tensor new_output(at::IntArrayRef shape, const at::TensorOptions& options) {
   const size_t bytes = size_t(c10::multiply_integers(shape)) * options.dtype().itemsize();
   if (!pool_serves(bytes)) {
     at::Tensor t = at::empty(shape, options);

@@ -77,7 +77,7 @@ def dtype_arg(op: str, arg: str, value, allowed: Sequence[int], default: int) ->
     if isinstance(code, torch.dtype):
         code = CODE_OF.get(code, -1)
     if code not in allowed:
-        names = ", ".join(f"{DTYPE_CODES.get(c) or NPU_DTYPE_NAMES[c]} ({c})" for c in allowed)
+        names = ", ".join(dtype_value_str(c) for c in allowed)
         fail(op, arg, f"must be one of {names}, got {dtype_value_str(value)}")
     return int(code)
 
