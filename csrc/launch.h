@@ -92,6 +92,20 @@ inline at::Tensor unpack_quant_scale(const at::Tensor& scale) {
   return at::bitwise_and(bits, 0xFFFFE000).to(at::kInt).view(at::kFloat);
 }
 
+// The offset an npu_trans_quant_param value packs (bits 37..45, a signed 9-bit integer), as
+// float32 (unpack_quant_offset of op_sdk/ops/_common.py).
+inline at::Tensor unpack_quant_offset(const at::Tensor& scale) {
+  const at::Tensor bits = scale.scalar_type() == at::kUInt64 ? scale.view(at::kLong) : scale;
+  const at::Tensor raw = at::bitwise_and(at::bitwise_right_shift(bits, 37), 0x1FF);
+  return at::where(raw >= 256, raw - 512, raw).to(at::kFloat).contiguous();
+}
+
+// CANN's float32 -> s9 step (quantize_s9 of op_sdk/ops/_common.py): round half to even,
+// saturate to [-256, 255], NaN to -256.
+inline at::Tensor quantize_s9(const at::Tensor& v) {
+  return at::round(at::nan_to_num(v.to(at::kFloat), -256.0).clamp(-256.0, 255.0)).contiguous();
+}
+
 // Outputs of at least this many bytes come from the pool of csrc/output_pool.cpp.
 constexpr size_t kPoolMinBytes = size_t(2) << 20;
 // Whether an output of that many bytes comes from the pool (it is on and big enough).

@@ -111,19 +111,10 @@ inline int64_t check_quant_matmul(const char* op, const at::Tensor& x1, const at
     QMM_UNSUPPORTED(!pertoken.has_value(), "pertoken_scale",
                     "with an int64 / uint64 scale is outside the supported subset (CANN "
                     "documents a per-token scale with a float32 scale only)");
-    QMM_UNSUPPORTED(!offset.has_value(), "offset",
-                    "with an int64 / uint64 scale is outside the supported subset (the offset "
-                    "of a packed scale is the one npu_trans_quant_param packs)");
-    // a value rule (the fake cannot read the values): with an int8 output, the offset field
-    // npu_trans_quant_param packs (bits 37..45) must be zero
-    if (code == kInt8 && scale.numel() > 0) {
-      const at::Tensor bits = scale.scalar_type() == at::kUInt64 ? scale.view(at::kLong) : scale;
-      QMM_UNSUPPORTED(!at::bitwise_and(bits, int64_t(0x1FF) << 37).any().item<bool>(), "scale",
-                      "with output_dtype int8 and a nonzero offset packed in it "
-                      "(npu_trans_quant_param's offset, bits 37..45) is outside the supported "
-                      "subset");
-    }
   }
+  if (scale.scalar_type() == at::kBFloat16)
+    OPK_CHECK(code == kBFloat16 || code == kInt32, op, "output_dtype",
+              "must be bfloat16 or int32 with a bfloat16 scale, got ", dtype_value_str(code));
   if (pertoken.has_value()) {
     OPK_CHECK(pertoken->scalar_type() == at::kFloat, op, "pertoken_scale",
               "must be float32, got ", dtype_name(pertoken->scalar_type()));
@@ -343,7 +334,17 @@ inline at::Tensor quant_matmul_impl(int64_t code, const at::Tensor& x1, const at
   // a (batch, 1, n) bias: batch bi reads row bi
   const int64_t bias_step = bias.has_value() && bias->dim() == 3 ? n : 0;
   const at::Tensor pt = pertoken_scale.has_value() ? pertoken_scale->contiguous() : at::Tensor();
-  const at::Tensor off = offset.has_value() ? offset->contiguous() : at::Tensor();
+  // the int8 output's s9 offset (op_sdk/ops/quant_matmul.py): the one an int64 / uint64 scale
+  // packs (an offset tensor beside it is not read), or quantize_s9(offset); none when zero
+  at::Tensor off;
+  if (code == kInt8) {
+    if (scale.scalar_type() == at::kLong || scale.scalar_type() == at::kUInt64) {
+      off = unpack_quant_offset(scale);
+      if (!off.any().item<bool>()) off = at::Tensor();
+    } else if (offset.has_value()) {
+      off = quantize_s9(*offset);
+    }
+  }
 
   at::Tensor acc = code == kInt32 ? (flat ? out : out.view({nb, m, n}))
                                   : new_output({m, n}, x1.options().dtype(at::kInt));

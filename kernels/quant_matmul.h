@@ -9,8 +9,10 @@
 //   Meant for 1 to 3 rows (decode), where a GEMM library that repacks the weight on each
 //   call moves it through memory three times; kernels/quant_matmul_amx.h takes more rows.
 // * quant_matmul_epilogue_row: the dequantisation of one int32 row in fp32, in the
-//   contract's order: acc * scale, * pertoken, + float bias; or + offset then round half
-//   to even and saturate to int8; stored as fp16 / bf16 / int8.
+//   contract's order: acc * scale, * pertoken, + float bias; stored as fp16 / bf16; or
+//   for int8 CANN's requantisation: with an offset (an s9 integer) the value is rounded
+//   half to even and saturated to [-256, 255] first, the offset added, then saturated to
+//   int8.
 #pragma once
 
 #include <algorithm>

@@ -13,8 +13,9 @@
 // Every kernel is written against the same names in every namespace:
 //   Vec (float lanes, Vec::N of them), Full (tag: a whole vector), load / store for
 //   float, bf16, fp16 with a Full or partial (int count, zero-filled) tail, arithmetic
-//   operators, fma / abs / max / min, reduce_add / reduce_max, store_q (round half to
-//   even + saturate to an integer type), store_fence, for_each_vec (the loop with its
+//   operators, fma / abs / max / min, round_clamp (clamp to [lo, hi], a NaN lane taking
+//   lo, then round half to even, in float lanes), reduce_add / reduce_max, store_q (the
+//   same, saturated to an integer type), store_fence, for_each_vec (the loop with its
 //   tail). generic and avx2 have the same lane count and the same reduction trees, so
 //   their results are bit-identical.
 #pragma once
@@ -289,6 +290,9 @@ inline float min1(float a, float b) { return a < b ? a : b; }
 inline Vec abs(Vec a) { return map([&](int i) { return abs1(a.v[i]); }); }
 inline Vec max(Vec a, Vec b) { return map([&](int i) { return max1(a.v[i], b.v[i]); }); }
 inline Vec min(Vec a, Vec b) { return map([&](int i) { return min1(a.v[i], b.v[i]); }); }
+inline Vec round_clamp(Vec a, Vec lo, Vec hi) {
+  return map([&](int i) { return __builtin_roundevenf(min1(max1(a.v[i], lo.v[i]), hi.v[i])); });
+}
 
 // avx2's tree: lanes i and i + 4, then i and i + 2, then 0 and 1
 inline float reduce_add(Vec a) {
@@ -400,6 +404,10 @@ inline Vec fma(Vec a, Vec b, Vec c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
 inline Vec abs(Vec a) { return {_mm256_andnot_ps(_mm256_set1_ps(-0.0f), a.v)}; }
 inline Vec max(Vec a, Vec b) { return {_mm256_max_ps(a.v, b.v)}; }
 inline Vec min(Vec a, Vec b) { return {_mm256_min_ps(a.v, b.v)}; }
+inline Vec round_clamp(Vec a, Vec lo, Vec hi) {  // a NaN lane takes lo (maxps: 2nd operand)
+  return {_mm256_round_ps(_mm256_min_ps(_mm256_max_ps(a.v, lo.v), hi.v),
+                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)};
+}
 
 inline float reduce_add(Vec a) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(a.v), _mm256_extractf128_ps(a.v, 1));
@@ -544,6 +552,10 @@ inline Vec fma(Vec a, Vec b, Vec c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
 inline Vec abs(Vec a) { return {_mm512_abs_ps(a.v)}; }
 inline Vec max(Vec a, Vec b) { return {_mm512_max_ps(a.v, b.v)}; }
 inline Vec min(Vec a, Vec b) { return {_mm512_min_ps(a.v, b.v)}; }
+inline Vec round_clamp(Vec a, Vec lo, Vec hi) {
+  return {_mm512_roundscale_ps(_mm512_min_ps(_mm512_max_ps(a.v, lo.v), hi.v),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)};
+}
 inline float reduce_add(Vec a) { return _mm512_reduce_add_ps(a.v); }
 inline float reduce_max(Vec a) { return _mm512_reduce_max_ps(a.v); }
 

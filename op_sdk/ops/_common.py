@@ -143,11 +143,44 @@ def unpack_quant_scale(scale: torch.Tensor) -> torch.Tensor:
     return bits.view(torch.float32)
 
 
-def pack_quant_scale(scale: torch.Tensor) -> torch.Tensor:
-    """fp32 scale -> the int64 packed value (npu_trans_quant_param's round_mode 0 layout:
-    truncated to 19 bits, bit 46 set)."""
+def pack_quant_scale(scale: torch.Tensor, offset: torch.Tensor | None = None) -> torch.Tensor:
+    """fp32 scale (and offset) -> the int64 packed value, npu_trans_quant_param's round_mode 0
+    layout (aclnnTransQuantParam, hicann/ops-nn @ e5c3fa93, quant/trans_quant_param): the
+    scale truncated to 19 bits in the low word, bit 46 set; an offset rounded to an integer,
+    saturated to [-256, 255] (quantize_s9) and stored as 9 bits at bits 37..45. Scale and
+    offset broadcast."""
     bits = scale.float().contiguous().view(torch.int32).to(torch.int64) & 0xFFFFE000
-    return bits | (1 << 46)
+    bits = bits | (1 << 46)
+    if offset is None:
+        return bits
+    s9 = quantize_s9(offset.float()).to(torch.int64) & 0x1FF
+    return torch.bitwise_or(bits, s9 << 37)
+
+
+def unpack_quant_offset(scale: torch.Tensor) -> torch.Tensor:
+    """The offset an int64 / uint64 packed value holds (bits 37..45, a signed 9-bit integer),
+    as float32 of the scale's shape."""
+    bits = scale.view(torch.int64) if scale.dtype == torch.uint64 else scale
+    raw = (bits >> 37) & 0x1FF
+    return torch.where(raw >= 256, raw - 512, raw).to(torch.float32)
+
+
+def quantize_s9(v: torch.Tensor) -> torch.Tensor:
+    """CANN's float32 -> s9 step of the requantisation (fixpipe): round half to even and
+    saturate to [-256, 255]; a NaN becomes -256 (a NaN lane takes the low bound, as every
+    quantised store of the C++ kernels). Returns float32 integers."""
+    return torch.round(torch.nan_to_num(v.float(), nan=-256.0).clamp(-256.0, 255.0))
+
+
+def requantize_int8(v: torch.Tensor, offset: torch.Tensor | None) -> torch.Tensor:
+    """int8 output of a scaled int32 product (CANN's requantisation; hicann/ops-nn @
+    e5c3fa93, matmul/quant_batch_matmul_v3/tests/assets/qbmmv3_kernel_golden.py,
+    compute_requant): quantize_s9(v), plus the offset (already an s9 integer), saturated to
+    [-128, 127]."""
+    t = quantize_s9(v)
+    if offset is not None:
+        t = t + offset
+    return t.clamp_(-128.0, 127.0).to(torch.int8)
 
 
 # ---- benchmark inputs (op_sdk.library.Benchmark.make) ---------------------------------------

@@ -23,8 +23,10 @@ from op_sdk.ops._common import (
     check,
     dtype_arg,
     dtype_value_str,
-    quantize_round,
+    quantize_s9,
+    requantize_int8,
     unpack_int4,
+    unpack_quant_offset,
     unpack_quant_scale,
     unsupported,
 )
@@ -84,12 +86,25 @@ def _check_bias_shape(op, x1, x2, bias, n):
 # passes such a scale to aclnnQuantMatmulV5 unchanged (x2Scale), with the offset tensor as
 # x2Offset; torch_npu 2.13.0's Meta (quant_matmul_scale_offset_out_check) refuses an int32
 # output with it. op_sdk: out = (x1 @ x2 + bias) * unpack_quant_scale(scale) in fp32, one
-# rounding to the output (int8: quantize_round). Refused: int32 output (as the Meta);
-# outside the subset (CANN documents no row, the Meta answers): pertoken_scale, a float bias;
-# and, since how the NPU's requantisation combines the offset tensor with the offset
-# npu_trans_quant_param packs (bits 37..45) is not documented, an offset tensor and (by
-# value, reference and kernel only) a nonzero packed offset with an int8 output. A float
-# output does not read the packed offset.
+# rounding to a float output. Refused: int32 output (as the Meta); outside the subset (CANN
+# documents no row, the Meta answers): pertoken_scale, a float bias.
+#
+# The int8 output (both scale forms) is CANN's requantisation (the fixpipe's; ops-nn's kernel
+# golden, qbmmv3_kernel_golden.py compute_requant, at the ops-nn commit of _common.py's
+# requantize_int8): quantize_s9(fp32(acc + bias) * scale) + the s9 offset, saturated to int8.
+# - An int64 / uint64 scale: the offset is the one npu_trans_quant_param packed in it (bits
+#   37..45; zero when it packed none). An `offset` tensor beside it is checked (float32, (1,)
+#   or (n,)) and not read: no QuantBatchMatmulV3 kernel reads its offset input (ops-nn
+#   @ e5c3fa93, op_kernel/quant_batch_matmul_v3.cpp and arch35/: Init takes no offset, or
+#   drops it), and torch_npu's documentation passes both, npu_trans_quant_param(scale,
+#   offset) and offset, in its graph example.
+# - A float32 scale with an `offset` tensor: op-plugin packs both with npu_trans_quant_param
+#   before the call (csrc/npu/binding.h's quant_matmul_scale), so the NPU adds
+#   quantize_s9(offset); op_sdk does the same with the scale at full precision, so that
+#   npu_quant_matmul(x1, x2, s, offset=o) equals npu_quant_matmul(x1, x2,
+#   pack_quant_scale(s, o)) whenever s has 19 significant bits (torch_npu's documented
+#   "Method 1" and "Method 2").
+# A float output reads no offset.
 
 def check_quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype,
                        x2_dtype, pertoken_scale_dtype, scale_dtype, group_sizes, y_scale,
@@ -117,10 +132,11 @@ def check_quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype
             unsupported(op, "pertoken_scale", "with an int64 / uint64 scale is outside the "
                         "supported subset (CANN documents a per-token scale with a float32 "
                         "scale only)")
-        if offset is not None:
-            unsupported(op, "offset", "with an int64 / uint64 scale is outside the supported "
-                        "subset (the offset of a packed scale is the one npu_trans_quant_param "
-                        "packs)")
+    if scale.dtype == torch.bfloat16:
+        # torch_npu 2.13.0's Meta and CANN's checker (an int8 output needs an int64 / uint64
+        # scale on the NPU; op-plugin packs float32 scales only)
+        check(code in (BFLOAT16, INT32), op, "output_dtype",
+              f"must be bfloat16 or int32 with a bfloat16 scale, got {dtype_value_str(code)}")
     if pertoken_scale is not None:
         check(pertoken_scale.dtype == torch.float32, op, "pertoken_scale",
               f"must be float32, got {pertoken_scale.dtype}")
@@ -146,16 +162,6 @@ def check_quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype
                   f"must be int32, or float16 / bfloat16 / float32 with pertoken_scale, got "
                   f"{bias.dtype}")
     return code
-
-
-def _check_packed_offset(scale, op="npu_quant_matmul"):
-    """A value rule of the int64 / uint64 scale with an int8 output (the fake cannot read the
-    values): the offset field npu_trans_quant_param packs (bits 37..45) must be zero."""
-    bits = scale.view(torch.int64) if scale.dtype == torch.uint64 else scale
-    if scale.numel() and bool(((bits & (0x1FF << 37)) != 0).any()):
-        unsupported(op, "scale", "with output_dtype int8 and a nonzero offset packed in it "
-                    "(npu_trans_quant_param's offset, bits 37..45) is outside the supported "
-                    "subset")
 
 
 # ---- int4 weights (int32-packed: 8 values per int32, element 0 in the lowest nibble)
@@ -484,8 +490,6 @@ def quant_matmul_reference(x1, x2, scale, *, offset=None, pertoken_scale=None, b
     code = check_quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype,
                               x1_dtype, x2_dtype, pertoken_scale_dtype, scale_dtype,
                               group_sizes, y_scale)
-    if code == INT8 and scale.dtype in _PACKED_SCALE:
-        _check_packed_offset(scale)
     # fp64 products of int8 values are exact for any realistic k (< 2**38)
     acc = torch.matmul(x1.double(), x2.double()).to(torch.int32)
     if bias is not None and bias.dtype == torch.int32:
@@ -499,9 +503,9 @@ def quant_matmul_reference(x1, x2, scale, *, offset=None, pertoken_scale=None, b
         if bias is not None and bias.dtype != torch.int32:
             out = out + bias.float()
     if code == INT8:
-        if offset is not None:
-            out = out + offset
-        return quantize_round(out, -128.0, 127.0, torch.int8)
+        if scale.dtype in _PACKED_SCALE:
+            return requantize_int8(out, unpack_quant_offset(scale))
+        return requantize_int8(out, None if offset is None else quantize_s9(offset))
     return out.to(_OUT_DTYPES[code])
 
 

@@ -9,13 +9,11 @@ from __future__ import annotations
 import torch
 
 from op_sdk.library import Benchmark, define_op
-from op_sdk.ops._common import INT8, check
+from op_sdk.ops._common import check
 from op_sdk.ops.quant_matmul import (
     _OUT_DTYPES,
     bench_composite,
     bench_inputs,
-    _PACKED_SCALE,
-    _check_packed_offset,
     check_quant_matmul,
     quant_matmul_reference,
 )
@@ -95,9 +93,7 @@ def quant_matmul_packed_reference(x1, x2, packed, scale, *, offset=None, pertoke
                                   bias=None, output_dtype=None):
     # the packed copy is x2 rearranged (or stale, when x2 is no longer its source: then x2
     # is what counts): the result is npu_quant_matmul's
-    code = _check_packed(x1, x2, packed, scale, offset, pertoken_scale, bias, output_dtype)
-    if code == INT8 and scale.dtype in _PACKED_SCALE:
-        _check_packed_offset(scale, "quant_matmul_packed")
+    _check_packed(x1, x2, packed, scale, offset, pertoken_scale, bias, output_dtype)
     return quant_matmul_reference(x1, x2, scale, offset=offset, pertoken_scale=pertoken_scale,
                                   bias=bias, output_dtype=output_dtype)
 

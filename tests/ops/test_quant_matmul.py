@@ -70,6 +70,8 @@ def meta_grid():
             if out in (fp16, bf16):
                 cases.append(("npu_quant_matmul", (x1, x2, pos(16) / 100), dict(kw, pertoken_scale=pos(5))))
             cases.append(("npu_quant_matmul", (x1, x2, pos(1) / 100), kw))
+            if out in (bf16, torch.int32):  # a bfloat16 scale
+                cases.append(("npu_quant_matmul", (x1, x2, (pos(16) / 100).to(bf16)), kw))
             if out == torch.int32:
                 cases.append(("npu_quant_matmul", (x1, x2, pos(16)),
                               dict(kw, bias=torch.randint(-9, 9, (16,), dtype=torch.int32))))
@@ -85,6 +87,11 @@ def meta_grid():
             kw = {"output_dtype": out} if out is not None else {}
             packed = pack_quant_scale(pos(16) / 100)
             cases.append(("npu_quant_matmul", (x1, x2, packed), kw))
+            if out is None:  # the int8 output with an offset: packed, and the tensor beside it
+                off = torch.randn(16) * 5
+                cases.append(("npu_quant_matmul", (x1, x2, pack_quant_scale(pos(16) / 100, off)),
+                              {"offset": off}))
+                cases.append(("npu_quant_matmul", (x1, x2, pos(16) / 100), {"offset": off[:1]}))
             cases.append(("npu_quant_matmul", (x1, x2, packed[:1].view(torch.uint64)),
                           dict(kw, bias=torch.randint(-9, 9, (*lead, 1, 16) if lead else (16,),
                                                       dtype=torch.int32))))
@@ -147,6 +154,11 @@ CASES = [
      {"pertoken_scale": T(4)}, "pertoken_scale", NotImplementedError),
     ("qmm/output-dtype", "npu_quant_matmul", (T(4, 8, dtype=i8), T(8, 6, dtype=i8), T(6)),
      {"output_dtype": torch.float32}, "output_dtype", RuntimeError),
+    # a bfloat16 scale takes bfloat16 / int32 outputs (torch_npu's Meta, CANN's checker)
+    ("qmm/scale-bf16-int8-output", "npu_quant_matmul", (T(4, 8, dtype=i8), T(8, 6, dtype=i8), T(6, dtype=bf16)),
+     {}, "output_dtype", RuntimeError),
+    ("qmm/scale-bf16-fp16-output", "npu_quant_matmul", (T(4, 8, dtype=i8), T(8, 6, dtype=i8), T(6, dtype=bf16)),
+     {"output_dtype": fp16, "pertoken_scale": T(4)}, "output_dtype", RuntimeError),
     ("qmm/float-bias-no-pertoken", "npu_quant_matmul", (T(4, 8, dtype=i8), T(8, 6, dtype=i8), T(6)),
      {"bias": T(6, dtype=bf16), "output_dtype": torch.bfloat16}, "bias", NotImplementedError),
     ("qmm/3d-bias-2d-output", "npu_quant_matmul", (T(4, 8, dtype=i8), T(8, 6, dtype=i8), T(6)),
@@ -236,7 +248,9 @@ CASES = [
         ("output-int32-uint64", {"scale": T(6, dtype=torch.uint64), "output_dtype": torch.int32},
          "output_dtype", RuntimeError),
         ("pertoken", {"pertoken_scale": T(4)}, "pertoken_scale", NotImplementedError),
-        ("offset", {"offset": T(6), "output_dtype": None}, "offset", NotImplementedError),
+        ("offset-shape", {"offset": T(5), "output_dtype": None}, "offset", RuntimeError),
+        ("offset-dtype", {"offset": T(6, dtype=fp16), "output_dtype": None}, "offset",
+         RuntimeError),
         ("offset-float16-output", {"offset": T(6)}, "offset", NotImplementedError),
         ("bias-float32", {"bias": T(6)}, "bias", NotImplementedError),
         ("bias-bf16", {"bias": T(6, dtype=bf16), "output_dtype": torch.bfloat16}, "bias",
@@ -284,6 +298,10 @@ def _qmm_epilogues(m, n):
         "int8": {},
         "int8-offset": {"offset": torch.randn(n) * 3},
         "int8-offset1": {"offset": torch.tensor([2.5])},
+        # offsets beyond the s9 range [-256, 255], halves, NaN
+        "int8-offset-wide": {"offset": torch.cat([torch.tensor([-300.0, 400.0, 0.5, -1.5,
+                                                                float("nan")]),
+                                                  torch.randn(n) * 200])[:n]},
         "int32": {"output_dtype": torch.int32},
         # values near the int32 limit: the bias add wraps like torch's int32 add
         "int32-bias": {"output_dtype": torch.int32,
@@ -321,7 +339,9 @@ def test_quant_matmul(m, k, n, layout):
     x2 = rand_i8(n, k).t() if layout == "nk" else rand_i8(k, n)
     scale = torch.rand(n) * 1e-3
     for name, kw in _qmm_epilogues(m, n).items():
-        for s in (scale, scale[:1], scale.to(bf16)):
+        # a bfloat16 scale takes bfloat16 / int32 outputs only
+        bf = (scale.to(bf16),) if kw.get("output_dtype") in (bf16, torch.int32) else ()
+        for s in (scale, scale[:1], *bf):
             _qmm_check(x1, x2, s, **kw)
 
 
@@ -915,35 +935,151 @@ def test_int8_int64_scale_formula():
         assert fn(x1, x2, raw | (0x1FF << 37), output_dtype=torch.bfloat16).item() == 6.0
 
 
-def test_int8_int64_scale_nonzero_packed_offset_is_refused():
-    """With an int8 output, an offset npu_trans_quant_param packed in the scale is refused by
-    value, in the same words by the kernel and the reference (the fake cannot read it)."""
+def _golden_requant(acc, scale, offset):
+    """CANN's int8 requantisation, ported from hicann/ops-nn @
+    e5c3fa9327ea95ba26d06227e746923580d10921, matmul/quant_batch_matmul_v3/tests/assets/
+    qbmmv3_kernel_golden.py (compute_requant; QuantBatchMatmulV3TestSpec.golden decodes a
+    uint64 scale with matmul/common/tests/st/arch35/matmul_quant_util.py's u64_to_deq_scale /
+    u64_to_offset, f32_2_s9 = clip(round(x), -256, 255)), over the int32 products `acc` (int
+    bias added): f32_2_s9(fp32(acc) * scale), + f32_2_s9(offset), clipped to int8. numpy's
+    round is half to even, as torch.round."""
+    def s9(x):
+        return torch.round(x).clamp(-256, 255)
+    out = s9(acc.float() * scale)
+    if offset is not None:
+        out = s9(out) + s9(offset)
+    return out.clamp(-128, 127).to(i8)
+
+
+def _u64_offset_golden(packed):
+    """matmul_quant_util.u64_to_offset: bits 37..45, sign bit 0x100."""
+    raw = (packed.view(torch.int64) >> 37) & 0x1FF
+    return torch.where((raw & 0x100) != 0, raw - 0x200, raw).float()
+
+
+@pytest.mark.parametrize("form", ["packed", "packed+tensor", "float32+tensor"])
+@pytest.mark.parametrize("per_channel", [True, False])
+@pytest.mark.parametrize("m", [2, 9, 40])  # the VNNI / AMX few-row kernels and ATen's GEMM
+def test_int8_output_requantisation(form, per_channel, m):
+    """The int8 output with an offset, against the port of CANN's golden: an int64 / uint64
+    scale applies the offset npu_trans_quant_param packed in it (an offset tensor beside it is
+    not read: no QuantBatchMatmulV3 kernel reads it); a float32 scale with an offset tensor
+    applies f32_2_s9(offset), as the NPU does after op-plugin packs both. Products and scales
+    reach the s9 and int8 bounds (|acc * scale| up to ~600, offsets up to ~+-300)."""
     from op_sdk.ops.quant_matmul_packed import quant_matmul_packed_reference
+    torch.manual_seed(m)
+    lead, k, n = (2,), 45, 19  # a 3-D x1, odd sizes
+    x1 = rand_i8(*lead, m, k)
+    w = rand_i8(n, k)
+    x2 = w.t()  # the transposed weight, read in place
+    nn = n if per_channel else 1
+    # 19-bit scales (what npu_trans_quant_param keeps), so that both forms are comparable
+    s = unpack_quant_scale(pack_quant_scale((torch.rand(nn) + 0.2) * 0.006))
+    off = torch.randn(nn) * 100
+    bias = torch.randint(-4000, 4000, (n,), dtype=i32)
+    packed = pack_quant_scale(s, off)
+    acc = torch.einsum("...mk,...kn->...mn", x1.long(), x2.long()) + bias.long()
+    if form == "float32+tensor":
+        scale, kw = s, {"offset": off}
+        want = _golden_requant(acc, s, off)
+    else:
+        scale = packed
+        # the tensor beside a packed scale is not read: any float32 (1,) / (n,) tensor
+        kw = {"offset": torch.randn(nn) * 1e3} if form == "packed+tensor" else {}
+        want = _golden_requant(acc, _scale_bits_golden(packed), _u64_offset_golden(packed))
+    # saturation and the values between are exercised
+    assert ((want == 127) | (want == -128)).any() and (want.abs() < 100).any()
+    got = npu.npu_quant_matmul(x1, x2, scale, bias=bias, **kw)
+    assert got.dtype == i8 and got.shape == (*lead, m, n)
+    assert torch.equal(got, want), f"{(got != want).sum()} of {got.numel()} differ"
+    assert torch.equal(quant_matmul_reference(x1, x2, scale, bias=bias, **kw), want)
+    if scale.dtype == torch.int64:  # the same bits as uint64
+        assert torch.equal(npu.npu_quant_matmul(x1, x2, scale.view(torch.uint64), bias=bias,
+                                                **kw), want)
+    # the prepacked weight (2-D x1)
     ops = torch.ops.op_sdk
+    pw = ops.pack_quant_weight(x2)
+    for fn in (ops.quant_matmul_packed, quant_matmul_packed_reference):
+        assert torch.equal(fn(x1[0], x2, pw, scale, bias=bias, **kw), want[0])
+
+
+def test_int8_output_float_scale_and_packed_scale_agree():
+    """torch_npu's documentation: npu_quant_matmul(x1, x2, scale, offset=offset) ("Method 1")
+    and npu_quant_matmul(x1, x2, npu_trans_quant_param(scale, offset)) ("Method 2") give the
+    same int8 output. op_sdk keeps a float32 scale at full precision, so they agree whenever
+    the scale has 19 significant bits."""
+    torch.manual_seed(0)
+    x1, x2 = rand_i8(7, 64), rand_i8(64, 33)
+    s = unpack_quant_scale(pack_quant_scale(torch.rand(33) * 0.05 + 0.001))
+    for off in (torch.randn(33) * 40, torch.tensor([-3.5]), torch.tensor([300.0])):
+        m1 = npu.npu_quant_matmul(x1, x2, s, offset=off)
+        m2 = npu.npu_quant_matmul(x1, x2, pack_quant_scale(s, off))
+        assert torch.equal(m1, m2)
+        assert torch.equal(m1, npu.npu_quant_matmul(x1, x2, pack_quant_scale(s, off), offset=off))
+
+
+def test_int8_output_requantisation_steps():
+    """Hand-built values that pin each step: the s9 rounding of the scaled value before the
+    offset, the s9 saturation of both, the offset's own rounding, and NaN."""
+    x2 = torch.tensor([[1]], dtype=i8)
+
+    def run(acc_values, scale, offset):
+        x1 = torch.tensor(acc_values, dtype=i8).reshape(-1, 1)
+        s = torch.tensor([scale])
+        o = torch.tensor([offset])
+        outs = [fn(x1, x2, s, offset=o).flatten().tolist()
+                for fn in (npu.npu_quant_matmul, quant_matmul_reference)]
+        packed = pack_quant_scale(s, o)
+        outs += [fn(x1, x2, packed).flatten().tolist()
+                 for fn in (npu.npu_quant_matmul, quant_matmul_reference)]
+        assert all(o == outs[0] for o in outs), outs
+        return outs[0]
+
+    # 2.5 rounds to 2 (half to even) before the odd offset 1 is added: 3, where rounding
+    # 2.5 + 1 = 3.5 once would give 4; 3.5 + 1 gives 5 either way
+    assert run([1, 7], 2.5, 1.0) == [3, 19]
+    # the scaled value saturates to 255 before the offset: 100 * 4 = 400 -> 255 - 200 = 55
+    # (one rounding of 400 - 200 would give 127); and -400 -> -256 + 200 = -56
+    assert run([100, -100], 4.0, -200.0) == [55, -128] and run([-100], 4.0, 200.0) == [-56]
+    # the offset rounds half to even and saturates to [-256, 255]: 0.5 -> 0, 1.5 -> 2,
+    # -300 -> -256, 300 -> 255
+    assert run([10], 1.0, 0.5) == [10] and run([10], 1.0, 1.5) == [12]
+    assert run([127], 2.0, -300.0) == [-2] and run([-128], 2.0, 300.0) == [-1]
+    # a NaN offset is -256, as a NaN lane of every quantised store takes the low bound
+    x1 = torch.tensor([[100]], dtype=i8)
+    for fn in (npu.npu_quant_matmul, quant_matmul_reference):
+        assert fn(x1, x2, torch.tensor([2.0]), offset=torch.tensor([float("nan")])).item() == -56
+        # a NaN scale: -256, then -128
+        assert fn(x1, x2, torch.tensor([float("nan")])).item() == -128
+
+
+def test_int8_output_offset_tensor_beside_packed_scale_is_not_read():
+    """Only the packed offset counts with an int64 scale; its float output reads neither."""
     x1, x2 = rand_i8(3, 8), rand_i8(8, 4)
-    scale = pack_quant_scale(torch.rand(4) / 100)
-    for offset in (1, 0x100):  # +1, and -256 (the sign bit of the 9-bit field)
-        bad = scale.clone()
-        bad[2] |= offset << 37
-        for s in (bad, bad.view(torch.uint64)):
-            msgs = []
-            for fn in (npu.npu_quant_matmul, quant_matmul_reference):
-                with pytest.raises(NotImplementedError) as info:
-                    fn(x1, x2, s)
-                msgs.append(str(info.value).splitlines()[0])
-            packed = ops.pack_quant_weight(x2)
-            for fn in (ops.quant_matmul_packed, quant_matmul_packed_reference):
-                with pytest.raises(NotImplementedError) as info:
-                    fn(x1, x2, packed, s)
-                msgs.append(str(info.value).splitlines()[0].replace("quant_matmul_packed",
-                                                                    "npu_quant_matmul"))
-            assert len(set(msgs)) == 1, msgs
-            assert "npu_quant_matmul: argument 'scale'" in msgs[0]
-            assert "offset" in msgs[0]
-        # a float output does not read it
-        assert npu.npu_quant_matmul(x1, x2, bad, output_dtype=fp16).shape == (3, 4)
+    s = torch.rand(4) / 2000  # |values| < 77: nothing saturates
+    for fn in (npu.npu_quant_matmul, quant_matmul_reference):
+        plain = fn(x1, x2, pack_quant_scale(s))
+        assert torch.equal(fn(x1, x2, pack_quant_scale(s), offset=torch.full((4,), 50.0)), plain)
+        shifted = fn(x1, x2, pack_quant_scale(s, torch.full((4,), 50.0)))
+        assert torch.equal(shifted.long(), (plain.long() + 50).clamp(-128, 127))
+        f16 = fn(x1, x2, pack_quant_scale(s, torch.full((4,), 50.0)), output_dtype=fp16)
+        assert torch.equal(f16, fn(x1, x2, pack_quant_scale(s), output_dtype=fp16))
 
 
+def test_pack_quant_scale_offset_layout():
+    """pack_quant_scale(scale, offset): aclnnTransQuantParam's layout (19-bit scale, bit 46,
+    the offset rounded, saturated to [-256, 255] and stored as 9 bits at bits 37..45)."""
+    s = torch.tensor([1.0, 0.5, 2.0, 3.0])
+    off = torch.tensor([-1.0, 255.6, -256.4, 2.5])
+    p = pack_quant_scale(s, off)
+    assert p.dtype == torch.int64
+    assert ((p >> 46) & 1).tolist() == [1, 1, 1, 1]
+    assert ((p >> 37) & 0x1FF).tolist() == [0x1FF, 255, 0x100, 2]
+    assert torch.equal(unpack_quant_scale(p), s)
+    assert torch.equal(_u64_offset_golden(p), torch.tensor([-1.0, 255.0, -256.0, 2.0]))
+    # a (1,) offset broadcasts over the scales
+    assert torch.equal(_u64_offset_golden(pack_quant_scale(s, torch.tensor([7.0]))),
+                       torch.full((4,), 7.0))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])

@@ -207,9 +207,10 @@ def test_quant_matmul_float8_int64_scale_refusals_against_torch_npus_meta():
 
 def test_quant_matmul_int8_int64_scale_refusals_against_torch_npus_meta():
     """int8 inputs with npu_trans_quant_param's int64 scale (aclnnQuantMatmulV4's UINT64 /
-    INT64 rows; the grid holds the calls both answer): an int32 output both refuse; a
-    pertoken_scale, an offset tensor, a float bias torch_npu 2.13.0's Meta answers and op_sdk
-    refuses, naming the argument (docs/operators.md)."""
+    INT64 rows; the grid holds the calls both answer, an offset tensor among them): an int32
+    output both refuse, and a bfloat16 scale with an int8 / float16 output; a pertoken_scale
+    and a float bias torch_npu 2.13.0's Meta answers and op_sdk refuses, naming the argument
+    (docs/operators.md)."""
     from op_sdk.ops._common import pack_quant_scale
     from tests.ops._helpers import rand_i8
 
@@ -222,11 +223,20 @@ def test_quant_matmul_int8_int64_scale_refusals_against_torch_npus_meta():
             opdef(_meta(x1), _meta(x2), _meta(s), output_dtype=torch.int32)
         with pytest.raises(RuntimeError, match="npu_quant_matmul: argument 'output_dtype'"):
             opdef(x1, x2, s, output_dtype=torch.int32)
+    for out in (None, i8, f16):  # a bfloat16 scale: bfloat16 / int32 outputs only
+        bf = (torch.rand(16) / 100).to(bf16)
+        kw = {"output_dtype": out} if out is not None else {}
+        if out == f16:
+            kw["pertoken_scale"] = torch.rand(5)
+        with pytest.raises(RuntimeError):
+            opdef(_meta(x1), _meta(x2), _meta(bf), **{k: _meta(v) if isinstance(v, torch.Tensor)
+                                                      else v for k, v in kw.items()})
+        for fn in (opdef, opdef.fake):
+            with pytest.raises(RuntimeError, match="npu_quant_matmul: argument 'output_dtype'"):
+                fn(x1, x2, bf, **kw)
     meta_only = [  # (kwargs, the Meta's dtype, argument op_sdk names)
         ({"pertoken_scale": torch.rand(5), "output_dtype": f16}, f16, "pertoken_scale"),
         ({"pertoken_scale": torch.rand(5), "output_dtype": bf16}, bf16, "pertoken_scale"),
-        ({"offset": torch.randn(16)}, i8, "offset"),
-        ({"offset": torch.randn(1), "output_dtype": i8}, i8, "offset"),
         ({"bias": torch.randn(16), "output_dtype": f16}, f16, "bias"),
         ({"bias": torch.randn(16).to(bf16), "output_dtype": bf16}, bf16, "bias"),
     ]
