@@ -289,19 +289,9 @@ Tensor float8_values(const Tensor& x, bool hif8) {
   return lut.index_select(0, idx.reshape({-1})).reshape(x.sizes());
 }
 
-Tensor float8_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
-                     const std::optional<Tensor>& offset, const std::optional<Tensor>& pertoken,
-                     const std::optional<Tensor>& bias, std::optional<int64_t> output_dtype,
-                     std::optional<int64_t> x1_dtype, std::optional<int64_t> x2_dtype,
-                     std::optional<int64_t> pertoken_scale_dtype,
-                     std::optional<int64_t> scale_dtype, at::OptionalIntArrayRef group_sizes,
-                     const std::optional<Tensor>& y_scale) {
-  const char* op = kOp;
-  check_none_outside_subset(op, {{"offset", offset.has_value()},
-                                 {"pertoken_scale_dtype", pertoken_scale_dtype.has_value()},
-                                 {"scale_dtype", scale_dtype.has_value()},
-                                 {"group_sizes", group_sizes.has_value()},
-                                 {"y_scale", y_scale.has_value()}});
+// float8_e4m3fn / float8_e5m2 x1 and x2, or both HiFloat8 (1-byte integer tensors).
+void check_float8_inputs(const char* op, const Tensor& x1, const Tensor& x2,
+                         std::optional<int64_t> x1_dtype, std::optional<int64_t> x2_dtype) {
   const bool hif8 = x1_dtype == kHiFloat8In && x2_dtype == kHiFloat8In;
   const std::tuple<const char*, const char*, const Tensor*, std::optional<int64_t>> inputs[] = {
       {"x1", "x1_dtype", &x1, x1_dtype}, {"x2", "x2_dtype", &x2, x2_dtype}};
@@ -318,6 +308,124 @@ Tensor float8_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
                       "input is (the supported subset), got ", dtype_name(x->scalar_type()));
     }
   }
+}
+
+// G-B / B-B per-block scales: the rules, the formula and their sources are in
+// op_sdk/ops/quant_matmul.py (check_per_block, _per_block_reference); the same ATen steps in
+// the same order, so the two agree bit for bit.
+bool is_per_block(const Tensor& x1, const Tensor& x2, const Tensor& scale,
+                  const std::optional<Tensor>& pertoken) {
+  return x1.scalar_type() != at::kInt && x2.scalar_type() != at::kInt && scale.dim() >= 2 &&
+         pertoken.has_value() && pertoken->dim() >= 2;
+}
+
+Tensor per_block_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
+                        const std::optional<Tensor>& offset, const Tensor& pertoken,
+                        const std::optional<Tensor>& bias, std::optional<int64_t> output_dtype,
+                        std::optional<int64_t> x1_dtype, std::optional<int64_t> x2_dtype,
+                        std::optional<int64_t> pertoken_scale_dtype,
+                        std::optional<int64_t> scale_dtype, at::OptionalIntArrayRef group_sizes,
+                        const std::optional<Tensor>& y_scale) {
+  const char* op = kOp;
+  check_none_outside_subset(op, {{"offset", offset.has_value()},
+                                 {"pertoken_scale_dtype", pertoken_scale_dtype.has_value()},
+                                 {"scale_dtype", scale_dtype.has_value()},
+                                 {"y_scale", y_scale.has_value()}});
+  const bool int8 = x1.scalar_type() == at::kChar && x2.scalar_type() == at::kChar &&
+                    !x1_dtype.has_value() && !x2_dtype.has_value();
+  if (!int8) check_float8_inputs(op, x1, x2, x1_dtype, x2_dtype);
+  const auto [m, n] = check_matmul_shapes(op, x1, x2);
+  const int64_t k = x1.size(-1);
+  const std::vector<int64_t> batch =
+      at::infer_size(x1.sizes().slice(0, x1.dim() - 2), x2.sizes().slice(0, x2.dim() - 2));
+  OPK_CHECK(pertoken.scalar_type() == at::kFloat, op, "pertoken_scale",
+            "must be float32 with per-block scales, got ", dtype_name(pertoken.scalar_type()));
+  OPK_CHECK(scale.scalar_type() == at::kFloat, op, "scale",
+            "must be float32 with per-block scales, got ", dtype_name(scale.scalar_type()));
+  const int64_t sm = pertoken.size(-2), sk = pertoken.size(-1);
+  const int64_t sk2 = scale.size(-2), sn = scale.size(-1);
+  OPK_CHECK(sk == sk2, op, "pertoken_scale", "must have as many k groups (its last dim) as "
+            "scale (its dim -2, ", sk2, "), got shape ", shape_str(pertoken.sizes()));
+  std::vector<int64_t> gs = group_sizes.has_value() ? group_sizes->vec()
+                                                    : std::vector<int64_t>{0, 0, 0};
+  OPK_CHECK(gs.size() == 3, op, "group_sizes", "must have 3 values [gsM, gsN, gsK], got ",
+            shape_str(gs));
+  const std::vector<int64_t> given = gs;
+  const int64_t dims[3] = {m, n, k}, sdims[3] = {sm, sn, sk};
+  for (int i = 0; i < 3; ++i)
+    if (gs[i] == 0) gs[i] = sdims[i] != 0 && dims[i] % sdims[i] == 0 ? dims[i] / sdims[i] : -1;
+  const bool gb = gs == std::vector<int64_t>{1, 128, 128};
+  const bool bb = gs == std::vector<int64_t>{128, 128, 128};
+  OPK_CHECK(gb || bb, op, "group_sizes", "must be [1, 128, 128] (G-B) or [128, 128, 128] (B-B) "
+            "with per-block scales (a 0 is the dim over the scale's dim), got ",
+            shape_str(given), " ([gsM, gsN, gsK] = ", shape_str(gs), ")");
+  const int64_t gm = gs[0], gn = gs[1], gk = gs[2];
+  OPK_CHECK(!int8 || gm == 1, op, "group_sizes", "must be [1, 128, 128] (G-B) with int8 x1 and "
+            "x2 (B-B takes float8 / hifloat8 inputs), got ", shape_str(given));
+  const int64_t pt_m = (m + gm - 1) / gm, kb = (k + gk - 1) / gk, s_n = (n + gn - 1) / gn;
+  OPK_CHECK(sm == pt_m && sk == kb, op, "pertoken_scale", "must have shape (..., ceil(m / ", gm,
+            "), ceil(k / ", gk, ")) = (..., ", pt_m, ", ", kb, "), got ",
+            shape_str(pertoken.sizes()));
+  OPK_CHECK(sk2 == kb && sn == s_n, op, "scale", "must have shape (..., ceil(k / ", gk,
+            "), ceil(n / ", gn, ")) = (..., ", kb, ", ", s_n, "), got ", shape_str(scale.sizes()));
+  for (const auto& [name, t] : {std::pair<const char*, const Tensor*>{"pertoken_scale", &pertoken},
+                                {"scale", &scale}}) {
+    const at::IntArrayRef lead = t->sizes().slice(0, t->dim() - 2);
+    bool ok = lead.size() <= batch.size();
+    for (size_t i = 0; ok && i < lead.size(); ++i) {
+      const int64_t a = lead[lead.size() - 1 - i], b = batch[batch.size() - 1 - i];
+      ok = a == 1 || a == b;
+    }
+    OPK_CHECK(ok, op, name, "batch dims must broadcast to the output's ", shape_str(batch),
+              ", got ", shape_str(lead));
+  }
+  int64_t code;
+  if (int8) {
+    if (bias.has_value())
+      OPK_CHECK(bias->scalar_type() == at::kFloat && bias->dim() == 1 && bias->size(0) == n, op,
+                "bias", "must be float32 of shape (n,) = (", n, ",) with int8 x1 and x2 and "
+                "per-block scales, got ", dtype_name(bias->scalar_type()), " ",
+                shape_str(bias->sizes()));
+    code = dtype_arg(op, "output_dtype", output_dtype, {kBFloat16}, kInt8);
+  } else {
+    OPK_CHECK(!bias.has_value(), op, "bias",
+              "must be None with float8 / hifloat8 inputs and per-block scales");
+    code = dtype_arg(op, "output_dtype", output_dtype, {kFloat16, kBFloat16, kFloat32Out}, kInt8);
+  }
+  const bool hif8 = !int8 && x1_dtype == kHiFloat8In;
+  const Tensor a = float8_values(x1, hif8), b = float8_values(x2, hif8);
+  const Tensor xs = pertoken.repeat_interleave(gm, -2).narrow(-2, 0, m);
+  const Tensor ws = scale.repeat_interleave(gn, -1).narrow(-1, 0, n);
+  std::vector<int64_t> out_shape =
+      at::infer_size(at::infer_size(batch, xs.sizes().slice(0, xs.dim() - 2)),
+                     ws.sizes().slice(0, ws.dim() - 2));
+  out_shape.push_back(m);
+  out_shape.push_back(n);
+  Tensor out = at::zeros(out_shape, x1.options().dtype(at::kFloat));
+  for (int64_t j = 0; j < kb; ++j) {
+    const int64_t k0 = j * gk, len = std::min(k, k0 + gk) - k0;
+    const Tensor acc = at::matmul(a.narrow(-1, k0, len), b.narrow(-2, k0, len)).to(at::kFloat);
+    out = out + acc * (xs.narrow(-1, j, 1) * ws.narrow(-2, j, 1));
+  }
+  if (bias.has_value()) out = out + *bias;
+  return out.to(code == kFloat16 ? at::kHalf : code == kBFloat16 ? at::kBFloat16 : at::kFloat);
+}
+
+Tensor float8_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
+                     const std::optional<Tensor>& offset, const std::optional<Tensor>& pertoken,
+                     const std::optional<Tensor>& bias, std::optional<int64_t> output_dtype,
+                     std::optional<int64_t> x1_dtype, std::optional<int64_t> x2_dtype,
+                     std::optional<int64_t> pertoken_scale_dtype,
+                     std::optional<int64_t> scale_dtype, at::OptionalIntArrayRef group_sizes,
+                     const std::optional<Tensor>& y_scale) {
+  const char* op = kOp;
+  check_none_outside_subset(op, {{"offset", offset.has_value()},
+                                 {"pertoken_scale_dtype", pertoken_scale_dtype.has_value()},
+                                 {"scale_dtype", scale_dtype.has_value()},
+                                 {"group_sizes", group_sizes.has_value()},
+                                 {"y_scale", y_scale.has_value()}});
+  const bool hif8 = x1_dtype == kHiFloat8In && x2_dtype == kHiFloat8In;
+  check_float8_inputs(op, x1, x2, x1_dtype, x2_dtype);
   QMM_UNSUPPORTED(scale.dim() == 1, "scale", "of ", scale.dim(), " dims (per-block / per-tile "
                   "scales) is outside the supported subset with float8 / hifloat8 inputs (1-D: "
                   "(1,) or (n,))");
@@ -370,6 +478,10 @@ Tensor npu_quant_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
                         std::optional<int64_t> pertoken_scale_dtype,
                         std::optional<int64_t> scale_dtype, at::OptionalIntArrayRef group_sizes,
                         const std::optional<Tensor>& y_scale) {
+  if (is_per_block(x1, x2, scale, pertoken_scale))
+    return per_block_matmul(x1, x2, scale, offset, *pertoken_scale, bias, output_dtype,
+                            x1_dtype, x2_dtype, pertoken_scale_dtype, scale_dtype, group_sizes,
+                            y_scale);
   if (is_float8(x1) || is_float8(x2) || (x1_dtype == kHiFloat8In && x2_dtype == kHiFloat8In))
     return float8_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype,
                          x2_dtype, pertoken_scale_dtype, scale_dtype, group_sizes, y_scale);

@@ -1,5 +1,6 @@
 """npu_quant_matmul: int8 x int8, int4 x int4 (per channel or per group of k), int8 x
-int4 (per-group) and float8 / HiFloat8 matmul with per-channel / per-token dequantisation.
+int4 (per-group) and float8 / HiFloat8 matmul with per-channel / per-token dequantisation,
+and per-block (G-B / B-B) scales for int8 / float8 / HiFloat8.
 
 Native CPU kernel: csrc/quant_matmul.cpp (over kernels/quant_matmul.h): an exact int8
 product (an AVX-512 VNNI kernel reading (n, k) weights in place for few-row inputs, ATen's
@@ -384,8 +385,8 @@ def _a8w4_reference(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, g
 # output, pertoken_scale with an int64 scale, an int32 / bfloat16 bias, offset. Refused by
 # both: int32 output with an int64 scale, a float16 bias without pertoken_scale, a 2-D
 # (1, n) bias (CANN documents one for 2-D outputs; the Meta takes 1-D or 3-D only). Outside
-# the subset: a bias with a float32 scale, MX / per-block / per-tile scales (2-D scales,
-# scale_dtype / pertoken_scale_dtype, group_sizes), float4 inputs, y_scale.
+# the subset: MX scales (scale_dtype / pertoken_scale_dtype), a 2-D scale without a 2-D
+# pertoken_scale (both 2-D: the per-block forms below), float4 inputs, y_scale.
 
 _FLOAT8_IN = (torch.float8_e4m3fn, torch.float8_e5m2)
 _FLOAT8_OUT = {FLOAT16: torch.float16, BFLOAT16: torch.bfloat16, FLOAT32: torch.float32}
@@ -402,20 +403,7 @@ def check_float8(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_d
     """Returns (output dtype, batch dims, m, n) of the float8 / HiFloat8 forms."""
     _none_outside_subset(op, offset=offset, pertoken_scale_dtype=pertoken_scale_dtype,
                          scale_dtype=scale_dtype, group_sizes=group_sizes, y_scale=y_scale)
-    hif8 = x1_dtype == HIFLOAT8 and x2_dtype == HIFLOAT8
-    for name, x, code in (("x1", x1, x1_dtype), ("x2", x2, x2_dtype)):
-        arg = f"{name}_dtype"
-        if hif8:
-            check(x.element_size() == 1 and not x.is_floating_point(), op, name,
-                  f"must be a 1-byte integer tensor holding HiFloat8 bits (uint8 / int8), got "
-                  f"{x.dtype}")
-        else:
-            if code is not None:
-                unsupported(op, arg, f"must be None or torch_npu.hifloat8 (290) (the supported "
-                            f"subset), got {dtype_value_str(code)}")
-            if x.dtype not in _FLOAT8_IN:
-                unsupported(op, name, f"must be float8_e4m3fn or float8_e5m2 when the other input "
-                            f"is (the supported subset), got {x.dtype}")
+    _check_float8_inputs(op, x1, x2, x1_dtype, x2_dtype)
     if scale.dim() != 1:
         unsupported(op, "scale", f"of {scale.dim()} dims (per-block / per-tile scales) is outside "
                     f"the supported subset with float8 / hifloat8 inputs (1-D: (1,) or (n,))")
@@ -467,10 +455,143 @@ def _float8_reference(x1, x2, scale, pertoken_scale, bias, x1_dtype, x2_dtype, c
     return out.to(_FLOAT8_OUT[code])
 
 
+# ---- per-block scales: G-B and B-B --------------------------------------------------------
+#
+# CANN's aclnnQuantMatmulV5 (hicann/ops-nn @ e5c3fa9327ea95ba26d06227e746923580d10921,
+# matmul/quant_batch_matmul_v4/docs/aclnnQuantMatmulV5.md, "G-B量化 && B-B量化场景约束"):
+# x1 (m, k) and x2 (k, n) float8_e4m3fn / float8_e5m2 (either with either) or both HiFloat8,
+# or both int8; pertoken_scale (x1Scale) float32 (ceil(m / gsM), ceil(k / gsK)), scale
+# (x2Scale) float32 (ceil(k / gsK), ceil(n / gsN)) (leading batch dims broadcasting with the
+# output's); group_sizes [gsM, gsN, gsK] = [1, 128, 128] (G-B) or [128, 128, 128] (B-B; not
+# for int8), a 0 (or group_sizes None: all three) inferred as the dim over the scale's dim
+# when it divides, as CANN infers it; int8: G-B only, an optional float32 bias (n,), output
+# bfloat16 (the table's only row; the formula section names float16 too); float8 / HiFloat8:
+# no bias, output float16 / bfloat16 / float32. torch_npu 2.13.0's Meta answers these calls
+# (quant_matmul_group_sizes_check). The doc's formula
+#   out[m, n] = sum_j (x1[m, Kj] @ x2[Kj, n]) * (x1Scale[m / gsM, j] * x2Scale[j, n / gsN])
+#               + bias[n],   Kj = [j * gsK, min(k, (j + 1) * gsK))
+# in CANN's per-block golden's order (matmul/quant_batch_matmul_v3/tests/assets/
+# qbmmv3_kernel_golden.py at that commit): each block's product, then times the product of
+# its two scales, summed over the blocks in order. op_sdk takes each block's product exactly
+# (fp64 of the decoded values, exact for int8 and e4m3 and for e5m2 / HiFloat8 unless one
+# block spans more than 2^53 in magnitude) and rounds it once to fp32; the scales' product,
+# the terms and their running sum (from +0.0) are fp32; then the bias (fp32) and one
+# rounding to the output.
+
+PER_BLOCK_FORMS = {(1, 128, 128): "G-B", (128, 128, 128): "B-B"}
+
+
+def _is_per_block(x1, x2, scale, pertoken_scale):
+    return (x1.dtype != torch.int32 and x2.dtype != torch.int32 and scale.dim() >= 2
+            and pertoken_scale is not None and pertoken_scale.dim() >= 2)
+
+
+def _check_float8_inputs(op, x1, x2, x1_dtype, x2_dtype):
+    """float8_e4m3fn / float8_e5m2 x1 and x2, or both HiFloat8 (1-byte integer tensors)."""
+    hif8 = x1_dtype == HIFLOAT8 and x2_dtype == HIFLOAT8
+    for name, x, code in (("x1", x1, x1_dtype), ("x2", x2, x2_dtype)):
+        if hif8:
+            check(x.element_size() == 1 and not x.is_floating_point(), op, name,
+                  f"must be a 1-byte integer tensor holding HiFloat8 bits (uint8 / int8), got "
+                  f"{x.dtype}")
+        else:
+            if code is not None:
+                unsupported(op, f"{name}_dtype", f"must be None or torch_npu.hifloat8 (290) (the "
+                            f"supported subset), got {dtype_value_str(code)}")
+            if x.dtype not in _FLOAT8_IN:
+                unsupported(op, name, f"must be float8_e4m3fn or float8_e5m2 when the other input "
+                            f"is (the supported subset), got {x.dtype}")
+
+
+def check_per_block(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype,
+                    x2_dtype, pertoken_scale_dtype, scale_dtype, group_sizes, y_scale,
+                    op="npu_quant_matmul"):
+    """Returns (output code, (gsM, gsN, gsK), batch dims, m, n) of the G-B / B-B forms."""
+    _none_outside_subset(op, offset=offset, pertoken_scale_dtype=pertoken_scale_dtype,
+                         scale_dtype=scale_dtype, y_scale=y_scale)
+    int8 = x1.dtype == torch.int8 and x2.dtype == torch.int8 and x1_dtype is None \
+        and x2_dtype is None
+    if not int8:
+        _check_float8_inputs(op, x1, x2, x1_dtype, x2_dtype)
+    m, n, batch = _matmul_shapes(op, x1, x2)
+    k = x1.shape[-1]
+    check(pertoken_scale.dtype == torch.float32, op, "pertoken_scale",
+          f"must be float32 with per-block scales, got {pertoken_scale.dtype}")
+    check(scale.dtype == torch.float32, op, "scale",
+          f"must be float32 with per-block scales, got {scale.dtype}")
+    sm, sk = pertoken_scale.shape[-2:]
+    sk2, sn = scale.shape[-2:]
+    check(sk == sk2, op, "pertoken_scale", f"must have as many k groups (its last dim) as scale "
+          f"(its dim -2, {sk2}), got shape {list(pertoken_scale.shape)}")
+    gs = [0, 0, 0] if group_sizes is None else list(group_sizes)
+    check(len(gs) == 3, op, "group_sizes", f"must have 3 values [gsM, gsN, gsK], got {gs}")
+    dims = (m, n, k)
+    given = list(gs)
+    for i, sd in enumerate((sm, sn, sk)):
+        if gs[i] == 0:  # inferred as CANN does: the dim over the scale's dim
+            gs[i] = dims[i] // sd if sd and dims[i] % sd == 0 else -1
+    forms = " or ".join(f"{list(g)} ({name})" for g, name in PER_BLOCK_FORMS.items())
+    check(tuple(gs) in PER_BLOCK_FORMS, op, "group_sizes",
+          f"must be {forms} with per-block scales (a 0 is the dim over the scale's dim), got "
+          f"{given} ([gsM, gsN, gsK] = {gs})")
+    gm, gn, gk = gs
+    check(not int8 or gm == 1, op, "group_sizes",
+          f"must be [1, 128, 128] (G-B) with int8 x1 and x2 (B-B takes float8 / hifloat8 "
+          f"inputs), got {given}")
+    want_pt = [-(-m // gm), -(-k // gk)]
+    want_s = [-(-k // gk), -(-n // gn)]
+    check(list(pertoken_scale.shape[-2:]) == want_pt, op, "pertoken_scale",
+          f"must have shape (..., ceil(m / {gm}), ceil(k / {gk})) = (..., {want_pt[0]}, "
+          f"{want_pt[1]}), got {list(pertoken_scale.shape)}")
+    check(list(scale.shape[-2:]) == want_s, op, "scale",
+          f"must have shape (..., ceil(k / {gk}), ceil(n / {gn})) = (..., {want_s[0]}, "
+          f"{want_s[1]}), got {list(scale.shape)}")
+    for name, t in (("pertoken_scale", pertoken_scale), ("scale", scale)):
+        lead = list(t.shape[:-2])
+        ok = len(lead) <= len(batch) and all(
+            a in (1, b) for a, b in zip(reversed(lead), reversed(list(batch))))
+        check(ok, op, name, f"batch dims must broadcast to the output's {list(batch)}, got "
+              f"{lead}")
+    if int8:
+        if bias is not None:
+            check(bias.dtype == torch.float32 and list(bias.shape) == [n], op, "bias",
+                  f"must be float32 of shape (n,) = ({n},) with int8 x1 and x2 and per-block "
+                  f"scales, got {bias.dtype} {list(bias.shape)}")
+        code = dtype_arg(op, "output_dtype", output_dtype, (BFLOAT16,), INT8)
+    else:
+        check(bias is None, op, "bias", "must be None with float8 / hifloat8 inputs and "
+              "per-block scales")
+        code = dtype_arg(op, "output_dtype", output_dtype, tuple(_FLOAT8_OUT), INT8)
+    return code, (gm, gn, gk), tuple(batch), m, n
+
+
+def _per_block_reference(x1, x2, scale, pertoken_scale, bias, x1_dtype, x2_dtype, code, gs):
+    gm, gn, gk = gs
+    a, b = _float8_values(x1, x1_dtype), _float8_values(x2, x2_dtype)
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    xs = pertoken_scale.repeat_interleave(gm, dim=-2)[..., :m, :]
+    ws = scale.repeat_interleave(gn, dim=-1)[..., :n]
+    out = torch.zeros(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2], xs.shape[:-2],
+                                             ws.shape[:-2]) + (m, n))
+    for j in range(-(-k // gk)):
+        rows = slice(j * gk, min(k, (j + 1) * gk))
+        acc = torch.matmul(a[..., rows], b[..., rows, :]).float()
+        out = out + acc * (xs[..., j:j + 1] * ws[..., j:j + 1, :])
+    if bias is not None:
+        out = out + bias
+    return out.to(_FLOAT8_OUT[code])
+
+
 def quant_matmul_reference(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=None,
                            output_dtype=None, x1_dtype=None, x2_dtype=None,
                            pertoken_scale_dtype=None, scale_dtype=None, group_sizes=None,
                            y_scale=None):
+    if _is_per_block(x1, x2, scale, pertoken_scale):
+        code, gs, *_ = check_per_block(x1, x2, scale, offset, pertoken_scale, bias,
+                                       output_dtype, x1_dtype, x2_dtype, pertoken_scale_dtype,
+                                       scale_dtype, group_sizes, y_scale)
+        return _per_block_reference(x1, x2, scale, pertoken_scale, bias, x1_dtype, x2_dtype,
+                                    code, gs)
     if _is_float8_form(x1, x2, x1_dtype, x2_dtype):
         code, *_ = check_float8(x1, x2, scale, offset, pertoken_scale, bias, output_dtype,
                                 x1_dtype, x2_dtype, pertoken_scale_dtype, scale_dtype,
@@ -513,6 +634,13 @@ def quant_matmul_fake(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=N
                       output_dtype=None, x1_dtype=None, x2_dtype=None,
                       pertoken_scale_dtype=None, scale_dtype=None, group_sizes=None,
                       y_scale=None):
+    if _is_per_block(x1, x2, scale, pertoken_scale):
+        code, _, batch, m, n = check_per_block(x1, x2, scale, offset, pertoken_scale, bias,
+                                               output_dtype, x1_dtype, x2_dtype,
+                                               pertoken_scale_dtype, scale_dtype, group_sizes,
+                                               y_scale)
+        batch = torch.broadcast_shapes(batch, scale.shape[:-2], pertoken_scale.shape[:-2])
+        return x1.new_empty((*batch, m, n), dtype=_FLOAT8_OUT[code])
     if _is_float8_form(x1, x2, x1_dtype, x2_dtype):
         code, batch, m, n = check_float8(x1, x2, scale, offset, pertoken_scale, bias,
                                          output_dtype, x1_dtype, x2_dtype, pertoken_scale_dtype,

@@ -291,22 +291,38 @@ def _outside_cases():
          _f8((2, 256, 128), E4M3), torch.randint(125, 131, (2, 4, 128, 2), dtype=torch.uint8),
          {"pertoken_scale": torch.randint(125, 131, (2, 64, 4, 2), dtype=torch.uint8), **MX,
           "output_dtype": torch.float16, "group_sizes": [1, 1, 32]})),
-        ("test_npu_quant_matmul_hif8_perblock", lambda: (_u8((8192, 320)), _u8((320, 2560)),
-         torch.randint(-5, 5, (3, 20)).float(),
-         {"pertoken_scale": torch.randint(-5, 5, (64, 3)).float(), **HIF8,
-          "output_dtype": torch.bfloat16})),
-        ("test_npu_quant_matmul_fp8_pertile", lambda: (_f8((8192, 320), E5M2).t(),
-         _f8((320, 2560), E5M2), torch.randint(-5, 5, (3, 20)).float(),
-         {"pertoken_scale": torch.randint(-5, 5, (8192, 3)).float(), "output_dtype": f32})),
-        # upstream accepts a RuntimeError saying "transpose are not same"; op_sdk's is a
-        # NotImplementedError (a RuntimeError) about the float8 x1
-        ("test_npu_quant_matmul_fp8_pertile_invaild_trans", lambda: (_f8((10, 256), E5M2),
-         _f8((512, 256), E5M2).t(), torch.randint(-5, 5, (4, 2)).float(),
-         {"pertoken_scale": torch.randint(-5, 5, (10, 2)).float(), "output_dtype": f32})),
     ]
 
 
 OUTSIDE_CASES = _outside_cases()
+
+
+def _per_block_cases():
+    """(upstream test, builder of (x1, x2, scale, kwargs), the argument op_sdk's RuntimeError
+    names). The per-block (G-B / B-B) forms run (aclnnQuantMatmulV5's documented contract);
+    these upstream bodies break its rules: hif8_perblock leaves group_sizes to be inferred
+    where k = 320 is not a multiple of its 3 scale columns (CANN's checker refuses that:
+    ReCalcGroupSize, hicann/ops-nn @ e5c3fa93 quant_matmul_checker.cpp), fp8_pertile passes
+    x1.t() of an (8192, 320) x1 beside a (320, 2560) x2 (k 8192 against 320), and
+    fp8_pertile_invaild_trans has 2 k groups in pertoken_scale against 4 in scale. Row counts
+    as upstream (these fail before any product)."""
+    f32 = torch.float32
+    return [
+        ("test_npu_quant_matmul_hif8_perblock", lambda: (_u8((8192, 320)), _u8((320, 2560)),
+         torch.randint(-5, 5, (3, 20)).float(),
+         {"pertoken_scale": torch.randint(-5, 5, (64, 3)).float(), **HIF8,
+          "output_dtype": torch.bfloat16}), "group_sizes"),
+        ("test_npu_quant_matmul_fp8_pertile", lambda: (_f8((8192, 320), E5M2).t(),
+         _f8((320, 2560), E5M2), torch.randint(-5, 5, (3, 20)).float(),
+         {"pertoken_scale": torch.randint(-5, 5, (8192, 3)).float(), "output_dtype": f32}), "x2"),
+        ("test_npu_quant_matmul_fp8_pertile_invaild_trans", lambda: (_f8((10, 256), E5M2),
+         _f8((512, 256), E5M2).t(), torch.randint(-5, 5, (4, 2)).float(),
+         {"pertoken_scale": torch.randint(-5, 5, (10, 2)).float(), "output_dtype": f32}),
+         "pertoken_scale"),
+    ]
+
+
+PER_BLOCK_CASES = _per_block_cases()
 
 
 def _hif8_codes(shape):
@@ -371,3 +387,28 @@ def test_quant_matmul_outside_subset(build):
     x1, x2, scale, kwargs = build()
     with pytest.raises(NotImplementedError, match=OUTSIDE_SUBSET):
         npu.npu_quant_matmul(x1, x2, scale, **kwargs)
+
+
+@pytest.mark.parametrize("build,arg", [c[1:] for c in PER_BLOCK_CASES],
+                         ids=[c[0] for c in PER_BLOCK_CASES])
+def test_quant_matmul_per_block_rules(build, arg):
+    x1, x2, scale, kwargs = build()
+    with pytest.raises(RuntimeError, match=f"npu_quant_matmul: argument '{arg}'") as info:
+        npu.npu_quant_matmul(x1, x2, scale, **kwargs)
+    assert not isinstance(info.value, NotImplementedError)
+
+
+def test_quant_matmul_hif8_perblock_with_group_sizes():
+    """upstream's hif8_perblock with the group sizes its shapes mean ([128, 128, 128]; 131 rows
+    where upstream has 8192) against CANN's per-block formula on the decoded values."""
+    x1, x2 = _hif8_codes((131, 320)), _hif8_codes((320, 2560))
+    scale = torch.randint(-5, 5, (3, 20)).float()
+    pt = torch.randint(-5, 5, (2, 3)).float()
+    out = npu.npu_quant_matmul(x1, x2, scale, pertoken_scale=pt, **HIF8,
+                               output_dtype=torch.bfloat16, group_sizes=[128, 128, 128])
+    a, b = hifloat8_to_float(x1), hifloat8_to_float(x2)
+    xs = pt.repeat_interleave(128, 0)[:131]
+    ws = scale.repeat_interleave(128, 1)
+    golden = sum(torch.matmul(a[:, j * 128:(j + 1) * 128].double(), b[j * 128:(j + 1) * 128].double())
+                 * (xs[:, j:j + 1] * ws[j:j + 1]).double() for j in range(3))
+    assert_rtol_equal(golden.to(torch.bfloat16), out, 1e-3)

@@ -130,6 +130,24 @@ def meta_grid():
         cases.append(("npu_quant_matmul", (rand_i8(3, 512), pack_int4(torch.randint(-8, 8, (512, 16), dtype=i8)),
                                            torch.randint(1, 2**30, (2, 16))),
                       {"pertoken_scale": pos(3, 1), "offset": torch.randn(16), "output_dtype": out}))
+    # per-block scales (G-B, B-B): k = 300 and n = 260 (3 groups each, the last short)
+    m, k, n = 5, 300, 260
+    gb, bb = [1, 128, 128], [128, 128, 128]
+    cases.append(("npu_quant_matmul", (rand_i8(m, k), rand_i8(n, k).t(), pos(3, 3)),
+                  {"pertoken_scale": pos(m, 3), "output_dtype": bf16, "group_sizes": gb}))
+    cases.append(("npu_quant_matmul", (rand_i8(2, m, k), rand_i8(k, n), pos(3, 3)),
+                  {"pertoken_scale": pos(m, 3), "bias": torch.randn(n), "output_dtype": bf16,
+                   "group_sizes": gb}))
+    for out in (fp16, bf16, torch.float32):
+        cases.append(("npu_quant_matmul", (_f8(2, m, k, dtype=E4M3), _f8(n, k, dtype=E5M2).t(), pos(3, 3)),
+                      {"pertoken_scale": pos(1, 3), "output_dtype": out, "group_sizes": bb}))
+        cases.append(("npu_quant_matmul", (_f8(m, k, dtype=E4M3), _f8(k, n, dtype=E4M3), pos(3, 3)),
+                      {"pertoken_scale": pos(m, 3), "output_dtype": out, "group_sizes": gb}))
+        cases.append(("npu_quant_matmul", (_hif8(m, k), _hif8(k, n), pos(3, 3)),
+                      {"pertoken_scale": pos(1, 3), "output_dtype": out, "group_sizes": bb,
+                       "x1_dtype": 290, "x2_dtype": 290}))
+    cases.append(("npu_quant_matmul", (_f8(2, m, k, dtype=E5M2), _f8(2, k, n, dtype=E5M2), pos(2, 3, 3)),
+                  {"pertoken_scale": pos(2, m, 3), "output_dtype": torch.float32, "group_sizes": gb}))
     return cases
 
 
@@ -259,6 +277,35 @@ CASES = [
         ("bias-3d-2d-output", {"bias": T(1, 1, 6, dtype=i32)}, "bias", RuntimeError),
         ("x1-4d-bias-3d", {"x1": T(2, 2, 4, 8, dtype=i8), "bias": T(2, 1, 6, dtype=i32)}, "bias",
          RuntimeError),
+    ]
+] + [
+    # per-block scales (G-B / B-B); each entry breaks one rule of an otherwise valid call: x1
+    # (4, 300) e4m3, x2 (300, 260) e5m2, G-B scales, float32 output
+    (f"qmm/per-block/{cid}", "npu_quant_matmul",
+     (change.pop("x1", T(4, 300, dtype=E4M3)), change.pop("x2", T(300, 260, dtype=E5M2)),
+      change.pop("scale", T(3, 3))),
+     {"pertoken_scale": T(4, 3), "output_dtype": f32, "group_sizes": [1, 128, 128], **change}, arg, exc)
+    for cid, change, arg, exc in [
+        ("group-sizes", {"group_sizes": [1, 64, 128]}, "group_sizes", RuntimeError),
+        ("group-sizes-length", {"group_sizes": [128, 128]}, "group_sizes", RuntimeError),
+        ("group-sizes-inferred", {"group_sizes": None}, "group_sizes", RuntimeError),  # 300 / 3
+        ("int8-b-b", {"x1": T(4, 300, dtype=i8), "x2": T(300, 260, dtype=i8), "pertoken_scale": T(1, 3),
+                      "group_sizes": [128, 128, 128], "output_dtype": bf16}, "group_sizes", RuntimeError),
+        ("int8-output-fp16", {"x1": T(4, 300, dtype=i8), "x2": T(300, 260, dtype=i8),
+                              "output_dtype": fp16}, "output_dtype", RuntimeError),
+        ("int8-bias-fp16", {"x1": T(4, 300, dtype=i8), "x2": T(300, 260, dtype=i8), "output_dtype": bf16,
+                            "bias": T(260, dtype=fp16)}, "bias", RuntimeError),
+        ("f8-bias", {"bias": T(260)}, "bias", RuntimeError),
+        ("f8-output-int8", {"output_dtype": None}, "output_dtype", RuntimeError),
+        ("k-groups", {"pertoken_scale": T(4, 2)}, "pertoken_scale", RuntimeError),
+        ("pertoken-m", {"pertoken_scale": T(3, 3)}, "pertoken_scale", RuntimeError),
+        ("pertoken-dtype", {"pertoken_scale": T(4, 3, dtype=bf16)}, "pertoken_scale", RuntimeError),
+        ("scale-n", {"scale": T(3, 2)}, "scale", RuntimeError),
+        ("scale-dtype", {"scale": T(3, 3, dtype=torch.int64)}, "scale", RuntimeError),
+        ("scale-batch", {"scale": T(2, 3, 3)}, "scale", RuntimeError),
+        ("offset", {"offset": T(260)}, "offset", NotImplementedError),
+        ("scale-dtype-arg", {"scale_dtype": 293}, "scale_dtype", NotImplementedError),
+        ("x2-int8", {"x2": T(300, 260, dtype=i8)}, "x2", NotImplementedError),
     ]
 ] + [
     # per-group A4W4 (int32 x1 and x2, a 2-D scale): k = 520 (3 groups, the last of 8 rows),
@@ -933,6 +980,91 @@ def test_int8_int64_scale_formula():
     for fn in (npu.npu_quant_matmul, quant_matmul_reference):
         assert fn(x1, x2, raw).item() == 6
         assert fn(x1, x2, raw | (0x1FF << 37), output_dtype=torch.bfloat16).item() == 6.0
+
+
+def _golden_per_block(x1, x2, x1_scale, x2_scale, gs):
+    """CANN's per-block golden, ported from hicann/ops-nn @
+    e5c3fa9327ea95ba26d06227e746923580d10921, matmul/quant_batch_matmul_v3/tests/assets/
+    qbmmv3_kernel_golden.py (the B-B / G-B computation): the inputs in float32, x1Scale
+    repeated gsM times along m and x2Scale gsN times along n, then per k block of gsK
+    matmul(x1[:, block], x2[block, :]) * (x1Scale[:, j] * x2Scale[j, :]), accumulated in
+    float32. Its float32 matmul rounds within a block; op_sdk's block product is exact."""
+    gm, gn, gk = gs
+    a, b = x1.float(), x2.float()
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    xs = x1_scale.float().repeat_interleave(gm, dim=-2)[..., :m, :]
+    ws = x2_scale.float().repeat_interleave(gn, dim=-1)[..., :n]
+    out = torch.zeros(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (m, n))
+    for j in range(-(-k // gk)):
+        blk = slice(j * gk, min(k, (j + 1) * gk))
+        out = out + torch.matmul(a[..., blk], b[..., blk, :]) * (xs[..., j:j + 1] * ws[..., j:j + 1, :])
+    return out
+
+
+@pytest.mark.parametrize("form", ["int8-G-B", "e4m3-G-B", "e5m2-B-B", "hif8-B-B"])
+@pytest.mark.parametrize("shape", [(5, 300, 260), (1, 128, 128), (130, 257, 129)])
+def test_per_block_scales(form, shape):
+    """G-B / B-B (aclnnQuantMatmulV5): native kernel and reference bit for bit, against CANN's
+    golden (bit for bit where its float32 block products are exact: int8, |acc| < 2^24), 3-D
+    x1, the transposed weight read in place, a batched scale, and the fake."""
+    from op_sdk.ops._formats import hif8_to_float
+    torch.manual_seed(shape[0])
+    m, k, n = shape
+    gs = [1, 128, 128] if form.endswith("G-B") else [128, 128, 128]
+    kb, mb, nb = -(-k // 128), -(-m // gs[0]), -(-n // 128)
+    kw = {"group_sizes": gs}
+    if form.startswith("int8"):
+        x1, x2 = rand_i8(2, m, k), rand_i8(n, k).t()
+        v1, v2 = x1, x2
+        kw.update(output_dtype=bf16, bias=torch.randn(n))
+    elif form.startswith("hif8"):
+        x1, x2 = _hif8(2, m, k), _hif8(n, k).t()
+        v1, v2 = hif8_to_float(x1), hif8_to_float(x2)
+        kw.update(output_dtype=torch.float32, x1_dtype=290, x2_dtype=290)
+    else:
+        dt = E4M3 if form.startswith("e4m3") else E5M2
+        x1, x2 = _f8(2, m, k, dtype=dt), _f8(n, k, dtype=dt).t()
+        v1, v2 = x1, x2
+        kw.update(output_dtype=fp16)
+    pt = torch.rand(mb, kb) + 0.05
+    sc = torch.rand(2, kb, nb) + 0.05  # one per batch
+    got = npu.npu_quant_matmul(x1, x2, sc, pertoken_scale=pt, **kw)
+    ref = quant_matmul_reference(x1, x2, sc, pertoken_scale=pt, **kw)
+    assert got.shape == (2, m, n) and got.dtype == kw["output_dtype"]
+    assert torch.equal(got, ref)
+    gold = _golden_per_block(v1, v2, pt, sc, gs)
+    if "bias" in kw:
+        gold = gold + kw["bias"]
+    if form.startswith("int8"):
+        assert torch.equal(got, gold.to(bf16))
+    else:
+        torch.testing.assert_close(got.float(), gold.to(got.dtype).float(), rtol=2e-3, atol=1e-3)
+    # each batch is the 2-D call with its own scale
+    for i in range(2):
+        one = npu.npu_quant_matmul(x1[i], x2, sc[i], pertoken_scale=pt, **kw)
+        assert torch.equal(one, got[i])
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        fk = npu.npu_quant_matmul(*(mode.from_tensor(t) for t in (x1, x2, sc)),
+                                  pertoken_scale=mode.from_tensor(pt),
+                                  **{a: mode.from_tensor(v) if isinstance(v, torch.Tensor) else v
+                                     for a, v in kw.items()})
+    assert fk.shape == got.shape and fk.dtype == got.dtype
+
+
+def test_per_block_formula():
+    """Hand values: the scales multiply each block's product, blocks sum in order, the bias
+    comes last; group_sizes 0 is inferred (k = 256 and n = 256: 2 groups each)."""
+    x1 = torch.ones(1, 256, dtype=i8)
+    x2 = torch.ones(256, 256, dtype=i8)
+    pt = torch.tensor([[2.0, 3.0]])
+    sc = torch.tensor([[1.0, 10.0], [100.0, 1000.0]])
+    for fn in (npu.npu_quant_matmul, quant_matmul_reference):
+        out = fn(x1, x2, sc, pertoken_scale=pt, bias=torch.full((256,), 0.5),
+                 output_dtype=bf16, group_sizes=[0, 0, 0])
+        # columns < 128: 128 * 2 * 1 + 128 * 3 * 100; columns >= 128: 128 * 2 * 10 + 128 * 3 * 1000
+        want = torch.cat([torch.full((1, 128), 38656.5), torch.full((1, 128), 386560.5)], 1)
+        assert torch.equal(out, want.to(bf16))
 
 
 def _golden_requant(acc, scale, offset):
