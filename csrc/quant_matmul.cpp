@@ -310,6 +310,11 @@ void check_float8_inputs(const char* op, const Tensor& x1, const Tensor& x2,
   }
 }
 
+// The float output dtype of an output_dtype code (float16, bfloat16 or float32).
+c10::ScalarType float_output(int64_t code) {
+  return code == kFloat16 ? at::kHalf : code == kBFloat16 ? at::kBFloat16 : at::kFloat;
+}
+
 // G-B / B-B per-block scales: the rules, the formula and their sources are in
 // op_sdk/ops/quant_matmul.py (check_per_block, _per_block_reference); the same ATen steps in
 // the same order, so the two agree bit for bit.
@@ -408,7 +413,7 @@ Tensor per_block_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
     out = out + acc * (xs.narrow(-1, j, 1) * ws.narrow(-2, j, 1));
   }
   if (bias.has_value()) out = out + *bias;
-  return out.to(code == kFloat16 ? at::kHalf : code == kBFloat16 ? at::kBFloat16 : at::kFloat);
+  return out.to(float_output(code));
 }
 
 Tensor float8_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
@@ -467,7 +472,7 @@ Tensor float8_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
   if (bias.has_value()) out = out + *bias;  // fp32, (n,) or (batch, 1, n) broadcast
   out = out * unpack_quant_scale(scale);
   if (pertoken.has_value()) out = out * pertoken->unsqueeze(-1);
-  return out.to(code == kFloat16 ? at::kHalf : code == kBFloat16 ? at::kBFloat16 : at::kFloat);
+  return out.to(float_output(code));
 }
 
 Tensor npu_quant_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
