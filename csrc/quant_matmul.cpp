@@ -243,7 +243,7 @@ Tensor a4w4_per_group_matmul(const Tensor& x1, const Tensor& x2, const Tensor& s
 // T-T form of CANN's aclnnQuantMatmulV5 (sources cited in the Python file):
 //   out = (fp32(x1 @ x2) + bias) * scale
 // with the exact decoded values multiplied and summed in fp64, rounded once to fp32.
-constexpr int64_t kHiFloat8In = 290, kFloat32Out = 6;
+constexpr int64_t kHiFloat8In = 290, kFloat32Out = 6, kE8M0 = 293, kMxGroup = 32;
 
 bool is_float8(const Tensor& t) {
   return t.scalar_type() == at::kFloat8_e4m3fn || t.scalar_type() == at::kFloat8_e5m2;
@@ -313,6 +313,27 @@ void check_float8_inputs(const char* op, const Tensor& x1, const Tensor& x2,
 // The float output dtype of an output_dtype code (float16, bfloat16 or float32).
 c10::ScalarType float_output(int64_t code) {
   return code == kFloat16 ? at::kHalf : code == kBFloat16 ? at::kBFloat16 : at::kFloat;
+}
+
+// sum_j fp32(a[..., Kj] @ b[..., Kj, :]) * (xs[..., j] * ws[..., j, :]) + bias, the
+// per-block and MX formula (_block_sum of op_sdk/ops/quant_matmul.py, the same steps).
+Tensor block_sum(const Tensor& a, const Tensor& b, const Tensor& xs, const Tensor& ws,
+                 int64_t gk, const std::vector<int64_t>& batch, const std::optional<Tensor>& bias,
+                 int64_t code) {
+  const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  std::vector<int64_t> out_shape =
+      at::infer_size(at::infer_size(batch, xs.sizes().slice(0, xs.dim() - 2)),
+                     ws.sizes().slice(0, ws.dim() - 2));
+  out_shape.push_back(m);
+  out_shape.push_back(n);
+  Tensor out = at::zeros(out_shape, a.options().dtype(at::kFloat));
+  for (int64_t j = 0, kb = (k + gk - 1) / gk; j < kb; ++j) {
+    const int64_t k0 = j * gk, len = std::min(k, k0 + gk) - k0;
+    const Tensor acc = at::matmul(a.narrow(-1, k0, len), b.narrow(-2, k0, len)).to(at::kFloat);
+    out = out + acc * (xs.narrow(-1, j, 1) * ws.narrow(-2, j, 1));
+  }
+  if (bias.has_value()) out = out + *bias;
+  return out.to(float_output(code));
 }
 
 // G-B / B-B per-block scales: the rules, the formula and their sources are in
@@ -398,22 +419,86 @@ Tensor per_block_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
     code = dtype_arg(op, "output_dtype", output_dtype, {kFloat16, kBFloat16, kFloat32Out}, kInt8);
   }
   const bool hif8 = !int8 && x1_dtype == kHiFloat8In;
-  const Tensor a = float8_values(x1, hif8), b = float8_values(x2, hif8);
-  const Tensor xs = pertoken.repeat_interleave(gm, -2).narrow(-2, 0, m);
-  const Tensor ws = scale.repeat_interleave(gn, -1).narrow(-1, 0, n);
-  std::vector<int64_t> out_shape =
-      at::infer_size(at::infer_size(batch, xs.sizes().slice(0, xs.dim() - 2)),
-                     ws.sizes().slice(0, ws.dim() - 2));
-  out_shape.push_back(m);
-  out_shape.push_back(n);
-  Tensor out = at::zeros(out_shape, x1.options().dtype(at::kFloat));
-  for (int64_t j = 0; j < kb; ++j) {
-    const int64_t k0 = j * gk, len = std::min(k, k0 + gk) - k0;
-    const Tensor acc = at::matmul(a.narrow(-1, k0, len), b.narrow(-2, k0, len)).to(at::kFloat);
-    out = out + acc * (xs.narrow(-1, j, 1) * ws.narrow(-2, j, 1));
+  return block_sum(float8_values(x1, hif8), float8_values(x2, hif8),
+                   pertoken.repeat_interleave(gm, -2).narrow(-2, 0, m),
+                   scale.repeat_interleave(gn, -1).narrow(-1, 0, n), gk, batch, bias, code);
+}
+
+// E8M0 codes (a 1-byte tensor) -> float32: 2^(e - 127), NaN for 255 (e8m0_to_float of
+// op_sdk/ops/quant_matmul.py).
+Tensor e8m0_to_float(const Tensor& codes) {
+  const Tensor e = codes.view(at::kByte).to(at::kInt);
+  const Tensor v = at::ldexp(at::ones_like(e, e.options().dtype(at::kDouble)),
+                             (e - 127).to(at::kDouble))
+                       .to(at::kFloat);
+  return at::where(e == 255, at::full_like(v, std::numeric_limits<float>::quiet_NaN()), v);
+}
+
+// MX scales: rules, formula and sources in op_sdk/ops/quant_matmul.py (check_mx,
+// _mx_reference); the same ATen steps in the same order.
+Tensor mx_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
+                 const std::optional<Tensor>& offset, const std::optional<Tensor>& pertoken,
+                 const std::optional<Tensor>& bias, std::optional<int64_t> output_dtype,
+                 std::optional<int64_t> x1_dtype, std::optional<int64_t> x2_dtype,
+                 std::optional<int64_t> pertoken_scale_dtype, std::optional<int64_t> scale_dtype,
+                 at::OptionalIntArrayRef group_sizes, const std::optional<Tensor>& y_scale) {
+  const char* op = kOp;
+  check_none_outside_subset(op, {{"offset", offset.has_value()}, {"y_scale", y_scale.has_value()}});
+  for (const auto& [arg, v] : {std::pair<const char*, std::optional<int64_t>>{"scale_dtype", scale_dtype},
+                               {"pertoken_scale_dtype", pertoken_scale_dtype}})
+    OPK_CHECK(v == kE8M0, op, arg, "must be torch_npu.float8_e8m0fnu (", kE8M0, ") with MX scales "
+              "(scale_dtype and pertoken_scale_dtype together), got ", dtype_value_str(v));
+  const bool x1_ok = !x1_dtype.has_value() && is_float8(x1);
+  QMM_UNSUPPORTED(x1_ok && !x2_dtype.has_value() && is_float8(x2), x1_ok ? "x2" : "x1",
+                  "must be float8_e4m3fn or float8_e5m2 with MX scales (the supported subset), got ",
+                  dtype_name(x1.scalar_type()), " / ", dtype_name(x2.scalar_type()),
+                  " (x1_dtype ", dtype_value_str(x1_dtype), ", x2_dtype ",
+                  dtype_value_str(x2_dtype), ")");
+  const auto [m, n] = check_matmul_shapes(op, x1, x2);
+  const int64_t k = x1.size(-1), kb64 = (k + 63) / 64;
+  const std::vector<int64_t> batch =
+      at::infer_size(x1.sizes().slice(0, x1.dim() - 2), x2.sizes().slice(0, x2.dim() - 2));
+  OPK_CHECK(pertoken.has_value(), op, "pertoken_scale", "is required with MX scales");
+  for (const auto& [name, t, want] :
+       {std::tuple<const char*, const Tensor*, std::vector<int64_t>>{"pertoken_scale", &*pertoken,
+                                                                     {m, kb64, 2}},
+        {"scale", &scale, {kb64, n, 2}}}) {
+    OPK_CHECK(t->element_size() == 1 && !t->is_floating_point(), op, name,
+              "must be a 1-byte integer tensor holding float8_e8m0 codes (uint8 / int8) with MX "
+              "scales, got ", dtype_name(t->scalar_type()));
+    bool ok = t->dim() >= 3 && t->sizes().slice(t->dim() - 3).vec() == want;
+    const at::IntArrayRef lead = t->sizes().slice(0, std::max<int64_t>(t->dim() - 3, 0));
+    ok = ok && lead.size() <= batch.size();
+    for (size_t i = 0; ok && i < lead.size(); ++i) {
+      const int64_t a = lead[lead.size() - 1 - i], b = batch[batch.size() - 1 - i];
+      ok = a == 1 || a == b;
+    }
+    OPK_CHECK(ok, op, name, "must have shape (..., ", want[0], ", ", want[1], ", ", want[2],
+              ") with MX scales (one per 32 values of k, in pairs), its batch dims broadcasting "
+              "to ", shape_str(batch), ", got ", shape_str(t->sizes()));
   }
-  if (bias.has_value()) out = out + *bias;
-  return out.to(float_output(code));
+  std::vector<int64_t> gs = group_sizes.has_value() ? group_sizes->vec()
+                                                    : std::vector<int64_t>{0, 0, 0};
+  OPK_CHECK(gs.size() == 3, op, "group_sizes", "must have 3 values [gsM, gsN, gsK], got ",
+            shape_str(gs));
+  const std::vector<int64_t> given = gs;
+  const int64_t dims[3] = {m, n, k}, sdims[3] = {m, n, 2 * kb64};
+  for (int i = 0; i < 3; ++i)
+    if (gs[i] == 0) gs[i] = sdims[i] != 0 && dims[i] % sdims[i] == 0 ? dims[i] / sdims[i] : -1;
+  OPK_CHECK(gs == std::vector<int64_t>({1, 1, kMxGroup}), op, "group_sizes", "must be [1, 1, ",
+            kMxGroup, "] with MX scales (a 0 is the dim over the scale's dim), got ",
+            shape_str(given), " ([gsM, gsN, gsK] = ", shape_str(gs), ")");
+  if (bias.has_value()) {
+    OPK_CHECK(bias->scalar_type() == at::kFloat, op, "bias", "must be float32 with MX scales, got ",
+              dtype_name(bias->scalar_type()));
+    check_bias_shape(op, x1, x2, *bias, n);
+  }
+  const int64_t code =
+      dtype_arg(op, "output_dtype", output_dtype, {kFloat16, kBFloat16, kFloat32Out}, kInt8);
+  const int64_t kb = (k + kMxGroup - 1) / kMxGroup;
+  const Tensor xs = e8m0_to_float(*pertoken).flatten(-2).narrow(-1, 0, kb);
+  const Tensor ws = e8m0_to_float(scale).transpose(-2, -1).flatten(-3, -2).narrow(-2, 0, kb);
+  return block_sum(x1.to(at::kDouble), x2.to(at::kDouble), xs, ws, kMxGroup, batch, bias, code);
 }
 
 Tensor float8_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
@@ -483,6 +568,9 @@ Tensor npu_quant_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
                         std::optional<int64_t> pertoken_scale_dtype,
                         std::optional<int64_t> scale_dtype, at::OptionalIntArrayRef group_sizes,
                         const std::optional<Tensor>& y_scale) {
+  if (scale_dtype.has_value() || pertoken_scale_dtype.has_value())
+    return mx_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype,
+                     x2_dtype, pertoken_scale_dtype, scale_dtype, group_sizes, y_scale);
   if (is_per_block(x1, x2, scale, pertoken_scale))
     return per_block_matmul(x1, x2, scale, offset, *pertoken_scale, bias, output_dtype,
                             x1_dtype, x2_dtype, pertoken_scale_dtype, scale_dtype, group_sizes,

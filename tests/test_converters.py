@@ -52,7 +52,8 @@ NO_CONVERTER = {"op_sdk::pack_quant_weight": "runs at compile time (weight prepa
 # sample calls a converter refuses, and why (forms TorchAir's own converter writes)
 _INT4 = ("torch.quint4x2 (int4 packed in int32)",)
 REFUSED = {"npu::npu_quant_matmul": ("x1_dtype", "x2_dtype", "scale_dtype", "group_sizes",
-                                     "pertoken_scale_dtype", "y_scale", "only int8"),
+                                     "pertoken_scale_dtype", "y_scale", "only int8",
+                                     "per-block scales"),
            "npu::npu_dynamic_quant": _INT4, "npu::npu_quantize": _INT4,
            "npu::npu_add_rms_norm_dynamic_quant": _INT4,
            # float4 / int4 (two values per byte): TorchAir bitcasts and reshapes around

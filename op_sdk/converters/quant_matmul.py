@@ -1,7 +1,8 @@
 """npu_quant_matmul (and op_sdk's prepacked quant_matmul_packed) -> QuantBatchMatmulV3,
-as TorchAir converts the int8 case on Atlas A2 / A3. The int4-in-int32, fp8 / MX and
-per-group forms (x1_dtype, x2_dtype, scale dtypes, group_sizes, y_scale) are written by
-TorchAir's own converter; op_sdk's raises naming the argument."""
+as TorchAir converts the int8 case on Atlas A2 / A3. The int4-in-int32, fp8 / MX,
+per-group and per-block forms (x1_dtype, x2_dtype, scale dtypes, group_sizes, y_scale,
+2-D scales) are written by TorchAir's own converter; op_sdk's raises naming the
+argument."""
 
 import torch
 
@@ -33,6 +34,11 @@ def convert_npu_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None,
         if v is not None:
             raise ConversionError(f"GE conversion: npu_quant_matmul: argument '{arg}' is "
                                   f"written by TorchAir's converter, not op_sdk's")
+    for arg, t in (("scale", scale), ("pertoken_scale", pertoken_scale)):
+        if t is not None and t.desc.shape is not None and len(t.desc.shape) >= 2:
+            raise ConversionError(f"GE conversion: npu_quant_matmul: argument '{arg}' of "
+                                  f"{len(t.desc.shape)} dims (per-block scales) is written by "
+                                  f"TorchAir's converter, not op_sdk's")
     return _qbmm(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, "npu_quant_matmul")
 
 

@@ -565,12 +565,11 @@ def check_per_block(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x
     return code, (gm, gn, gk), tuple(batch), m, n
 
 
-def _per_block_reference(x1, x2, scale, pertoken_scale, bias, x1_dtype, x2_dtype, code, gs):
-    gm, gn, gk = gs
-    a, b = _float8_values(x1, x1_dtype), _float8_values(x2, x2_dtype)
+def _block_sum(a, b, xs, ws, gk, bias, code):
+    """sum_j fp32(a[..., Kj] @ b[..., Kj, :]) * (xs[..., j] * ws[..., j, :]) + bias: the
+    per-block and MX formula on the decoded inputs (fp64) and per-block scales xs (..., m,
+    blocks), ws (..., blocks, n) in fp32."""
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    xs = pertoken_scale.repeat_interleave(gm, dim=-2)[..., :m, :]
-    ws = scale.repeat_interleave(gn, dim=-1)[..., :n]
     out = torch.zeros(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2], xs.shape[:-2],
                                              ws.shape[:-2]) + (m, n))
     for j in range(-(-k // gk)):
@@ -582,10 +581,105 @@ def _per_block_reference(x1, x2, scale, pertoken_scale, bias, x1_dtype, x2_dtype
     return out.to(_FLOAT8_OUT[code])
 
 
+def _per_block_reference(x1, x2, scale, pertoken_scale, bias, x1_dtype, x2_dtype, code, gs):
+    gm, gn, gk = gs
+    a, b = _float8_values(x1, x1_dtype), _float8_values(x2, x2_dtype)
+    xs = pertoken_scale.repeat_interleave(gm, dim=-2)[..., :a.shape[-2], :]
+    ws = scale.repeat_interleave(gn, dim=-1)[..., :b.shape[-1]]
+    return _block_sum(a, b, xs, ws, gk, bias, code)
+
+
+# ---- MX scales (microscaling) ---------------------------------------------------------------
+#
+# aclnnQuantMatmulV5's "MX全量化" row for float8 inputs (same document and commit as the
+# per-block forms): x1 / x2 float8_e4m3fn / float8_e5m2 (either with either), pertoken_scale
+# (x1Scale) (..., m, ceil(k / 64), 2) and scale (x2Scale) (..., ceil(k / 64), n, 2), both
+# float8_e8m0 held in 1-byte tensors with pertoken_scale_dtype = scale_dtype =
+# torch_npu.float8_e8m0fnu (293), as torch_npu 2.13.0's Meta reads them: one scale per 32
+# values of k, block j at [..., j // 2, j % 2]; group_sizes [1, 1, 32] (0s inferred as CANN
+# does, k / (2 * ceil(k / 64)) for gsK); an optional float32 bias (n,) or (batch, 1, n);
+# output float16 / bfloat16 / float32. An E8M0 code e is 2^(e - 127), 255 is NaN. The formula
+# is the per-block one with gsK = 32 (the bias last). Outside the subset: float4 inputs
+# (x1_dtype / x2_dtype float4_e2m1), the A8W4 MX row, HiFloat8 inputs.
+
+E8M0 = 293
+MX_GROUP = 32
+
+
+def e8m0_to_float(codes: torch.Tensor) -> torch.Tensor:
+    """E8M0 codes (a 1-byte tensor) -> float32: 2^(e - 127), NaN for 255 (exact: 2^-127 is a
+    float32 subnormal)."""
+    e = codes.view(torch.uint8).to(torch.int32)
+    v = torch.ldexp(torch.ones_like(e, dtype=torch.float64), (e - 127).double()).float()
+    return torch.where(e == 255, torch.full_like(v, float("nan")), v)
+
+
+def _is_mx(scale_dtype, pertoken_scale_dtype):
+    return scale_dtype is not None or pertoken_scale_dtype is not None
+
+
+def check_mx(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype, x2_dtype,
+             pertoken_scale_dtype, scale_dtype, group_sizes, y_scale, op="npu_quant_matmul"):
+    """Returns (output code, batch dims, m, n) of the MX form."""
+    _none_outside_subset(op, offset=offset, y_scale=y_scale)
+    for arg, v in (("scale_dtype", scale_dtype), ("pertoken_scale_dtype", pertoken_scale_dtype)):
+        check(v == E8M0, op, arg,
+              f"must be torch_npu.float8_e8m0fnu ({E8M0}) with MX scales (scale_dtype and "
+              f"pertoken_scale_dtype together), got {dtype_value_str(v)}")
+    if x1_dtype is not None or x2_dtype is not None or x1.dtype not in _FLOAT8_IN \
+            or x2.dtype not in _FLOAT8_IN:
+        unsupported(op, "x1" if x1_dtype is not None or x1.dtype not in _FLOAT8_IN else "x2",
+                    f"must be float8_e4m3fn or float8_e5m2 with MX scales (the supported subset), "
+                    f"got {x1.dtype} / {x2.dtype} (x1_dtype {dtype_value_str(x1_dtype)}, x2_dtype "
+                    f"{dtype_value_str(x2_dtype)})")
+    m, n, batch = _matmul_shapes(op, x1, x2)
+    k = x1.shape[-1]
+    check(pertoken_scale is not None, op, "pertoken_scale", "is required with MX scales")
+    kb = -(-k // 64)
+    for name, t, want in (("pertoken_scale", pertoken_scale, [m, kb, 2]),
+                          ("scale", scale, [kb, n, 2])):
+        check(t.element_size() == 1 and not t.is_floating_point(), op, name,
+              f"must be a 1-byte integer tensor holding float8_e8m0 codes (uint8 / int8) with MX "
+              f"scales, got {t.dtype}")
+        lead = list(t.shape[:-3])
+        check(t.dim() >= 3 and list(t.shape[-3:]) == want and len(lead) <= len(batch)
+              and all(a in (1, b) for a, b in zip(reversed(lead), reversed(list(batch)))),
+              op, name, f"must have shape (..., {', '.join(map(str, want))}) with MX scales (one "
+              f"per 32 values of k, in pairs), its batch dims broadcasting to {list(batch)}, got "
+              f"{list(t.shape)}")
+    gs = [0, 0, 0] if group_sizes is None else list(group_sizes)
+    check(len(gs) == 3, op, "group_sizes", f"must have 3 values [gsM, gsN, gsK], got {gs}")
+    given = list(gs)
+    for i, (d, sd) in enumerate(((m, m), (n, n), (k, 2 * kb))):
+        if gs[i] == 0:
+            gs[i] = d // sd if sd and d % sd == 0 else -1
+    check(gs == [1, 1, MX_GROUP], op, "group_sizes",
+          f"must be [1, 1, {MX_GROUP}] with MX scales (a 0 is the dim over the scale's dim), got "
+          f"{given} ([gsM, gsN, gsK] = {gs})")
+    if bias is not None:
+        check(bias.dtype == torch.float32, op, "bias",
+              f"must be float32 with MX scales, got {bias.dtype}")
+        _check_bias_shape(op, x1, x2, bias, n)
+    code = dtype_arg(op, "output_dtype", output_dtype, tuple(_FLOAT8_OUT), INT8)
+    return code, tuple(batch), m, n
+
+
+def _mx_reference(x1, x2, scale, pertoken_scale, bias, code):
+    a, b = x1.double(), x2.double()
+    k, kb = a.shape[-1], -(-a.shape[-1] // MX_GROUP)
+    xs = e8m0_to_float(pertoken_scale).flatten(-2)[..., :kb]                # (..., m, blocks)
+    ws = e8m0_to_float(scale).transpose(-2, -1).flatten(-3, -2)[..., :kb, :]  # (..., blocks, n)
+    return _block_sum(a, b, xs, ws, MX_GROUP, bias, code)
+
+
 def quant_matmul_reference(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=None,
                            output_dtype=None, x1_dtype=None, x2_dtype=None,
                            pertoken_scale_dtype=None, scale_dtype=None, group_sizes=None,
                            y_scale=None):
+    if _is_mx(scale_dtype, pertoken_scale_dtype):
+        code, *_ = check_mx(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype,
+                            x2_dtype, pertoken_scale_dtype, scale_dtype, group_sizes, y_scale)
+        return _mx_reference(x1, x2, scale, pertoken_scale, bias, code)
     if _is_per_block(x1, x2, scale, pertoken_scale):
         code, gs, *_ = check_per_block(x1, x2, scale, offset, pertoken_scale, bias,
                                        output_dtype, x1_dtype, x2_dtype, pertoken_scale_dtype,
@@ -634,6 +728,12 @@ def quant_matmul_fake(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=N
                       output_dtype=None, x1_dtype=None, x2_dtype=None,
                       pertoken_scale_dtype=None, scale_dtype=None, group_sizes=None,
                       y_scale=None):
+    if _is_mx(scale_dtype, pertoken_scale_dtype):
+        code, batch, m, n = check_mx(x1, x2, scale, offset, pertoken_scale, bias, output_dtype,
+                                     x1_dtype, x2_dtype, pertoken_scale_dtype, scale_dtype,
+                                     group_sizes, y_scale)
+        batch = torch.broadcast_shapes(batch, scale.shape[:-3], pertoken_scale.shape[:-3])
+        return x1.new_empty((*batch, m, n), dtype=_FLOAT8_OUT[code])
     if _is_per_block(x1, x2, scale, pertoken_scale):
         code, _, batch, m, n = check_per_block(x1, x2, scale, offset, pertoken_scale, bias,
                                                output_dtype, x1_dtype, x2_dtype,

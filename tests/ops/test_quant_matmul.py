@@ -51,7 +51,10 @@ def samples():
          {"bias": torch.randint(-9, 9, (16,), dtype=torch.int32), "output_dtype": torch.float16}),
         # the static form: npu_trans_quant_param's int64 scale and a float32 bias
         ("npu_quant_matmul", (_hif8(5, 32), _hif8(32, 16), pack_quant_scale(torch.rand(16) + 0.5)),
-         {"bias": torch.randn(16), "x1_dtype": 290, "x2_dtype": 290, "output_dtype": torch.bfloat16}),
+         {"bias": torch.randn(16), "x1_dtype": 290, "x2_dtype": 290, "output_dtype": torch.bfloat16}),        # per-block (G-B) scales on int8 inputs: k = 200 and n = 136 (2 groups each)
+        ("npu_quant_matmul", (rand_i8(5, 200), rand_i8(136, 200).t(), torch.rand(2, 2)),
+         {"pertoken_scale": torch.rand(5, 2), "bias": torch.randn(136), "output_dtype": torch.bfloat16,
+          "group_sizes": [1, 128, 128]}),
     ]
 
 
@@ -148,7 +151,22 @@ def meta_grid():
                        "x1_dtype": 290, "x2_dtype": 290}))
     cases.append(("npu_quant_matmul", (_f8(2, m, k, dtype=E5M2), _f8(2, k, n, dtype=E5M2), pos(2, 3, 3)),
                   {"pertoken_scale": pos(2, m, 3), "output_dtype": torch.float32, "group_sizes": gb}))
+    # MX scales: E8M0 codes (..., m, ceil(k / 64), 2) / (..., ceil(k / 64), n, 2), k = 200
+    m, k, n = 5, 200, 24
+    mx = {"scale_dtype": 293, "pertoken_scale_dtype": 293, "group_sizes": [1, 1, 32]}
+    for out in (fp16, bf16, torch.float32):
+        cases.append(("npu_quant_matmul", (_f8(m, k, dtype=E4M3), _f8(n, k, dtype=E5M2).t(), _e8m0(4, n, 2)),
+                      {"pertoken_scale": _e8m0(m, 4, 2), "output_dtype": out, **mx}))
+        cases.append(("npu_quant_matmul", (_f8(2, m, k, dtype=E4M3), _f8(2, k, n, dtype=E4M3), _e8m0(2, 4, n, 2)),
+                      {"pertoken_scale": _e8m0(2, m, 4, 2), "bias": torch.randn(2, 1, n), "output_dtype": out, **mx}))
+    cases.append(("npu_quant_matmul", (_f8(m, k, dtype=E5M2), _f8(k, n, dtype=E5M2), _e8m0(4, n, 2)),
+                  {"pertoken_scale": _e8m0(m, 4, 2), "bias": torch.randn(n), "output_dtype": bf16, **mx}))
     return cases
+
+
+def _e8m0(*shape):
+    """E8M0 codes 120 - 134 (scales 2^-7 .. 2^7) in uint8."""
+    return torch.randint(120, 135, shape, dtype=torch.uint8)
 
 
 E4M3, E5M2, f32 = torch.float8_e4m3fn, torch.float8_e5m2, torch.float32
@@ -201,8 +219,8 @@ CASES = [
     ("qmm/f8-bias-bf16", "npu_quant_matmul", F8, {"bias": T(6, dtype=bf16), "output_dtype": f32}, "bias",
      RuntimeError),
     ("qmm/f8-bias-shape", "npu_quant_matmul", F8, {"bias": T(5), "output_dtype": f32}, "bias", RuntimeError),
-    ("qmm/f8-mx-scale", "npu_quant_matmul", F8, {"scale_dtype": 293, "output_dtype": f32}, "scale_dtype",
-     NotImplementedError),
+    ("qmm/f8-mx-scale", "npu_quant_matmul", F8, {"scale_dtype": 293, "output_dtype": f32},
+     "pertoken_scale_dtype", RuntimeError),
     ("qmm/f8-group-sizes", "npu_quant_matmul", F8, {"group_sizes": [1, 1, 32], "output_dtype": f32},
      "group_sizes", NotImplementedError),
     ("qmm/f8-scale-bf16", "npu_quant_matmul", (T(4, 8, dtype=E4M3), T(8, 6, dtype=E5M2), T(6, dtype=bf16)),
@@ -304,8 +322,35 @@ CASES = [
         ("scale-dtype", {"scale": T(3, 3, dtype=torch.int64)}, "scale", RuntimeError),
         ("scale-batch", {"scale": T(2, 3, 3)}, "scale", RuntimeError),
         ("offset", {"offset": T(260)}, "offset", NotImplementedError),
-        ("scale-dtype-arg", {"scale_dtype": 293}, "scale_dtype", NotImplementedError),
+        ("scale-dtype-arg", {"scale_dtype": 293}, "pertoken_scale_dtype", RuntimeError),
         ("x2-int8", {"x2": T(300, 260, dtype=i8)}, "x2", NotImplementedError),
+    ]
+] + [
+    # MX scales; each entry breaks one rule of an otherwise valid call: x1 (4, 200) e4m3, x2
+    # (200, 24) e5m2, E8M0 scales (4, 4, 2) / (4, 24, 2), float32 output
+    (f"qmm/mx/{cid}", "npu_quant_matmul",
+     (change.pop("x1", T(4, 200, dtype=E4M3)), change.pop("x2", T(200, 24, dtype=E5M2)),
+      change.pop("scale", T(4, 24, 2, dtype=torch.uint8))),
+     {"pertoken_scale": T(4, 4, 2, dtype=torch.uint8), "scale_dtype": 293, "pertoken_scale_dtype": 293,
+      "group_sizes": [1, 1, 32], "output_dtype": f32, **change}, arg, exc)
+    for cid, change, arg, exc in [
+        ("pertoken-dtype-arg", {"pertoken_scale_dtype": None}, "pertoken_scale_dtype", RuntimeError),
+        ("scale-dtype-arg", {"scale_dtype": 5}, "scale_dtype", RuntimeError),
+        ("scale-2d", {"scale": T(24, 7, dtype=torch.uint8)}, "scale", RuntimeError),
+        ("scale-n", {"scale": T(4, 23, 2, dtype=torch.uint8)}, "scale", RuntimeError),
+        ("scale-float", {"scale": T(4, 24, 2)}, "scale", RuntimeError),
+        ("pertoken-none", {"pertoken_scale": None}, "pertoken_scale", RuntimeError),
+        ("pertoken-k", {"pertoken_scale": T(4, 3, 2, dtype=torch.uint8)}, "pertoken_scale", RuntimeError),
+        ("pertoken-batch", {"pertoken_scale": T(3, 4, 4, 2, dtype=torch.uint8)}, "pertoken_scale", RuntimeError),
+        ("group-sizes", {"group_sizes": [1, 1, 64]}, "group_sizes", RuntimeError),
+        ("group-sizes-inferred", {"group_sizes": None}, "group_sizes", RuntimeError),  # 200 / 8
+        ("bias-bf16", {"bias": T(24, dtype=bf16)}, "bias", RuntimeError),
+        ("bias-shape", {"bias": T(23)}, "bias", RuntimeError),
+        ("output-int8", {"output_dtype": None}, "output_dtype", RuntimeError),
+        ("offset", {"offset": T(24)}, "offset", NotImplementedError),
+        ("int8-inputs", {"x1": T(4, 200, dtype=i8), "x2": T(200, 24, dtype=i8)}, "x1", NotImplementedError),
+        ("float4-inputs", {"x1": T(4, 100, dtype=torch.uint8), "x2": T(100, 24, dtype=torch.uint8),
+                           "x1_dtype": 296, "x2_dtype": 296}, "x1", NotImplementedError),
     ]
 ] + [
     # per-group A4W4 (int32 x1 and x2, a 2-D scale): k = 520 (3 groups, the last of 8 rows),
@@ -1065,6 +1110,75 @@ def test_per_block_formula():
         # columns < 128: 128 * 2 * 1 + 128 * 3 * 100; columns >= 128: 128 * 2 * 10 + 128 * 3 * 1000
         want = torch.cat([torch.full((1, 128), 38656.5), torch.full((1, 128), 386560.5)], 1)
         assert torch.equal(out, want.to(bf16))
+
+
+def _golden_mx(x1, x2, x1_scale, x2_scale):
+    """Upstream's MX golden, ported from op-plugin @ 517f2e7d0f202f38b76310706cb977ca2388ad21,
+    test/test_custom_ops/test_npu_quant_matmul.py (test_npu_quant_matmul_mxfp8_scale_with_batch):
+    the E8M0 scales decoded (2^(e - 127)), x1Scale reshaped to (..., m, 2 * ceil(k / 64)) and
+    x2Scale transposed and reshaped to (..., 2 * ceil(k / 64), n), each repeated 32 times
+    along k and multiplied into its operand, then one matmul (here in fp64: the scaled
+    values are exact, the sum is not rounded). Upstream decodes code 0 as 0; the codes here
+    avoid it."""
+    def e8m0(t):
+        return torch.pow(2.0, t.double() - 127.0)
+    k = x1.shape[-1]
+    ps = e8m0(x1_scale).flatten(-2)
+    sc = e8m0(x2_scale).transpose(-1, -2).flatten(-3, -2)
+    return torch.matmul(x1.double() * ps.repeat_interleave(32, dim=-1)[..., :k],
+                        x2.double() * sc.repeat_interleave(32, dim=-2)[..., :k, :])
+
+
+@pytest.mark.parametrize("shape", [(5, 200, 24), (1, 64, 16), (33, 130, 40)])
+@pytest.mark.parametrize("dtypes", [(E4M3, E4M3), (E5M2, E4M3)])
+def test_mx_scales(shape, dtypes):
+    """MX scales: native kernel and reference bit for bit, within fp32 rounding of upstream's
+    golden, 3-D x1 with per-batch scales, the transposed weight, a (batch, 1, n) bias, the
+    fake."""
+    torch.manual_seed(shape[0])
+    m, k, n = shape
+    kb = -(-k // 64)
+    x1, x2 = _f8(2, m, k, dtype=dtypes[0]), _f8(n, k, dtype=dtypes[1]).t()
+    pt, sc = _e8m0(2, m, kb, 2), _e8m0(2, kb, n, 2)
+    bias = torch.randn(2, 1, n)
+    for out in (fp16, bf16, torch.float32):
+        kw = {"pertoken_scale": pt, "scale_dtype": 293, "pertoken_scale_dtype": 293,
+              "group_sizes": [1, 1, 32], "bias": bias, "output_dtype": out}
+        got = npu.npu_quant_matmul(x1, x2, sc, **kw)
+        assert got.shape == (2, m, n) and got.dtype == out
+        assert torch.equal(got, quant_matmul_reference(x1, x2, sc, **kw))
+        gold = _golden_mx(x1, x2, pt, sc) + bias.double()
+        if out == torch.float32:
+            torch.testing.assert_close(got.double(), gold, rtol=1e-5, atol=1e-3)
+        else:
+            torch.testing.assert_close(got.float(), gold.to(out).float(), rtol=1e-2, atol=1e-2)
+        # group_sizes inferred where k is a multiple of 64
+        if k % 64 == 0:
+            assert torch.equal(got, npu.npu_quant_matmul(x1, x2, sc, **dict(kw, group_sizes=None)))
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+            fk = npu.npu_quant_matmul(*(mode.from_tensor(t) for t in (x1, x2, sc)),
+                                      **{a: mode.from_tensor(v) if isinstance(v, torch.Tensor) else v
+                                         for a, v in kw.items()})
+        assert fk.shape == got.shape and fk.dtype == got.dtype
+
+
+def test_mx_formula_and_e8m0_codes():
+    """E8M0: 2^(e - 127), code 0 is 2^-127 (as torch.float8_e8m0fnu), 255 is NaN; each 32-wide
+    block of k takes its own pair entry, in the order [j // 2, j % 2]."""
+    from op_sdk.ops.quant_matmul import e8m0_to_float
+    codes = torch.tensor([0, 1, 126, 127, 128, 254, 255], dtype=torch.uint8)
+    want = codes.view(torch.float8_e8m0fnu).float()
+    got = e8m0_to_float(codes)
+    assert torch.equal(got[:-1], want[:-1]) and got[-1].isnan() and want[-1].isnan()
+    x1 = torch.ones(1, 128).to(E4M3)
+    x2 = torch.ones(128, 1).to(E4M3)
+    pt = torch.tensor([[[127, 128], [129, 130]]], dtype=torch.uint8)  # 1, 2, 4, 8
+    sc = torch.tensor([[[127, 127]], [[127, 131]]], dtype=torch.uint8)  # 1, 1, 1, 16
+    for fn in (npu.npu_quant_matmul, quant_matmul_reference):
+        out = fn(x1, x2, sc, pertoken_scale=pt, scale_dtype=293, pertoken_scale_dtype=293,
+                 group_sizes=[1, 1, 32], output_dtype=torch.float32)
+        assert out.item() == 32 * (1 * 1 + 2 * 1 + 4 * 1 + 8 * 16)
 
 
 def _golden_requant(acc, scale, offset):
