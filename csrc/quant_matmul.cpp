@@ -243,7 +243,8 @@ Tensor a4w4_per_group_matmul(const Tensor& x1, const Tensor& x2, const Tensor& s
 // T-T form of CANN's aclnnQuantMatmulV5 (sources cited in the Python file):
 //   out = (fp32(x1 @ x2) + bias) * scale
 // with the exact decoded values multiplied and summed in fp64, rounded once to fp32.
-constexpr int64_t kHiFloat8In = 290, kFloat32Out = 6, kE8M0 = 293, kMxGroup = 32;
+constexpr int64_t kHiFloat8In = 290, kFloat32Out = 6, kE8M0 = 293, kMxGroup = 32,
+                  kFloat4E2M1 = 296;
 
 bool is_float8(const Tensor& t) {
   return t.scalar_type() == at::kFloat8_e4m3fn || t.scalar_type() == at::kFloat8_e5m2;
@@ -434,6 +435,56 @@ Tensor e8m0_to_float(const Tensor& codes) {
   return at::where(e == 255, at::full_like(v, std::numeric_limits<float>::quiet_NaN()), v);
 }
 
+// torch_npu's is_transpose_last_two_dims (_is_transposed of op_sdk/ops/quant_matmul.py).
+bool is_transposed(const Tensor& t) {
+  if (t.dim() < 2 || t.dim() > 6) return false;
+  const int64_t d1 = t.dim() - 1, d2 = t.dim() - 2;
+  if (t.stride(d2) != 1 || t.stride(d1) != t.size(d2)) return false;
+  int64_t size = t.size(d1) * t.size(d2);
+  for (int64_t b = t.dim() - 3; b >= 0; --b) {
+    if (t.stride(b) != size) return false;
+    size *= t.size(b);
+  }
+  return !(t.size(d1) == 1 && t.size(d2) == 1);
+}
+
+// float4_e2m1 pairs: (m, k, n, x2 transposed); rules in _mx_fp4_shapes of
+// op_sdk/ops/quant_matmul.py, the same words.
+std::tuple<int64_t, int64_t, int64_t, bool> mx_fp4_shapes(const char* op, const Tensor& x1,
+                                                          const Tensor& x2) {
+  for (const auto& [name, x] : {std::pair<const char*, const Tensor*>{"x1", &x1}, {"x2", &x2}})
+    OPK_CHECK(x->element_size() == 1 && !x->is_floating_point() && x->dim() >= 2, op, name,
+              "must be a 1-byte integer tensor of at least 2 dims holding float4_e2m1 pairs "
+              "(uint8 / int8), got ", dtype_name(x->scalar_type()), " of ", x->dim(), " dims");
+  QMM_UNSUPPORTED(!is_transposed(x1), "x1", "transposed (packed along m) with float4_e2m1 "
+                  "inputs is outside the supported subset");
+  const int64_t m = x1.size(-2), k = 2 * x1.size(-1);
+  OPK_CHECK(k > 2, op, "x1", "must have k > 2 with float4_e2m1 inputs (aclnnQuantMatmulV5), "
+            "got k = ", k);
+  const bool t2 = is_transposed(x2);
+  const int64_t k2 = t2 ? 2 * x2.size(-2) : x2.size(-2), n = t2 ? x2.size(-1) : 2 * x2.size(-1);
+  OPK_CHECK(k2 == k, op, "x2", "must hold k = ", k, " values along k (x1 is (m, k / 2) = (", m,
+            ", ", k / 2, ")), got ", shape_str(x2.sizes()), " (", t2 ? "transposed, " : "",
+            "k = ", k2, ")");
+  check_batch_broadcast(op, x1, x2);
+  return {m, k, n, t2};
+}
+
+// float4_e2m1 pairs (..., c) -> float64 (..., 2c), element 2i in the low nibble.
+Tensor fp4_values(const Tensor& x) {
+  static const Tensor lut = [] {
+    const double grid[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
+    Tensor t = at::empty({16}, at::kDouble);
+    double* p = t.data_ptr<double>();
+    for (int i = 0; i < 16; ++i) p[i] = (i & 8) ? -grid[i & 7] : grid[i & 7];
+    return t;
+  }();
+  const Tensor b = x.view(at::kByte).to(at::kLong);
+  const Tensor codes = at::stack({at::bitwise_and(b, 0xF), at::bitwise_and(b.bitwise_right_shift(4), 0xF)}, -1)
+                           .flatten(-2);
+  return lut.index_select(0, codes.reshape({-1})).reshape(codes.sizes());
+}
+
 // MX scales: rules, formula and sources in op_sdk/ops/quant_matmul.py (check_mx,
 // _mx_reference); the same ATen steps in the same order.
 Tensor mx_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
@@ -448,14 +499,23 @@ Tensor mx_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
                                {"pertoken_scale_dtype", pertoken_scale_dtype}})
     OPK_CHECK(v == kE8M0, op, arg, "must be torch_npu.float8_e8m0fnu (", kE8M0, ") with MX scales "
               "(scale_dtype and pertoken_scale_dtype together), got ", dtype_value_str(v));
-  const bool x1_ok = !x1_dtype.has_value() && is_float8(x1);
-  QMM_UNSUPPORTED(x1_ok && !x2_dtype.has_value() && is_float8(x2), x1_ok ? "x2" : "x1",
-                  "must be float8_e4m3fn or float8_e5m2 with MX scales (the supported subset), got ",
-                  dtype_name(x1.scalar_type()), " / ", dtype_name(x2.scalar_type()),
-                  " (x1_dtype ", dtype_value_str(x1_dtype), ", x2_dtype ",
-                  dtype_value_str(x2_dtype), ")");
-  const auto [m, n] = check_matmul_shapes(op, x1, x2);
-  const int64_t k = x1.size(-1), kb64 = (k + 63) / 64;
+  const bool fp4 = x1_dtype == kFloat4E2M1 && x2_dtype == kFloat4E2M1;
+  int64_t m, k, n;
+  bool x2_transposed = false;
+  if (fp4) {
+    std::tie(m, k, n, x2_transposed) = mx_fp4_shapes(op, x1, x2);
+  } else {
+    const bool x1_ok = !x1_dtype.has_value() && is_float8(x1);
+    QMM_UNSUPPORTED(x1_ok && !x2_dtype.has_value() && is_float8(x2), x1_ok ? "x2" : "x1",
+                    "must be float8_e4m3fn or float8_e5m2, or both float4_e2m1 (x1_dtype = "
+                    "x2_dtype = ", kFloat4E2M1, "), with MX scales (the supported subset), got ",
+                    dtype_name(x1.scalar_type()), " / ", dtype_name(x2.scalar_type()),
+                    " (x1_dtype ", dtype_value_str(x1_dtype), ", x2_dtype ",
+                    dtype_value_str(x2_dtype), ")");
+    std::tie(m, n) = check_matmul_shapes(op, x1, x2);
+    k = x1.size(-1);
+  }
+  const int64_t kb64 = (k + 63) / 64;
   const std::vector<int64_t> batch =
       at::infer_size(x1.sizes().slice(0, x1.dim() - 2), x2.sizes().slice(0, x2.dim() - 2));
   OPK_CHECK(pertoken.has_value(), op, "pertoken_scale", "is required with MX scales");
@@ -498,7 +558,12 @@ Tensor mx_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
   const int64_t kb = (k + kMxGroup - 1) / kMxGroup;
   const Tensor xs = e8m0_to_float(*pertoken).flatten(-2).narrow(-1, 0, kb);
   const Tensor ws = e8m0_to_float(scale).transpose(-2, -1).flatten(-3, -2).narrow(-2, 0, kb);
-  return block_sum(x1.to(at::kDouble), x2.to(at::kDouble), xs, ws, kMxGroup, batch, bias, code);
+  if (!fp4)
+    return block_sum(x1.to(at::kDouble), x2.to(at::kDouble), xs, ws, kMxGroup, batch, bias,
+                     code);
+  const Tensor b = x2_transposed ? fp4_values(x2.transpose(-1, -2)).transpose(-1, -2)
+                                 : fp4_values(x2);
+  return block_sum(fp4_values(x1), b, xs, ws, kMxGroup, batch, bias, code);
 }
 
 Tensor float8_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
@@ -554,10 +619,15 @@ Tensor float8_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
     check_bias_shape(op, x1, x2, *bias, n);
   }
   Tensor out = at::matmul(float8_values(x1, hif8), float8_values(x2, hif8)).to(at::kFloat);
-  if (bias.has_value()) out = out + *bias;  // fp32, (n,) or (batch, 1, n) broadcast
-  out = out * unpack_quant_scale(scale);
-  if (pertoken.has_value()) out = out * pertoken->unsqueeze(-1);
-  return out.to(float_output(code));
+  // the bias (fp32, (n,) or (batch, 1, n)) last with pertoken_scale, else first
+  // (_float8_reference of op_sdk/ops/quant_matmul.py)
+  if (pertoken.has_value()) {
+    out = out * unpack_quant_scale(scale) * pertoken->unsqueeze(-1);
+    if (bias.has_value()) out = out + *bias;
+    return out.to(float_output(code));
+  }
+  if (bias.has_value()) out = out + *bias;
+  return (out * unpack_quant_scale(scale)).to(float_output(code));
 }
 
 Tensor npu_quant_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,

@@ -42,12 +42,7 @@ inline void check_none_outside_subset(
 
 // The (m, k) x (k, n) product's shapes: at least 2 dims each, the same k, batch dims that
 // broadcast. Returns {m, n}.
-inline std::pair<int64_t, int64_t> check_matmul_shapes(const char* op, const at::Tensor& x1,
-                                                       const at::Tensor& x2) {
-  OPK_CHECK(x1.dim() >= 2, op, "x1", "must have at least 2 dims (m, k), got ", x1.dim());
-  OPK_CHECK(x2.dim() >= 2, op, "x2", "must have at least 2 dims (k, n), got ", x2.dim());
-  const int64_t k = x1.size(-1), k2 = x2.size(-2);
-  OPK_CHECK(k == k2, op, "x2", "must have k = ", k, " rows (x1 is (m, k)), got ", k2);
+inline void check_batch_broadcast(const char* op, const at::Tensor& x1, const at::Tensor& x2) {
   const auto b1 = x1.sizes().slice(0, x1.dim() - 2), b2 = x2.sizes().slice(0, x2.dim() - 2);
   bool broadcasts = true;
   for (int64_t i = 1; i <= std::min<int64_t>(b1.size(), b2.size()); ++i) {
@@ -56,6 +51,14 @@ inline std::pair<int64_t, int64_t> check_matmul_shapes(const char* op, const at:
   }
   OPK_CHECK(broadcasts, op, "x2", "batch dims must broadcast with x1's: ", shape_str(b1),
             " vs ", shape_str(b2));
+}
+inline std::pair<int64_t, int64_t> check_matmul_shapes(const char* op, const at::Tensor& x1,
+                                                       const at::Tensor& x2) {
+  OPK_CHECK(x1.dim() >= 2, op, "x1", "must have at least 2 dims (m, k), got ", x1.dim());
+  OPK_CHECK(x2.dim() >= 2, op, "x2", "must have at least 2 dims (k, n), got ", x2.dim());
+  const int64_t k = x1.size(-1), k2 = x2.size(-2);
+  OPK_CHECK(k == k2, op, "x2", "must have k = ", k, " rows (x1 is (m, k)), got ", k2);
+  check_batch_broadcast(op, x1, x2);
   return {x1.size(-2), x2.size(-1)};
 }
 

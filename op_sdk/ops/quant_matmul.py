@@ -31,7 +31,13 @@ from op_sdk.ops._common import (
     unpack_quant_scale,
     unsupported,
 )
-from op_sdk.ops._formats import HIFLOAT8, hif8_to_float
+from op_sdk.ops._formats import (
+    FLOAT4_E2M1,
+    HIFLOAT8,
+    fp4_codes_to_float,
+    hif8_to_float,
+    unpack_nibbles,
+)
 
 
 _OUT_DTYPES = {INT8: torch.int8, INT32: torch.int32, FLOAT16: torch.float16,
@@ -375,10 +381,17 @@ def _a8w4_reference(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, g
 #   x2Offset). op-plugin's kernel (op_plugin/ops/opapi/QuantMatmulKernelNpuOpApi.cpp at the
 #   commit above) passes an int64 scale to aclnnQuantMatmulV5 as x2Scale, pertoken_scale as
 #   x1Scale and bias as it is.
+# - float32 scale and pertoken_scale with a float32 bias (n,) or (batch, 1, n), the
+#   double-scale T-T / K-C / K-T rows: out = fp32(x1 @ x2) * scale * pertoken_scale + bias,
+#   the bias last (aclnnQuantMatmulV5.md at the commit above; ops-nn moved the bias after
+#   the scales in 72bdb38bd, "修正 QBMM 低浮点量化 FP32 bias 后加实现", 2026-06-03; before it
+#   the document had (x1@x2 + bias) * x2Scale * x1Scale). A float32 scale without
+#   pertoken_scale takes the bias before the scale, as the static form does: op-plugin packs
+#   such a scale first, and CANN's dynamic T-C row takes no bias.
 # The values are decoded exactly; the products and their sum are taken in fp64 (exact
 # unless one dot product mixes magnitudes more than 2^53 apart, which e4m3 never does) and
-# rounded once to fp32; then the bias (fp32 add), the scales (fp32), and one rounding to the
-# output dtype.
+# rounded once to fp32; then the scales (fp32) with the bias (fp32 add) before or after as
+# above, and one rounding to the output dtype.
 #
 # Refused although torch_npu 2.13.0's Meta answers a shape (CANN documents none of them for
 # these inputs): float8 / HiFloat8 outputs (output_dtype 23 / 24 / 290 / 291 / 292), int8
@@ -447,12 +460,12 @@ def _float8_values(x, code):
 
 def _float8_reference(x1, x2, scale, pertoken_scale, bias, x1_dtype, x2_dtype, code):
     acc = torch.matmul(_float8_values(x1, x1_dtype), _float8_values(x2, x2_dtype)).float()
-    if bias is not None:
+    if pertoken_scale is not None:  # the double-scale rows: the bias last
+        out = acc * unpack_quant_scale(scale) * pertoken_scale[:, None]
+        return (out if bias is None else out + bias).to(_FLOAT8_OUT[code])
+    if bias is not None:  # the static row (and a float32 scale, which op-plugin packs): first
         acc = acc + bias
-    out = acc * unpack_quant_scale(scale)
-    if pertoken_scale is not None:
-        out = out * pertoken_scale[:, None]
-    return out.to(_FLOAT8_OUT[code])
+    return (acc * unpack_quant_scale(scale)).to(_FLOAT8_OUT[code])
 
 
 # ---- per-block scales: G-B and B-B --------------------------------------------------------
@@ -626,14 +639,18 @@ def check_mx(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype
         check(v == E8M0, op, arg,
               f"must be torch_npu.float8_e8m0fnu ({E8M0}) with MX scales (scale_dtype and "
               f"pertoken_scale_dtype together), got {dtype_value_str(v)}")
-    if x1_dtype is not None or x2_dtype is not None or x1.dtype not in _FLOAT8_IN \
-            or x2.dtype not in _FLOAT8_IN:
-        unsupported(op, "x1" if x1_dtype is not None or x1.dtype not in _FLOAT8_IN else "x2",
-                    f"must be float8_e4m3fn or float8_e5m2 with MX scales (the supported subset), "
-                    f"got {x1.dtype} / {x2.dtype} (x1_dtype {dtype_value_str(x1_dtype)}, x2_dtype "
-                    f"{dtype_value_str(x2_dtype)})")
-    m, n, batch = _matmul_shapes(op, x1, x2)
-    k = x1.shape[-1]
+    if _is_mx_fp4(x1, x2, x1_dtype, x2_dtype):
+        m, k, n, batch, _ = _mx_fp4_shapes(op, x1, x2)
+    else:
+        if x1_dtype is not None or x2_dtype is not None or x1.dtype not in _FLOAT8_IN \
+                or x2.dtype not in _FLOAT8_IN:
+            unsupported(op, "x1" if x1_dtype is not None or x1.dtype not in _FLOAT8_IN else "x2",
+                        f"must be float8_e4m3fn or float8_e5m2, or both float4_e2m1 "
+                        f"(x1_dtype = x2_dtype = {FLOAT4_E2M1}), with MX scales (the supported "
+                        f"subset), got {x1.dtype} / {x2.dtype} (x1_dtype "
+                        f"{dtype_value_str(x1_dtype)}, x2_dtype {dtype_value_str(x2_dtype)})")
+        m, n, batch = _matmul_shapes(op, x1, x2)
+        k = x1.shape[-1]
     check(pertoken_scale is not None, op, "pertoken_scale", "is required with MX scales")
     kb = -(-k // 64)
     for name, t, want in (("pertoken_scale", pertoken_scale, [m, kb, 2]),
@@ -664,8 +681,66 @@ def check_mx(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype
     return code, tuple(batch), m, n
 
 
-def _mx_reference(x1, x2, scale, pertoken_scale, bias, code):
-    a, b = x1.double(), x2.double()
+def _is_transposed(t):
+    """torch_npu's is_transpose_last_two_dims: the last two dims a transposed contiguous
+    tensor's (batch dims contiguous outside them), not both of size 1."""
+    if t.dim() < 2 or t.dim() > 6:
+        return False
+    d1, d2 = t.dim() - 1, t.dim() - 2
+    if t.stride(d2) != 1 or t.stride(d1) != t.size(d2):
+        return False
+    size = t.size(d1) * t.size(d2)
+    for b in range(t.dim() - 3, -1, -1):
+        if t.stride(b) != size:
+            return False
+        size *= t.size(b)
+    return not (t.size(d1) == 1 and t.size(d2) == 1)
+
+
+def _is_mx_fp4(x1, x2, x1_dtype, x2_dtype):
+    return x1_dtype == FLOAT4_E2M1 and x2_dtype == FLOAT4_E2M1
+
+
+def _mx_fp4_shapes(op, x1, x2):
+    """float4_e2m1 x1 / x2, two values per byte, element 2i in the low nibble (as torch_npu's
+    float4_e2m1fn_x2): x1 (..., m, k / 2) packed along k; x2 either (..., k, n / 2) packed
+    along n, or the transpose view (..., k / 2, n) of an (..., n, k / 2) tensor packed along
+    k, told apart by strides as torch_npu's Meta does. Returns (m, k, n, batch, x2
+    transposed)."""
+    for name, x in (("x1", x1), ("x2", x2)):
+        check(x.element_size() == 1 and not x.is_floating_point() and x.dim() >= 2, op, name,
+              f"must be a 1-byte integer tensor of at least 2 dims holding float4_e2m1 pairs "
+              f"(uint8 / int8), got {x.dtype} of {x.dim()} dims")
+    if _is_transposed(x1):
+        unsupported(op, "x1", "transposed (packed along m) with float4_e2m1 inputs is outside "
+                    "the supported subset")
+    m, k = x1.shape[-2], 2 * x1.shape[-1]
+    check(k > 2, op, "x1", f"must have k > 2 with float4_e2m1 inputs (aclnnQuantMatmulV5), got "
+          f"k = {k}")
+    t2 = _is_transposed(x2)
+    k2, n = (2 * x2.shape[-2], x2.shape[-1]) if t2 else (x2.shape[-2], 2 * x2.shape[-1])
+    check(k2 == k, op, "x2", f"must hold k = {k} values along k (x1 is (m, k / 2) = "
+          f"({m}, {k // 2})), got {list(x2.shape)} ({'transposed, ' if t2 else ''}k = {k2})")
+    try:
+        batch = torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
+    except RuntimeError:
+        check(False, op, "x2", f"batch dims must broadcast with x1's: {list(x1.shape[:-2])} vs "
+              f"{list(x2.shape[:-2])}")
+    return m, k, n, batch, t2
+
+
+def _fp4_values(x):
+    """float4_e2m1 pairs (..., c) -> float64 (..., 2c)."""
+    return fp4_codes_to_float(unpack_nibbles(x.view(torch.uint8)), FLOAT4_E2M1).double()
+
+
+def _mx_reference(x1, x2, scale, pertoken_scale, bias, x1_dtype, x2_dtype, code):
+    if _is_mx_fp4(x1, x2, x1_dtype, x2_dtype):
+        t2 = _mx_fp4_shapes("npu_quant_matmul", x1, x2)[4]
+        a = _fp4_values(x1)
+        b = _fp4_values(x2.transpose(-1, -2)).transpose(-1, -2) if t2 else _fp4_values(x2)
+    else:
+        a, b = x1.double(), x2.double()
     k, kb = a.shape[-1], -(-a.shape[-1] // MX_GROUP)
     xs = e8m0_to_float(pertoken_scale).flatten(-2)[..., :kb]                # (..., m, blocks)
     ws = e8m0_to_float(scale).transpose(-2, -1).flatten(-3, -2)[..., :kb, :]  # (..., blocks, n)
@@ -679,7 +754,7 @@ def quant_matmul_reference(x1, x2, scale, *, offset=None, pertoken_scale=None, b
     if _is_mx(scale_dtype, pertoken_scale_dtype):
         code, *_ = check_mx(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype,
                             x2_dtype, pertoken_scale_dtype, scale_dtype, group_sizes, y_scale)
-        return _mx_reference(x1, x2, scale, pertoken_scale, bias, code)
+        return _mx_reference(x1, x2, scale, pertoken_scale, bias, x1_dtype, x2_dtype, code)
     if _is_per_block(x1, x2, scale, pertoken_scale):
         code, gs, *_ = check_per_block(x1, x2, scale, offset, pertoken_scale, bias,
                                        output_dtype, x1_dtype, x2_dtype, pertoken_scale_dtype,

@@ -161,7 +161,21 @@ def meta_grid():
                       {"pertoken_scale": _e8m0(2, m, 4, 2), "bias": torch.randn(2, 1, n), "output_dtype": out, **mx}))
     cases.append(("npu_quant_matmul", (_f8(m, k, dtype=E5M2), _f8(k, n, dtype=E5M2), _e8m0(4, n, 2)),
                   {"pertoken_scale": _e8m0(m, 4, 2), "bias": torch.randn(n), "output_dtype": bf16, **mx}))
+    # MX float4_e2m1 pairs (x1_dtype = x2_dtype = 296): x1 (m, k / 2); x2 (k, n / 2) or the
+    # transpose view (k / 2, n); k = 256
+    fp4 = dict(mx, x1_dtype=296, x2_dtype=296)
+    for out in (fp16, bf16, torch.float32):
+        cases.append(("npu_quant_matmul", (_fp4(m, 128), _fp4(n, 128).t(), _e8m0(4, n, 2)),
+                      {"pertoken_scale": _e8m0(m, 4, 2), "output_dtype": out, **fp4}))
+        cases.append(("npu_quant_matmul", (_fp4(2, m, 128), _fp4(256, n // 2), _e8m0(2, 4, n, 2)),
+                      {"pertoken_scale": _e8m0(2, m, 4, 2), "bias": torch.randn(n), "output_dtype": out,
+                       **fp4}))
     return cases
+
+
+def _fp4(*shape):
+    """float4_e2m1 pairs: random bytes (every code is a number)."""
+    return torch.randint(0, 256, shape, dtype=torch.uint8)
 
 
 def _e8m0(*shape):
@@ -349,8 +363,16 @@ CASES = [
         ("output-int8", {"output_dtype": None}, "output_dtype", RuntimeError),
         ("offset", {"offset": T(24)}, "offset", NotImplementedError),
         ("int8-inputs", {"x1": T(4, 200, dtype=i8), "x2": T(200, 24, dtype=i8)}, "x1", NotImplementedError),
-        ("float4-inputs", {"x1": T(4, 100, dtype=torch.uint8), "x2": T(100, 24, dtype=torch.uint8),
-                           "x1_dtype": 296, "x2_dtype": 296}, "x1", NotImplementedError),
+        ("hif8-inputs", {"x1": T(4, 200, dtype=torch.uint8), "x2": T(200, 24, dtype=torch.uint8),
+                         "x1_dtype": 290, "x2_dtype": 290}, "x1", NotImplementedError),
+        # float4_e2m1 pairs: x1 (4, 100) holds k = 200; x2 (k, n / 2) or the transpose view
+        ("float4-x2-k", {"x1": T(4, 100, dtype=torch.uint8), "x2": T(100, 12, dtype=torch.uint8),
+                         "x1_dtype": 296, "x2_dtype": 296}, "x2", RuntimeError),
+        ("float4-x1-float", {"x1": T(4, 100), "x2": T(200, 12, dtype=torch.uint8),
+                             "x1_dtype": 296, "x2_dtype": 296}, "x1", RuntimeError),
+        ("float4-k-2", {"x1": T(4, 1, dtype=torch.uint8), "x2": T(2, 12, dtype=torch.uint8),
+                        "pertoken_scale": T(4, 1, 2, dtype=torch.uint8), "scale": T(1, 24, 2, dtype=torch.uint8),
+                        "x1_dtype": 296, "x2_dtype": 296}, "x1", RuntimeError),
     ]
 ] + [
     # per-group A4W4 (int32 x1 and x2, a 2-D scale): k = 520 (3 groups, the last of 8 rows),
@@ -1163,6 +1185,44 @@ def test_mx_scales(shape, dtypes):
         assert fk.shape == got.shape and fk.dtype == got.dtype
 
 
+@pytest.mark.parametrize("x2_layout", ["transposed", "packed-along-n"])
+@pytest.mark.parametrize("shape", [(5, 256, 24), (3, 130, 10), (1, 64, 2)])
+def test_mx_float4(shape, x2_layout):
+    """MX float4_e2m1 x float4_e2m1: native kernel and reference bit for bit, both x2 layouts
+    give the same result, against an fp64 golden on the decoded grid values (every code of
+    e2m1 is a number), 3-D x1, the fake."""
+    from op_sdk.ops._formats import fp4_codes_to_float, pack_nibbles
+    torch.manual_seed(shape[0])
+    m, k, n = shape
+    kb = -(-k // 64)
+    c1, c2 = torch.randint(0, 16, (2, m, k)), torch.randint(0, 16, (n, k))
+    x1 = pack_nibbles(c1)
+    x2 = pack_nibbles(c2).t() if x2_layout == "transposed" else pack_nibbles(c2.t().contiguous())
+    pt, sc = _e8m0(2, m, kb, 2), _e8m0(kb, n, 2)
+    kw = {"pertoken_scale": pt, "scale_dtype": 293, "pertoken_scale_dtype": 293, "x1_dtype": 296,
+          "x2_dtype": 296, "group_sizes": [1, 1, 32], "output_dtype": torch.float32}
+    got = npu.npu_quant_matmul(x1, x2, sc, **kw)
+    assert got.shape == (2, m, n) and torch.equal(got, quant_matmul_reference(x1, x2, sc, **kw))
+    gold = _golden_mx(fp4_codes_to_float(c1, 296), fp4_codes_to_float(c2, 296).t(), pt, sc)
+    torch.testing.assert_close(got.double(), gold, rtol=1e-5, atol=1e-3)
+    other = pack_nibbles(c2.t().contiguous()) if x2_layout == "transposed" else pack_nibbles(c2).t()
+    assert torch.equal(got, npu.npu_quant_matmul(x1, other, sc, **kw))
+    # a transposed x1 (packed along m) is outside the subset, in the same words (one row:
+    # both layouts are the same strides)
+    msgs = []
+    for fn in (npu.npu_quant_matmul, quant_matmul_reference) if m > 1 else ():
+        with pytest.raises(NotImplementedError, match="argument 'x1' transposed") as info:
+            fn(strided(x1), x2, sc, **kw)
+        msgs.append(str(info.value).splitlines()[0])
+    assert len(set(msgs)) <= 1
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        fk = npu.npu_quant_matmul(*(mode.from_tensor(t) for t in (x1, x2, sc)),
+                                  **{a: mode.from_tensor(v) if isinstance(v, torch.Tensor) else v
+                                     for a, v in kw.items()})
+    assert fk.shape == got.shape and fk.dtype == got.dtype
+
+
 def test_mx_formula_and_e8m0_codes():
     """E8M0: 2^(e - 127), code 0 is 2^-127 (as torch.float8_e8m0fnu), 255 is NaN; each 32-wide
     block of k takes its own pair entry, in the order [j // 2, j % 2]."""
@@ -1376,9 +1436,10 @@ def test_quant_matmul_dtype_code_errors_name_the_dtype():
 @pytest.mark.parametrize("out", [fp16, bf16, torch.float32])
 @pytest.mark.parametrize("pertoken", [False, True])
 def test_float8_float32_scale_with_bias(out, pertoken):
-    """aclnnQuantMatmulV5's float8 rows with float32 scales and a float32 bias (T-C / T-T
-    with x1Scale, K-C / K-T): out = (x1 @ x2 + bias) * x2Scale * x1Scale, the bias added to
-    the fp32 sum before either scale."""
+    """aclnnQuantMatmulV5's float8 rows with float32 scales and a float32 bias: with x1Scale
+    (pertoken_scale; T-T / K-C / K-T) out = x1 @ x2 * x2Scale * x1Scale + bias, the bias
+    last (ops-nn's document since 72bdb38bd); without it the bias goes into the fp32 sum
+    before the scale, as in the static form op-plugin packs such a scale into."""
     torch.manual_seed(6)
     x1, x2 = _f8(2, 5, 64, dtype=torch.float8_e4m3fn), _f8(64, 24, dtype=torch.float8_e5m2)
     scale, pt = torch.rand(24) + 0.5, torch.rand(5) + 0.5
@@ -1387,16 +1448,19 @@ def test_float8_float32_scale_with_bias(out, pertoken):
         if pertoken:
             kw["pertoken_scale"] = pt
         got = npu.npu_quant_matmul(x1, x2, scale, **kw)
-        acc = torch.einsum("bmk,kn->bmn", x1.double(), x2.double()).float() + bias
-        want = acc * scale
-        if pertoken:
-            want = want * pt[:, None]
+        acc = torch.einsum("bmk,kn->bmn", x1.double(), x2.double()).float()
+        want = acc * scale * pt[:, None] + bias if pertoken else (acc + bias) * scale
         assert got.shape == (2, 5, 24) and got.dtype == out
         assert torch.equal(got, want.to(out))
         assert torch.equal(got, quant_matmul_reference(x1, x2, scale, **kw))
-    # the bias goes in before the scales: a bias of -x1 @ x2 cancels the product exactly
+    # where the bias goes: without pertoken_scale a bias of -x1 @ x2 cancels the product
+    # exactly; with it, a bias of -(x1 @ x2 * scale * pertoken_scale) does
     x1, x2 = _f8(4, 32, dtype=torch.float8_e4m3fn), _f8(32, 8, dtype=torch.float8_e4m3fn)
     exact = (x1.double() @ x2.double()).float()
-    zero = npu.npu_quant_matmul(x1, x2, scale[:8], bias=-exact[0], pertoken_scale=pt[:4],
-                                output_dtype=torch.float32)
-    assert torch.equal(zero[0], torch.zeros(8))
+    for fn in (npu.npu_quant_matmul, quant_matmul_reference):
+        zero = fn(x1, x2, scale[:8], bias=-exact[0], output_dtype=torch.float32)
+        assert torch.equal(zero[0], torch.zeros(8))
+        scaled = exact * scale[:8] * pt[:4, None]
+        zero = fn(x1, x2, scale[:8], bias=-scaled[1], pertoken_scale=pt[:4],
+                  output_dtype=torch.float32)
+        assert torch.equal(zero[1], torch.zeros(8))
