@@ -448,26 +448,25 @@ bool is_transposed(const Tensor& t) {
   return !(t.size(d1) == 1 && t.size(d2) == 1);
 }
 
-// float4_e2m1 pairs: (m, k, n, x2 transposed); rules in _mx_fp4_shapes of
+// float4_e2m1 pairs: (m, k, n, x1 transposed, x2 transposed); rules in _mx_fp4_shapes of
 // op_sdk/ops/quant_matmul.py, the same words.
-std::tuple<int64_t, int64_t, int64_t, bool> mx_fp4_shapes(const char* op, const Tensor& x1,
+std::tuple<int64_t, int64_t, int64_t, bool, bool> mx_fp4_shapes(const char* op, const Tensor& x1,
                                                           const Tensor& x2) {
   for (const auto& [name, x] : {std::pair<const char*, const Tensor*>{"x1", &x1}, {"x2", &x2}})
     OPK_CHECK(x->element_size() == 1 && !x->is_floating_point() && x->dim() >= 2, op, name,
               "must be a 1-byte integer tensor of at least 2 dims holding float4_e2m1 pairs "
               "(uint8 / int8), got ", dtype_name(x->scalar_type()), " of ", x->dim(), " dims");
-  QMM_UNSUPPORTED(!is_transposed(x1), "x1", "transposed (packed along m) with float4_e2m1 "
-                  "inputs is outside the supported subset");
-  const int64_t m = x1.size(-2), k = 2 * x1.size(-1);
+  const bool t1 = is_transposed(x1);
+  const int64_t m = t1 ? 2 * x1.size(-2) : x1.size(-2), k = t1 ? x1.size(-1) : 2 * x1.size(-1);
   OPK_CHECK(k > 2, op, "x1", "must have k > 2 with float4_e2m1 inputs (aclnnQuantMatmulV5), "
             "got k = ", k);
   const bool t2 = is_transposed(x2);
   const int64_t k2 = t2 ? 2 * x2.size(-2) : x2.size(-2), n = t2 ? x2.size(-1) : 2 * x2.size(-1);
-  OPK_CHECK(k2 == k, op, "x2", "must hold k = ", k, " values along k (x1 is (m, k / 2) = (", m,
-            ", ", k / 2, ")), got ", shape_str(x2.sizes()), " (", t2 ? "transposed, " : "",
-            "k = ", k2, ")");
+  OPK_CHECK(k2 == k, op, "x2", "must hold k = ", k, " values along k (as x1 ",
+            shape_str(x1.sizes()), t1 ? ", transposed" : "", "), got ", shape_str(x2.sizes()),
+            " (", t2 ? "transposed, " : "", "k = ", k2, ")");
   check_batch_broadcast(op, x1, x2);
-  return {m, k, n, t2};
+  return {m, k, n, t1, t2};
 }
 
 // float4_e2m1 pairs (..., c) -> float64 (..., 2c), element 2i in the low nibble.
@@ -501,9 +500,9 @@ Tensor mx_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
               "(scale_dtype and pertoken_scale_dtype together), got ", dtype_value_str(v));
   const bool fp4 = x1_dtype == kFloat4E2M1 && x2_dtype == kFloat4E2M1;
   int64_t m, k, n;
-  bool x2_transposed = false;
+  bool x1_transposed = false, x2_transposed = false;
   if (fp4) {
-    std::tie(m, k, n, x2_transposed) = mx_fp4_shapes(op, x1, x2);
+    std::tie(m, k, n, x1_transposed, x2_transposed) = mx_fp4_shapes(op, x1, x2);
   } else {
     const bool x1_ok = !x1_dtype.has_value() && is_float8(x1);
     QMM_UNSUPPORTED(x1_ok && !x2_dtype.has_value() && is_float8(x2), x1_ok ? "x2" : "x1",
@@ -563,7 +562,9 @@ Tensor mx_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
                      code);
   const Tensor b = x2_transposed ? fp4_values(x2.transpose(-1, -2)).transpose(-1, -2)
                                  : fp4_values(x2);
-  return block_sum(fp4_values(x1), b, xs, ws, kMxGroup, batch, bias, code);
+  const Tensor a = x1_transposed ? fp4_values(x1.transpose(-1, -2)).transpose(-1, -2)
+                                 : fp4_values(x1);
+  return block_sum(a, b, xs, ws, kMxGroup, batch, bias, code);
 }
 
 Tensor float8_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,

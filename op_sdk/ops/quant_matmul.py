@@ -640,7 +640,7 @@ def check_mx(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype
               f"must be torch_npu.float8_e8m0fnu ({E8M0}) with MX scales (scale_dtype and "
               f"pertoken_scale_dtype together), got {dtype_value_str(v)}")
     if _is_mx_fp4(x1, x2, x1_dtype, x2_dtype):
-        m, k, n, batch, _ = _mx_fp4_shapes(op, x1, x2)
+        m, k, n, batch, _, _ = _mx_fp4_shapes(op, x1, x2)
     else:
         if x1_dtype is not None or x2_dtype is not None or x1.dtype not in _FLOAT8_IN \
                 or x2.dtype not in _FLOAT8_IN:
@@ -703,30 +703,30 @@ def _is_mx_fp4(x1, x2, x1_dtype, x2_dtype):
 
 def _mx_fp4_shapes(op, x1, x2):
     """float4_e2m1 x1 / x2, two values per byte, element 2i in the low nibble (as torch_npu's
-    float4_e2m1fn_x2): x1 (..., m, k / 2) packed along k; x2 either (..., k, n / 2) packed
-    along n, or the transpose view (..., k / 2, n) of an (..., n, k / 2) tensor packed along
-    k, told apart by strides as torch_npu's Meta does. Returns (m, k, n, batch, x2
-    transposed)."""
+    float4_e2m1fn_x2): x1 either (..., m, k / 2) packed along k or the transpose view
+    (..., m / 2, k) of a (..., k, m / 2) tensor packed along m; x2 either (..., k, n / 2)
+    packed along n or the transpose view (..., k / 2, n) of an (..., n, k / 2) tensor packed
+    along k; transposition told apart by strides as torch_npu's Meta does. Returns (m, k, n,
+    batch, x1 transposed, x2 transposed)."""
     for name, x in (("x1", x1), ("x2", x2)):
         check(x.element_size() == 1 and not x.is_floating_point() and x.dim() >= 2, op, name,
               f"must be a 1-byte integer tensor of at least 2 dims holding float4_e2m1 pairs "
               f"(uint8 / int8), got {x.dtype} of {x.dim()} dims")
-    if _is_transposed(x1):
-        unsupported(op, "x1", "transposed (packed along m) with float4_e2m1 inputs is outside "
-                    "the supported subset")
-    m, k = x1.shape[-2], 2 * x1.shape[-1]
+    t1 = _is_transposed(x1)
+    m, k = (2 * x1.shape[-2], x1.shape[-1]) if t1 else (x1.shape[-2], 2 * x1.shape[-1])
     check(k > 2, op, "x1", f"must have k > 2 with float4_e2m1 inputs (aclnnQuantMatmulV5), got "
           f"k = {k}")
     t2 = _is_transposed(x2)
     k2, n = (2 * x2.shape[-2], x2.shape[-1]) if t2 else (x2.shape[-2], 2 * x2.shape[-1])
-    check(k2 == k, op, "x2", f"must hold k = {k} values along k (x1 is (m, k / 2) = "
-          f"({m}, {k // 2})), got {list(x2.shape)} ({'transposed, ' if t2 else ''}k = {k2})")
+    check(k2 == k, op, "x2", f"must hold k = {k} values along k (as x1 {list(x1.shape)}"
+          f"{', transposed' if t1 else ''}), got {list(x2.shape)} "
+          f"({'transposed, ' if t2 else ''}k = {k2})")
     try:
         batch = torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
     except RuntimeError:
         check(False, op, "x2", f"batch dims must broadcast with x1's: {list(x1.shape[:-2])} vs "
               f"{list(x2.shape[:-2])}")
-    return m, k, n, batch, t2
+    return m, k, n, batch, t1, t2
 
 
 def _fp4_values(x):
@@ -736,8 +736,8 @@ def _fp4_values(x):
 
 def _mx_reference(x1, x2, scale, pertoken_scale, bias, x1_dtype, x2_dtype, code):
     if _is_mx_fp4(x1, x2, x1_dtype, x2_dtype):
-        t2 = _mx_fp4_shapes("npu_quant_matmul", x1, x2)[4]
-        a = _fp4_values(x1)
+        t1, t2 = _mx_fp4_shapes("npu_quant_matmul", x1, x2)[4:]
+        a = _fp4_values(x1.transpose(-1, -2)).transpose(-1, -2) if t1 else _fp4_values(x1)
         b = _fp4_values(x2.transpose(-1, -2)).transpose(-1, -2) if t2 else _fp4_values(x2)
     else:
         a, b = x1.double(), x2.double()
