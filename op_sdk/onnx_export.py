@@ -425,12 +425,19 @@ def _quant_matmul_call(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=
             if bi is not None and not int_bias:
                 out = b("Add", out, b.to_float(bi))
         if code == _INT8:
-            if off is not None:
-                out = b("Add", out, off)
+            if off is not None:  # CANN's requantisation (op_sdk.ops._common.requantize_int8)
+                out = b("Add", _s9(b, out), _s9(b, off))
             q = b("Clip", b("Round", out), b.f32(-128.0), b.f32(127.0))
             return (b("Cast", q, to=int(ir.DataType.INT8)),)
         return (b("Cast", out, to=int(out_ir)),)
     return _Call("QuantBatchMatmulV3", ins, attrs, key, composite, 1)
+
+
+def _s9(b, x):
+    """op_sdk.ops._common.quantize_s9: round half to even, saturate to [-256, 255], NaN to
+    -256."""
+    x = b("Where", b("IsNaN", x), b.f32(-256.0), x)
+    return b("Round", b("Clip", x, b.f32(-256.0), b.f32(255.0)))
 
 
 @_spec("npu_transpose_batchmatmul")
