@@ -16,6 +16,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -337,6 +338,34 @@ Tensor block_sum(const Tensor& a, const Tensor& b, const Tensor& xs, const Tenso
   return out.to(float_output(code));
 }
 
+// Whether batch dims `lead` broadcast to `batch` (the output's; _broadcasts_to of
+// op_sdk/ops/quant_matmul.py).
+bool broadcasts_to(at::IntArrayRef lead, const std::vector<int64_t>& batch) {
+  bool ok = lead.size() <= batch.size();
+  for (size_t i = 0; ok && i < lead.size(); ++i) {
+    const int64_t a = lead[lead.size() - 1 - i], b = batch[batch.size() - 1 - i];
+    ok = a == 1 || a == b;
+  }
+  return ok;
+}
+
+// {the group_sizes given, [gsM, gsN, gsK]} with None as [0, 0, 0] and each 0 inferred as the
+// dim over the scale's dim when it divides, else -1 (_group_sizes of
+// op_sdk/ops/quant_matmul.py, the same words).
+std::pair<std::vector<int64_t>, std::vector<int64_t>> infer_group_sizes(
+    const char* op, at::OptionalIntArrayRef group_sizes, const std::array<int64_t, 3>& dims,
+    const std::array<int64_t, 3>& scale_dims) {
+  std::vector<int64_t> gs = group_sizes.has_value() ? group_sizes->vec()
+                                                    : std::vector<int64_t>{0, 0, 0};
+  OPK_CHECK(gs.size() == 3, op, "group_sizes", "must have 3 values [gsM, gsN, gsK], got ",
+            shape_str(gs));
+  const std::vector<int64_t> given = gs;
+  for (int i = 0; i < 3; ++i)
+    if (gs[i] == 0)
+      gs[i] = scale_dims[i] != 0 && dims[i] % scale_dims[i] == 0 ? dims[i] / scale_dims[i] : -1;
+  return {given, gs};
+}
+
 // G-B / B-B per-block scales: the rules, the formula and their sources are in
 // op_sdk/ops/quant_matmul.py (check_per_block, _per_block_reference); the same ATen steps in
 // the same order, so the two agree bit for bit.
@@ -373,14 +402,7 @@ Tensor per_block_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
   const int64_t sk2 = scale.size(-2), sn = scale.size(-1);
   OPK_CHECK(sk == sk2, op, "pertoken_scale", "must have as many k groups (its last dim) as "
             "scale (its dim -2, ", sk2, "), got shape ", shape_str(pertoken.sizes()));
-  std::vector<int64_t> gs = group_sizes.has_value() ? group_sizes->vec()
-                                                    : std::vector<int64_t>{0, 0, 0};
-  OPK_CHECK(gs.size() == 3, op, "group_sizes", "must have 3 values [gsM, gsN, gsK], got ",
-            shape_str(gs));
-  const std::vector<int64_t> given = gs;
-  const int64_t dims[3] = {m, n, k}, sdims[3] = {sm, sn, sk};
-  for (int i = 0; i < 3; ++i)
-    if (gs[i] == 0) gs[i] = sdims[i] != 0 && dims[i] % sdims[i] == 0 ? dims[i] / sdims[i] : -1;
+  const auto [given, gs] = infer_group_sizes(op, group_sizes, {m, n, k}, {sm, sn, sk});
   const bool gb = gs == std::vector<int64_t>{1, 128, 128};
   const bool bb = gs == std::vector<int64_t>{128, 128, 128};
   OPK_CHECK(gb || bb, op, "group_sizes", "must be [1, 128, 128] (G-B) or [128, 128, 128] (B-B) "
@@ -398,12 +420,7 @@ Tensor per_block_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
   for (const auto& [name, t] : {std::pair<const char*, const Tensor*>{"pertoken_scale", &pertoken},
                                 {"scale", &scale}}) {
     const at::IntArrayRef lead = t->sizes().slice(0, t->dim() - 2);
-    bool ok = lead.size() <= batch.size();
-    for (size_t i = 0; ok && i < lead.size(); ++i) {
-      const int64_t a = lead[lead.size() - 1 - i], b = batch[batch.size() - 1 - i];
-      ok = a == 1 || a == b;
-    }
-    OPK_CHECK(ok, op, name, "batch dims must broadcast to the output's ", shape_str(batch),
+    OPK_CHECK(broadcasts_to(lead, batch), op, name, "batch dims must broadcast to the output's ", shape_str(batch),
               ", got ", shape_str(lead));
   }
   int64_t code;
@@ -469,8 +486,11 @@ std::tuple<int64_t, int64_t, int64_t, bool, bool> mx_fp4_shapes(const char* op, 
   return {m, k, n, t1, t2};
 }
 
-// float4_e2m1 pairs (..., c) -> float64 (..., 2c), element 2i in the low nibble.
-Tensor fp4_values(const Tensor& x) {
+// float4_e2m1 pairs -> float64, element 2i in the low nibble: (..., r, c) packed along c ->
+// (..., r, 2c), or the transpose view of a tensor packed along its last dim -> (..., 2r, c)
+// (_fp4_values of op_sdk/ops/quant_matmul.py).
+Tensor fp4_values(const Tensor& x, bool transposed) {
+  if (transposed) return fp4_values(x.transpose(-1, -2), false).transpose(-1, -2);
   static const Tensor lut = [] {
     const double grid[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
     Tensor t = at::empty({16}, at::kDouble);
@@ -525,25 +545,13 @@ Tensor mx_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
     OPK_CHECK(t->element_size() == 1 && !t->is_floating_point(), op, name,
               "must be a 1-byte integer tensor holding float8_e8m0 codes (uint8 / int8) with MX "
               "scales, got ", dtype_name(t->scalar_type()));
-    bool ok = t->dim() >= 3 && t->sizes().slice(t->dim() - 3).vec() == want;
-    const at::IntArrayRef lead = t->sizes().slice(0, std::max<int64_t>(t->dim() - 3, 0));
-    ok = ok && lead.size() <= batch.size();
-    for (size_t i = 0; ok && i < lead.size(); ++i) {
-      const int64_t a = lead[lead.size() - 1 - i], b = batch[batch.size() - 1 - i];
-      ok = a == 1 || a == b;
-    }
+    const bool ok = t->dim() >= 3 && t->sizes().slice(t->dim() - 3).vec() == want &&
+                    broadcasts_to(t->sizes().slice(0, t->dim() - 3), batch);
     OPK_CHECK(ok, op, name, "must have shape (..., ", want[0], ", ", want[1], ", ", want[2],
               ") with MX scales (one per 32 values of k, in pairs), its batch dims broadcasting "
               "to ", shape_str(batch), ", got ", shape_str(t->sizes()));
   }
-  std::vector<int64_t> gs = group_sizes.has_value() ? group_sizes->vec()
-                                                    : std::vector<int64_t>{0, 0, 0};
-  OPK_CHECK(gs.size() == 3, op, "group_sizes", "must have 3 values [gsM, gsN, gsK], got ",
-            shape_str(gs));
-  const std::vector<int64_t> given = gs;
-  const int64_t dims[3] = {m, n, k}, sdims[3] = {m, n, 2 * kb64};
-  for (int i = 0; i < 3; ++i)
-    if (gs[i] == 0) gs[i] = sdims[i] != 0 && dims[i] % sdims[i] == 0 ? dims[i] / sdims[i] : -1;
+  const auto [given, gs] = infer_group_sizes(op, group_sizes, {m, n, k}, {m, n, 2 * kb64});
   OPK_CHECK(gs == std::vector<int64_t>({1, 1, kMxGroup}), op, "group_sizes", "must be [1, 1, ",
             kMxGroup, "] with MX scales (a 0 is the dim over the scale's dim), got ",
             shape_str(given), " ([gsM, gsN, gsK] = ", shape_str(gs), ")");
@@ -560,11 +568,8 @@ Tensor mx_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,
   if (!fp4)
     return block_sum(x1.to(at::kDouble), x2.to(at::kDouble), xs, ws, kMxGroup, batch, bias,
                      code);
-  const Tensor b = x2_transposed ? fp4_values(x2.transpose(-1, -2)).transpose(-1, -2)
-                                 : fp4_values(x2);
-  const Tensor a = x1_transposed ? fp4_values(x1.transpose(-1, -2)).transpose(-1, -2)
-                                 : fp4_values(x1);
-  return block_sum(a, b, xs, ws, kMxGroup, batch, bias, code);
+  return block_sum(fp4_values(x1, x1_transposed), fp4_values(x2, x2_transposed), xs, ws,
+                   kMxGroup, batch, bias, code);
 }
 
 Tensor float8_matmul(const Tensor& x1, const Tensor& x2, const Tensor& scale,

@@ -60,12 +60,35 @@ def _matmul_shapes(op, x1, x2):
     check(x2.dim() >= 2, op, "x2", f"must have at least 2 dims (k, n), got {x2.dim()}")
     k, k2 = x1.shape[-1], x2.shape[-2]
     check(k == k2, op, "x2", f"must have k = {k} rows (x1 is (m, k)), got {k2}")
+    return x1.shape[-2], x2.shape[-1], _batch_dims(op, x1, x2)
+
+
+def _batch_dims(op, x1, x2):
+    """The broadcast batch dims of x1 and x2 (all but their last two)."""
     try:
-        batch = torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
+        return torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
     except RuntimeError:
         check(False, op, "x2", f"batch dims must broadcast with x1's: {list(x1.shape[:-2])} vs "
               f"{list(x2.shape[:-2])}")
-    return x1.shape[-2], x2.shape[-1], batch
+
+
+def _broadcasts_to(lead, batch):
+    """Whether batch dims `lead` broadcast to `batch` (the output's, which they may not grow)."""
+    return len(lead) <= len(batch) and all(
+        a in (1, b) for a, b in zip(reversed(list(lead)), reversed(list(batch))))
+
+
+def _group_sizes(op, group_sizes, dims, scale_dims):
+    """(the group_sizes given, [gsM, gsN, gsK]): None counts as [0, 0, 0], and a 0 is inferred
+    as CANN infers it, the dim (m, n, k) over the scale's dim when it divides (else -1, which
+    no form accepts)."""
+    gs = [0, 0, 0] if group_sizes is None else list(group_sizes)
+    check(len(gs) == 3, op, "group_sizes", f"must have 3 values [gsM, gsN, gsK], got {gs}")
+    given = list(gs)
+    for i, (d, sd) in enumerate(zip(dims, scale_dims)):
+        if gs[i] == 0:
+            gs[i] = d // sd if sd and d % sd == 0 else -1
+    return given, gs
 
 
 def _check_bias_shape(op, x1, x2, bias, n):
@@ -536,13 +559,7 @@ def check_per_block(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x
     sk2, sn = scale.shape[-2:]
     check(sk == sk2, op, "pertoken_scale", f"must have as many k groups (its last dim) as scale "
           f"(its dim -2, {sk2}), got shape {list(pertoken_scale.shape)}")
-    gs = [0, 0, 0] if group_sizes is None else list(group_sizes)
-    check(len(gs) == 3, op, "group_sizes", f"must have 3 values [gsM, gsN, gsK], got {gs}")
-    dims = (m, n, k)
-    given = list(gs)
-    for i, sd in enumerate((sm, sn, sk)):
-        if gs[i] == 0:  # inferred as CANN does: the dim over the scale's dim
-            gs[i] = dims[i] // sd if sd and dims[i] % sd == 0 else -1
+    given, gs = _group_sizes(op, group_sizes, (m, n, k), (sm, sn, sk))
     forms = " or ".join(f"{list(g)} ({name})" for g, name in PER_BLOCK_FORMS.items())
     check(tuple(gs) in PER_BLOCK_FORMS, op, "group_sizes",
           f"must be {forms} with per-block scales (a 0 is the dim over the scale's dim), got "
@@ -560,11 +577,8 @@ def check_per_block(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x
           f"must have shape (..., ceil(k / {gk}), ceil(n / {gn})) = (..., {want_s[0]}, "
           f"{want_s[1]}), got {list(scale.shape)}")
     for name, t in (("pertoken_scale", pertoken_scale), ("scale", scale)):
-        lead = list(t.shape[:-2])
-        ok = len(lead) <= len(batch) and all(
-            a in (1, b) for a, b in zip(reversed(lead), reversed(list(batch))))
-        check(ok, op, name, f"batch dims must broadcast to the output's {list(batch)}, got "
-              f"{lead}")
+        check(_broadcasts_to(t.shape[:-2], batch), op, name, f"batch dims must broadcast to the "
+              f"output's {list(batch)}, got {list(t.shape[:-2])}")
     if int8:
         if bias is not None:
             check(bias.dtype == torch.float32 and list(bias.shape) == [n], op, "bias",
@@ -658,18 +672,11 @@ def check_mx(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype
         check(t.element_size() == 1 and not t.is_floating_point(), op, name,
               f"must be a 1-byte integer tensor holding float8_e8m0 codes (uint8 / int8) with MX "
               f"scales, got {t.dtype}")
-        lead = list(t.shape[:-3])
-        check(t.dim() >= 3 and list(t.shape[-3:]) == want and len(lead) <= len(batch)
-              and all(a in (1, b) for a, b in zip(reversed(lead), reversed(list(batch)))),
-              op, name, f"must have shape (..., {', '.join(map(str, want))}) with MX scales (one "
+        check(t.dim() >= 3 and list(t.shape[-3:]) == want
+              and _broadcasts_to(t.shape[:-3], batch), op, name, f"must have shape (..., {', '.join(map(str, want))}) with MX scales (one "
               f"per 32 values of k, in pairs), its batch dims broadcasting to {list(batch)}, got "
               f"{list(t.shape)}")
-    gs = [0, 0, 0] if group_sizes is None else list(group_sizes)
-    check(len(gs) == 3, op, "group_sizes", f"must have 3 values [gsM, gsN, gsK], got {gs}")
-    given = list(gs)
-    for i, (d, sd) in enumerate(((m, m), (n, n), (k, 2 * kb))):
-        if gs[i] == 0:
-            gs[i] = d // sd if sd and d % sd == 0 else -1
+    given, gs = _group_sizes(op, group_sizes, (m, n, k), (m, n, 2 * kb))
     check(gs == [1, 1, MX_GROUP], op, "group_sizes",
           f"must be [1, 1, {MX_GROUP}] with MX scales (a 0 is the dim over the scale's dim), got "
           f"{given} ([gsM, gsN, gsK] = {gs})")
@@ -721,24 +728,21 @@ def _mx_fp4_shapes(op, x1, x2):
     check(k2 == k, op, "x2", f"must hold k = {k} values along k (as x1 {list(x1.shape)}"
           f"{', transposed' if t1 else ''}), got {list(x2.shape)} "
           f"({'transposed, ' if t2 else ''}k = {k2})")
-    try:
-        batch = torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
-    except RuntimeError:
-        check(False, op, "x2", f"batch dims must broadcast with x1's: {list(x1.shape[:-2])} vs "
-              f"{list(x2.shape[:-2])}")
-    return m, k, n, batch, t1, t2
+    return m, k, n, _batch_dims(op, x1, x2), t1, t2
 
 
-def _fp4_values(x):
-    """float4_e2m1 pairs (..., c) -> float64 (..., 2c)."""
+def _fp4_values(x, transposed):
+    """float4_e2m1 pairs -> float64: (..., r, c) packed along c -> (..., r, 2c), or the
+    transpose view of a tensor packed along its own last dim (..., r, c) -> (..., 2r, c)."""
+    if transposed:
+        return _fp4_values(x.transpose(-1, -2), False).transpose(-1, -2)
     return fp4_codes_to_float(unpack_nibbles(x.view(torch.uint8)), FLOAT4_E2M1).double()
 
 
 def _mx_reference(x1, x2, scale, pertoken_scale, bias, x1_dtype, x2_dtype, code):
     if _is_mx_fp4(x1, x2, x1_dtype, x2_dtype):
         t1, t2 = _mx_fp4_shapes("npu_quant_matmul", x1, x2)[4:]
-        a = _fp4_values(x1.transpose(-1, -2)).transpose(-1, -2) if t1 else _fp4_values(x1)
-        b = _fp4_values(x2.transpose(-1, -2)).transpose(-1, -2) if t2 else _fp4_values(x2)
+        a, b = _fp4_values(x1, t1), _fp4_values(x2, t2)
     else:
         a, b = x1.double(), x2.double()
     k, kb = a.shape[-1], -(-a.shape[-1] // MX_GROUP)
