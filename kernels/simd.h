@@ -290,8 +290,12 @@ inline float min1(float a, float b) { return a < b ? a : b; }
 inline Vec abs(Vec a) { return map([&](int i) { return abs1(a.v[i]); }); }
 inline Vec max(Vec a, Vec b) { return map([&](int i) { return max1(a.v[i], b.v[i]); }); }
 inline Vec min(Vec a, Vec b) { return map([&](int i) { return min1(a.v[i], b.v[i]); }); }
+// clamp to [lo, hi] (a NaN lane takes lo), round half to even
+inline float round_clamp(float a, float lo, float hi) {
+  return __builtin_roundevenf(min1(max1(a, lo), hi));
+}
 inline Vec round_clamp(Vec a, Vec lo, Vec hi) {
-  return map([&](int i) { return __builtin_roundevenf(min1(max1(a.v[i], lo.v[i]), hi.v[i])); });
+  return map([&](int i) { return round_clamp(a.v[i], lo.v[i], hi.v[i]); });
 }
 
 // avx2's tree: lanes i and i + 4, then i and i + 2, then 0 and 1
@@ -338,10 +342,6 @@ inline void store_stream(T* p, Vec a) {
 }
 inline void store_fence() {}
 
-// clamp to [lo, hi] (a NaN lane takes lo), round half to even
-inline float round_clamp(float a, float lo, float hi) {
-  return __builtin_roundevenf(min1(max1(a, lo), hi));
-}
 template <typename O>
 inline O saturate(float r) {
   if constexpr (std::is_same_v<O, int32_t>) {
@@ -483,9 +483,7 @@ inline void store_fence() { _mm_sfence(); }
 
 // ---- quantised stores: round half to even, saturate to [lo, hi] (integers in fp32)
 inline __m256i round_clamp_epi32(Vec a, Vec lo, Vec hi) {
-  // max(a, lo): a NaN lane takes lo (maxps returns the second operand)
-  __m256 c = _mm256_min_ps(_mm256_max_ps(a.v, lo.v), hi.v);
-  return _mm256_cvtps_epi32(_mm256_round_ps(c, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  return _mm256_cvtps_epi32(round_clamp(a, lo, hi).v);  // whole numbers: exact conversion
 }
 inline void store_q(int8_t* p, Vec a, Vec lo, Vec hi, Full) {
   __m256i i = round_clamp_epi32(a, lo, hi);
