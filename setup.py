@@ -30,6 +30,14 @@ X86 = platform.machine().lower() in ("x86_64", "amd64", "x64")
 # (_mm512_undefined_*), reported at every inlined use.
 CXX_FLAGS = ["-O3", "-std=c++20", "-fopenmp", "-fno-math-errno", "-ffp-contract=off", "-Wall",
              "-Wno-unused-function", "-Wno-maybe-uninitialized"]
+# OP_SDK_SANITIZE=1 (.ci/sanitize): AddressSanitizer + UndefinedBehaviorSanitizer at -O1
+# (frame pointers kept, every UB report fatal), for the build that sanitizer run loads in
+# place of the release one through OP_SDK_NATIVE_LIB; never installed.
+SANITIZE = os.environ.get("OP_SDK_SANITIZE") == "1"
+SANITIZE_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
+                  "-fno-omit-frame-pointer"]
+if SANITIZE:
+    CXX_FLAGS = [f for f in CXX_FLAGS if f != "-O3"] + ["-O1"] + SANITIZE_FLAGS
 # x86-64: baseline x86-64-v3 (AVX2 + FMA + F16C); hot loops add AVX-512 clones chosen at
 # load time (kernels/simd.h), so one binary runs everywhere and uses what the CPU has.
 # Elsewhere (aarch64 hosts of Ascend servers) the portable kernels of the same headers.
@@ -64,7 +72,7 @@ ext = CppExtension(
                    if f.endswith(".cpp")),
     include_dirs=[os.path.join(here, "kernels"), os.path.join(here, "csrc")],
     extra_compile_args={"cxx": CXX_FLAGS + (X86_FLAGS if X86 else [])},
-    extra_link_args=["-fopenmp"],
+    extra_link_args=["-fopenmp"] + (SANITIZE_FLAGS if SANITIZE else []),
     py_limited_api=False,
 )
 

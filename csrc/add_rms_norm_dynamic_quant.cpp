@@ -100,11 +100,11 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> add_rms_norm_dynamic_quant_at
       continue;
     }
     const Tensor v = smooth[i]->has_value() ? y * (*smooth[i])->to(at::kFloat) : y;
-    const Tensor amax = v.abs().amax({-1}, /*keepdim=*/true);
+    const Tensor amax = absmax(v, -1);
     if (code == kQUInt4x2) {
       // one fp32 division 7 / amax, as the int8 path divides 127 / amax
       const Tensor inv = at::where(amax > 0, at::full_like(amax, 7.0) / amax, at::zeros_like(amax));
-      ys[i] = pack_int4(at::round(v * inv).clamp_(-8.0, 7.0).to(at::kChar));
+      ys[i] = pack_int4(quantize_round(v * inv, -8.0, 7.0, at::kChar));
       scales[i] = (amax / 7.0).squeeze(-1);
     } else {
       auto [q, scale] = dynamic_quant_float8(v, amax, code, float(float8_max(code)));
@@ -128,14 +128,15 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> npu_add_rms_norm_dynamic_quan
                                            epsilon, run, code);
   const Tensor a = x1.contiguous(), b = x2.contiguous(), g = gamma.contiguous();
   const int64_t n = a.size(-1), rows = leading_numel(a, 1);
-  LikeOutput xo = output_like(x1, x1.scalar_type());
+  // contiguous whatever x1's layout, as torch_npu's Meta allocates them
+  LikeOutput xo = contiguous_output(x1, x1.scalar_type());
   // a branch that does not run returns empty (0,) tensors (the contract's choice)
   std::vector<int64_t> s_shape(a.sizes().begin(), a.sizes().end() - 1);
   std::array<LikeOutput, 2> ys;
   std::array<Tensor, 2> scales;
   for (int i = 0; i < 2; ++i) {
     if (run[i]) {
-      ys[i] = output_like(x1, at::kChar);
+      ys[i] = contiguous_output(x1, at::kChar);
       scales[i] = at::empty(s_shape, a.options().dtype(at::kFloat));
     } else {
       Tensor e = at::empty({0}, a.options().dtype(at::kChar));

@@ -123,7 +123,8 @@ std::tuple<Tensor, Tensor, Tensor> add_rms_norm_quant_float8(
   };
   Tensor y1 = quant(scales1, zero_points1);
   Tensor y2 = scales2.has_value() ? quant(*scales2, zero_points2) : at::zeros_like(y1);
-  return {y1, y2, x.to(x1.scalar_type())};
+  // contiguous whatever x1's layout, as torch_npu's Meta allocates them
+  return {y1.contiguous(), y2.contiguous(), x.to(x1.scalar_type()).contiguous()};
 }
 
 std::tuple<Tensor, Tensor, Tensor> npu_add_rms_norm_quant(
@@ -138,15 +139,16 @@ std::tuple<Tensor, Tensor, Tensor> npu_add_rms_norm_quant(
                                      zero_points2, epsilon, div_mode, code);
   const Tensor a = x1.contiguous(), b = x2.contiguous(), g = gamma.contiguous();
   const int64_t n = g.numel(), rows = leading_numel(a, g.dim());
-  LikeOutput y1 = output_like(x1, at::kChar), xo = output_like(x1, x1.scalar_type());
+  // contiguous whatever x1's layout, as torch_npu's Meta allocates them
+  LikeOutput y1 = contiguous_output(x1, at::kChar), xo = contiguous_output(x1, x1.scalar_type());
   // y2 is all zeros without scales2 (the contract's choice)
   LikeOutput y2;
-  const bool y2_zeros = !scales2.has_value() && x1.is_contiguous();
+  const bool y2_zeros = !scales2.has_value();
   if (y2_zeros) {
     Tensor z = zeros_output(x1.sizes(), x1.options().dtype(at::kChar));
     y2 = {z, z};
   } else {
-    y2 = output_like(x1, at::kChar);
+    y2 = contiguous_output(x1, at::kChar);
   }
   if (rows > 0 && n > 0) {
     // the scale / zero-point vectors are small: up-cast them to fp32 once

@@ -112,7 +112,7 @@ std::tuple<Tensor, Tensor> dynamic_quant_float8_out(const Tensor& input,
   const int64_t h = input.size(-1);
   Tensor s = input.contiguous().to(at::kFloat);  // the reductions in the reference's order
   if (group_index.has_value()) {
-    const Tensor rows = s.reshape({-1, h});
+    const Tensor rows = s.reshape({leading_numel(s, 1), h});
     const std::vector<int64_t> ends = group_ends(*group_index, rows.size(0));
     std::vector<int64_t> group_of_row;
     group_of_row.reserve(size_t(rows.size(0)));
@@ -131,19 +131,20 @@ std::tuple<Tensor, Tensor> dynamic_quant_float8_out(const Tensor& input,
   Tensor amax;
   std::vector<int64_t> s_shape;
   if (plan.mode == QuantMode::kPerToken) {
-    amax = s.abs().amax({-1}, /*keepdim=*/true);
+    amax = absmax(s, -1);
     s_shape.assign(input.sizes().begin(), input.sizes().end() - 1);
   } else if (plan.mode == QuantMode::kPerTensor) {
     amax = (s.numel() > 0 ? s.abs().max() : at::zeros({}, s.options()))
                .reshape(std::vector<int64_t>(size_t(s.dim()), 1));
     s_shape = {1};
   } else {
-    amax = s.abs().amax({-2}, /*keepdim=*/true);
+    amax = absmax(s, -2);
     s_shape.assign(input.sizes().begin(), input.sizes().end() - 2);
     s_shape.push_back(h);
   }
   auto [y, scale] = dynamic_quant_float8(s, amax, plan.code, plan.dmax);
-  return {y, scale.reshape(s_shape)};
+  // y in the input's layout, as torch_npu's Meta (empty_like) allocates it
+  return {in_layout_of(input, y.contiguous()), scale.reshape(s_shape)};
 }
 
 std::tuple<Tensor, Tensor> npu_dynamic_quant(const Tensor& input,
@@ -166,7 +167,11 @@ std::tuple<Tensor, Tensor> npu_dynamic_quant(const Tensor& input,
 
   std::vector<int64_t> y_shape(x.sizes().begin(), x.sizes().end());
   if (plan.int4) y_shape.back() /= 8;
-  Tensor y = new_output(y_shape, x.options().dtype(plan.int4 ? at::kInt : at::kChar));
+  // int4: contiguous (packed); int8 in the input's layout, as torch_npu's Meta (empty_like)
+  // allocates it: the kernels write contiguous rows into `y`, finish() lays them out
+  LikeOutput yl = plan.int4 ? LikeOutput::itself(new_output(y_shape, x.options().dtype(at::kInt)))
+                            : output_like(input, at::kChar);
+  Tensor y = yl.work;
   std::vector<int64_t> s_shape;
   if (plan.mode == QuantMode::kPerToken) {
     s_shape.assign(x.sizes().begin(), x.sizes().end() - 1);
@@ -180,7 +185,7 @@ std::tuple<Tensor, Tensor> npu_dynamic_quant(const Tensor& input,
   std::vector<int64_t> ends;
   if (group_index.has_value()) ends = group_ends(*group_index, rows);  // raises on bad data
   if (scale.numel() > 0) scale.zero_();  // the all-zero answer where nothing is reduced
-  if (rows == 0 || h == 0) return {y, scale};
+  if (rows == 0 || h == 0) return {yl.finish(), scale};
 
   // smooth scales: the input's dtype or fp32 (other float dtypes are up-cast once here)
   std::optional<Tensor> sm;
@@ -222,9 +227,9 @@ std::tuple<Tensor, Tensor> npu_dynamic_quant(const Tensor& input,
         const float amax = at::parallel_reduce(
             0, rows, std::max<int64_t>(1, 16384 / h), 0.0f,
             [&](int64_t b, int64_t e, float m) {
-              return std::max(m, opk::absmax_rows<T, S>(xp + b * h, smp, e - b, h));
+              return opk::absmax1(m, opk::absmax_rows<T, S>(xp + b * h, smp, e - b, h));
             },
-            [](float a, float b) { return std::max(a, b); });
+            [](float a, float b) { return opk::absmax1(a, b); });
         sc[0] = amax / dmax;
         const float mul = amax > 0.0f ? dmax / amax : 0.0f;
         parallel_rows(rows, h, [&](int64_t b, int64_t e) {
@@ -263,7 +268,7 @@ std::tuple<Tensor, Tensor> npu_dynamic_quant(const Tensor& input,
     if (sm.has_value() && sm->scalar_type() == at::kFloat) run(float{});
     else run(T{});
   });
-  return {y, scale};
+  return {yl.finish(), scale};
 }
 
 }  // namespace

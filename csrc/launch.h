@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <vector>
 
 #include "simd.h"
 
@@ -106,6 +107,24 @@ inline at::Tensor quantize_s9(const at::Tensor& v) {
   return at::round(at::nan_to_num(v.to(at::kFloat), -256.0).clamp(-256.0, 255.0)).contiguous();
 }
 
+// max |v| over dim (kept as size 1): NaN propagates, an empty reduction is 0 (absmax of
+// op_sdk/ops/_common.py).
+inline at::Tensor absmax(const at::Tensor& v, int64_t dim) {
+  if (v.size(dim) == 0) {
+    std::vector<int64_t> shape(v.sizes().begin(), v.sizes().end());
+    shape[size_t(dim < 0 ? dim + v.dim() : dim)] = 1;
+    return at::zeros(shape, v.options());
+  }
+  return v.abs().amax({dim}, /*keepdim=*/true);
+}
+
+// A float -> integer quantised store in ATen calls (quantize_round of op_sdk/ops/_common.py,
+// and kernels/simd.h's store_q): round half to even, saturate to [lo, hi], NaN to 0.
+inline at::Tensor quantize_round(const at::Tensor& v, double lo, double hi,
+                                 c10::ScalarType dtype) {
+  return at::nan_to_num(at::round(v).clamp_(lo, hi), 0.0).to(dtype);
+}
+
 // Outputs of at least this many bytes come from the pool of csrc/output_pool.cpp.
 constexpr size_t kPoolMinBytes = size_t(2) << 20;
 // Whether an output of that many bytes comes from the pool (it is on and big enough).
@@ -173,7 +192,21 @@ struct LikeOutput {
     if (!result.is_same(work)) result.copy_(work);
     return result;
   }
+  static LikeOutput itself(const at::Tensor& t) { return {t, t}; }  // written in place
 };
+// y (contiguous, of x's shape) in the layout empty_like(x) gives: y itself where that is
+// contiguous, else a copy (LikeOutput::finish for an output computed elsewhere).
+inline at::Tensor in_layout_of(const at::Tensor& x, const at::Tensor& y) {
+  const at::Tensor like = at::empty_like(x, y.options().device(at::kMeta));
+  if (like.is_contiguous()) return y;
+  return at::empty_strided(like.sizes(), like.strides(), y.options()).copy_(y);
+}
+
+// An output of x's shape with standard (contiguous) strides whatever x's layout, as
+// torch_npu's Meta allocates the fused quantising norms' outputs (torch.empty(x.size())).
+inline LikeOutput contiguous_output(const at::Tensor& x, c10::ScalarType dtype) {
+  return LikeOutput::itself(new_output(x.sizes(), x.options().dtype(dtype)));
+}
 inline LikeOutput output_like(const at::Tensor& x, c10::ScalarType dtype) {
   const at::TensorOptions options = x.options().dtype(dtype);
   at::Tensor r;

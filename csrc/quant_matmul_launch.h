@@ -176,6 +176,22 @@ inline bool is_transposed_rows(const at::Tensor& x2) {
   return x2.size(0) <= 1 || x2.stride(0) == 1;
 }
 
+// ATen's int8 GEMM (at::_int_mm_out) reads its operands through BLAS leading dimensions and
+// leaves the output unwritten for layouts it cannot express (a stride-0 operand, a (1, k)
+// row with strides (1, 1)): it is handed a row-major a and a row- or column-major b, others
+// copied first. Row-major: unit stride along dim 1 and a leading stride of at least the row.
+inline bool blas_rows(const at::Tensor& t) {
+  return t.stride(1) == 1 && t.stride(0) >= std::max<int64_t>(1, t.size(1));
+}
+inline bool blas_cols(const at::Tensor& t) {
+  return t.stride(0) == 1 && t.stride(1) >= std::max<int64_t>(1, t.size(0));
+}
+// a copy with standard strides (.contiguous() keeps a tensor whose only odd strides are on
+// size-1 dims)
+inline at::Tensor dense_copy(const at::Tensor& t) {
+  return at::empty(t.sizes(), t.options()).copy_(t);
+}
+
 // The int8 GEMM kernels of int8_product.
 enum class Int8Gemm { aten, vnni512, amx, avx_vnni, avx2 };
 
@@ -243,7 +259,8 @@ inline void int8_product(const at::Tensor& a, const at::Tensor& b, at::Tensor& a
     return;
   }
   if (g == Int8Gemm::aten) {
-    at::_int_mm_out(acc, a_rows, b);
+    at::_int_mm_out(acc, blas_rows(a) ? a : dense_copy(a),
+                    blas_rows(b) || blas_cols(b) ? b : dense_copy(b));
     return;
   }
 #if OPK_X86

@@ -51,11 +51,12 @@ Tensor quant_matmul_packed(const Tensor& x1, const Tensor& x2, const Tensor& pac
             kPackedOp, "packed", "must be pack_quant_weight(x2): contiguous int8 of ",
             opk::packed::total_bytes(n, k), " bytes, got ", dtype_name(packed.scalar_type()),
             " ", shape_str(packed.sizes()));
-  // the packed copy stands for x2 only while x2 is the weight it was packed from (a
-  // replaced parameter is a new tensor: multiply by it as it lies)
+  // the packed copy stands for x2 only while x2 is the weight it was packed from, viewed
+  // the same way (a replaced parameter is a new tensor: multiply by it as it lies)
   const int8_t* pw = ptr<int8_t>(packed);
   const bool same = opk::packed::source_of(pw, n, k) ==
-                    int64_t(reinterpret_cast<uintptr_t>(x2.data_ptr()));
+                    opk::packed::Source{int64_t(reinterpret_cast<uintptr_t>(x2.data_ptr())),
+                                        k, n, x2.stride(0), x2.stride(1)};
   return quant_matmul_impl(code, x1, x2, same ? pw : nullptr, scale, offset, pertoken_scale,
                            bias);
 }

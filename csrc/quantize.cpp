@@ -115,9 +115,13 @@ Tensor npu_quantize(const Tensor& input, const Tensor& scales,
   }
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
   if (int4) shape.back() /= 8;
-  Tensor out = new_output(shape, x.options().dtype(out_t));
+  // int4: contiguous (packed); else in the input's layout, as torch_npu's Meta
+  // (empty_like) allocates it; the kernels write contiguous rows into `out`
+  LikeOutput y = int4 ? LikeOutput::itself(new_output(shape, x.options().dtype(out_t)))
+                      : output_like(input, out_t);
+  Tensor out = y.work;
   const int64_t numel = x.numel();
-  if (numel == 0) return out;
+  if (numel == 0) return y.finish();
 
   // scales / zero points: fp32, expanded to one value per channel of the axis
   const int64_t c = x.size(plan.axis);
@@ -174,7 +178,7 @@ Tensor npu_quantize(const Tensor& input, const Tensor& scales,
     else if (out_t == at::kByte) run(uint8_t{});
     else run(int32_t{});
   });
-  return out;
+  return y.finish();
 }
 
 }  // namespace

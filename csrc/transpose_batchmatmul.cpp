@@ -89,13 +89,13 @@ Plan check_transpose_batchmatmul(const Tensor& input, const Tensor& weight,
 
 // The int8-output path: fp32 accumulator * scale (an int64 packed parameter holds the fp32
 // bits of the scale, low 13 mantissa bits cleared, in its low word), rounded half to even
-// and saturated, as (M, 1, B * N). ATen calls, the arithmetic of
+// and saturated (NaN to 0), as (M, 1, B * N). ATen calls, the arithmetic of
 // op_sdk/ops/transpose_batchmatmul.py.
 Tensor transpose_batchmatmul_int8(const Tensor& x, const Tensor& w, const Tensor& scale,
                                   const Plan& p) {
   const Tensor s = unpack_quant_scale(scale);
   const Tensor acc = at::bmm(x.to(at::kFloat), w.to(at::kFloat)) * s.reshape({p.b, 1, p.n});
-  const Tensor q = at::round(acc).clamp_(-128.0, 127.0).to(at::kChar);
+  const Tensor q = quantize_round(acc, -128.0, 127.0, at::kChar);
   return q.permute({1, 0, 2}).reshape({p.m, 1, p.b * p.n}).contiguous();
 }
 

@@ -98,21 +98,21 @@ void add_rms_norm_dynamic_quant_rows(const AddRmsNormDynamicQuantParams<T>& p, i
         if constexpr (kOne) {
           const Vec in = y * load(smo + j, tail);
           store(s + j, in, tail);
-          m1 = max(m1, abs(in));
+          m1 = absmax(m1, in);
         } else {
           store(s + j, y, tail);
-          if constexpr (kB1) m1 = max(m1, abs(y * load(sm1 + j, tail)));
-          if constexpr (kB2) m2 = max(m2, abs(y * load(sm2 + j, tail)));
+          if constexpr (kB1) m1 = absmax(m1, y * load(sm1 + j, tail));
+          if constexpr (kB2) m2 = absmax(m2, y * load(sm2 + j, tail));
         }
       });
       if constexpr (kOne) m2 = m1;
       float a1 = 0.0f, a2 = 0.0f;
       if constexpr (kB1) {
-        a1 = reduce_max(m1);
+        a1 = reduce_absmax(m1);
         p.scale1[r] = a1 / dmax;
       }
       if constexpr (kB2) {
-        a2 = reduce_max(m2);
+        a2 = reduce_absmax(m2);
         p.scale2[r] = a2 / dmax;
       }
       // pass 3: quantise from the scratch row

@@ -15,16 +15,16 @@ inline void quant_row(int64_t n, float lo, float hi, int8_t* y8, int32_t* y4, in
 // The reciprocal the contract multiplies by: dmax / amax, 0 for an all-zero row.
 inline float dynamic_mul(float amax, float dmax) { return amax > 0.0f ? dmax / amax : 0.0f; }
 
-// max |x * smooth| of one row (smooth may be absent).
+// max |x * smooth| of one row (smooth may be absent); NaN if the row has one.
 template <typename T, typename S, bool kSmooth>
 inline float row_absmax(const T* x, const S* smooth, int64_t n) {
   Vec m = zero();
   for_each_vec(n, [&](int64_t j, auto tail) {
     Vec v = load(x + j, tail);
     if constexpr (kSmooth) v = v * load(smooth + j, tail);
-    m = max(m, abs(v));
+    m = absmax(m, v);
   });
-  return reduce_max(m);
+  return reduce_absmax(m);
 }
 
 // Per-token dynamic quantisation of rows that share one smooth vector (or none):
@@ -43,9 +43,9 @@ void dynamic_quant_rows(const T* x, const S* smooth, int8_t* y8, int32_t* y4, fl
         Vec v = load(xr + j, tail);
         if constexpr (decltype(has_smooth)::value) v = v * load(smooth + j, tail);
         store(s + j, v, tail);
-        m = max(m, abs(v));
+        m = absmax(m, v);
       });
-      const float amax = reduce_max(m);
+      const float amax = reduce_absmax(m);
       scale[r] = amax / dmax;
       const Vec mul = set1(dynamic_mul(amax, dmax));
       const bool next = r + 1 < rows;
@@ -66,7 +66,7 @@ float absmax_rows(const T* x, const S* smooth, int64_t rows, int64_t n) {
   with_flags([&](auto has_smooth) {
     for (int64_t r = 0; r < rows; ++r) {
       float a = row_absmax<T, S, decltype(has_smooth)::value>(x + r * n, smooth, n);
-      m = a > m ? a : m;
+      m = absmax1(m, a);
     }
   }, smooth != nullptr);
   return m;
@@ -83,7 +83,7 @@ void colmax_rows(const T* x, int64_t ld, const S* smooth, int64_t rows, int64_t 
       for_each_vec(ncols, [&](int64_t j, auto tail) {
         Vec v = load(xr + j, tail);
         if constexpr (decltype(has_smooth)::value) v = v * load(smooth + j, tail);
-        store(colmax + j, max(load(colmax + j, tail), abs(v)), tail);
+        store(colmax + j, absmax(load(colmax + j, tail), v), tail);
       });
     }
   }, smooth != nullptr);

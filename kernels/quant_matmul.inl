@@ -14,9 +14,10 @@ void quant_matmul_epilogue_row(const int32_t* acc, const float* scale, bool scal
     v = v * (scale_vec ? load(scale + j, cnt) : s0);
     v = v * pt;  // x * 1.0f is exact: no branch for "no pertoken_scale"
     if constexpr (std::is_same_v<O, int8_t>) {
-      // CANN's requantisation: the value rounded to s9, plus the (s9) offset, saturated
-      if (offset != nullptr)
-        v = round_clamp(v, s9lo, s9hi) + (offset_vec ? load(offset + j, cnt) : o0);
+      // CANN's requantisation: the value rounded to s9 (a NaN lane taking -256), plus the
+      // (s9) offset, saturated
+      v = round_clamp(v, s9lo, s9hi);
+      if (offset != nullptr) v = v + (offset_vec ? load(offset + j, cnt) : o0);
       store_q(out + j, v, lo, hi, cnt);
     } else {
       if (bias != nullptr) v = v + load(bias + j, cnt);

@@ -7,8 +7,8 @@
 // block is read front to back, once, by both kernels below, with no shuffles; the AVX2 /
 // AVX-VNNI kernels of kernels/quant_matmul_avx2.h read a row as two 8-column vectors. Next to it,
 // each column's sum (int32), which the u8 x s8 VNNI product needs to correct its bias, and
-// the address of the weight it was packed from: the operator uses the packed copy only
-// while its x2 is still that weight.
+// what it was packed from (Source: the weight's address, shape and strides): the operator
+// uses the packed copy only while its x2 is still that weight, viewed the same way.
 // (TorchAir's frozen_parameter + GE convert matmul weights to FRACTAL_NZ on the NPU for
 // the same reason: the weight is the bulk of the traffic at decode sizes.)
 #pragma once
@@ -26,17 +26,27 @@ namespace packed {
 // k is padded as the A rows of both kernels are: gemm_nt_padded_k (quant_matmul.h)
 inline int64_t padded_k(int64_t k) { return gemm_nt_padded_k(k); }
 inline int64_t blocks(int64_t n) { return (n + 15) / 16; }
-// bytes of the packed weight, then blocks(n) * 16 int32 column sums, then the address
-// of the weight's first element (int64), which the operator compares with its x2
+// The (k, n) weight a packed copy was packed from: the address of its first element, its
+// shape and its strides (int64 each, in this order). The operator compares all five with
+// its x2: a view of the same memory with another shape or strides (the transpose of a
+// square weight, a slice of fewer rows) is not the packed weight.
+struct Source {
+  int64_t address, k, n, stride_k, stride_n;
+  bool operator==(const Source& o) const {
+    return address == o.address && k == o.k && n == o.n && stride_k == o.stride_k &&
+           stride_n == o.stride_n;
+  }
+};
+// bytes of the packed weight, then blocks(n) * 16 int32 column sums, then its Source
 inline int64_t weight_bytes(int64_t n, int64_t k) { return blocks(n) * 16 * padded_k(k); }
 inline int64_t source_offset(int64_t n, int64_t k) {
   return weight_bytes(n, k) + blocks(n) * 16 * int64_t(sizeof(int32_t));
 }
 inline int64_t total_bytes(int64_t n, int64_t k) {
-  return source_offset(n, k) + int64_t(sizeof(int64_t));
+  return source_offset(n, k) + int64_t(sizeof(Source));
 }
-inline int64_t source_of(const int8_t* packed, int64_t n, int64_t k) {
-  int64_t v;
+inline Source source_of(const int8_t* packed, int64_t n, int64_t k) {
+  Source v;
   std::memcpy(&v, packed + source_offset(n, k), sizeof(v));
   return v;
 }
@@ -48,7 +58,7 @@ inline const int32_t* column_sums(const int8_t* packed, int64_t n, int64_t k) {
 // w: element (j, kk) at w[j * ldw + kk * ldk]. out: total_bytes(n, k) bytes.
 inline void pack(const int8_t* w, int64_t ldw, int64_t ldk, int64_t n, int64_t k,
                  int8_t* out) {
-  const int64_t source = int64_t(reinterpret_cast<uintptr_t>(w));
+  const Source source{int64_t(reinterpret_cast<uintptr_t>(w)), k, n, ldk, ldw};
   const int64_t kpad = padded_k(k), nbk = blocks(n);
   int32_t* sums = reinterpret_cast<int32_t*>(out + weight_bytes(n, k));
   std::memset(out, 0, size_t(total_bytes(n, k)));

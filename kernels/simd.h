@@ -14,9 +14,10 @@
 //   Vec (float lanes, Vec::N of them), Full (tag: a whole vector), load / store for
 //   float, bf16, fp16 with a Full or partial (int count, zero-filled) tail, arithmetic
 //   operators, fma / abs / max / min, round_clamp (clamp to [lo, hi], a NaN lane taking
-//   lo, then round half to even, in float lanes), reduce_add / reduce_max, store_q (the
-//   same, saturated to an integer type), store_fence, for_each_vec (the loop with its
-//   tail). generic and avx2 have the same lane count and the same reduction trees, so
+//   lo, then round half to even, in float lanes), reduce_add / reduce_max, absmax /
+//   reduce_absmax (max |x| that propagates NaN), store_q (round half to even, saturated
+//   to an integer type; a NaN lane stores 0, the contract's rule for quantised stores),
+//   store_fence, for_each_vec (the loop with its tail). generic and avx2 have the same lane count and the same reduction trees, so
 //   their results are bit-identical.
 #pragma once
 
@@ -246,6 +247,17 @@ inline void pack_int4_row(const int8_t* q, int32_t* out, int64_t n) {
   }
 }
 
+// The larger of two non-negative floats (|x| values), NaN propagating: as unsigned
+// integers their bits order them, and every NaN's bits lie above +inf's. Exact and
+// associative, so every lane count and reduction tree gives the same value (the per-row
+// max of the dynamic quantisations: a row with a NaN has a NaN max, as the reference's).
+inline float absmax1(float a, float b) {
+  uint32_t ua, ub;
+  std::memcpy(&ua, &a, 4);
+  std::memcpy(&ub, &b, 4);
+  return ua >= ub ? a : b;
+}
+
 }  // namespace opk
 
 // ---------------------------------------------------------------------------------------
@@ -290,6 +302,13 @@ inline float min1(float a, float b) { return a < b ? a : b; }
 inline Vec abs(Vec a) { return map([&](int i) { return abs1(a.v[i]); }); }
 inline Vec max(Vec a, Vec b) { return map([&](int i) { return max1(a.v[i], b.v[i]); }); }
 inline Vec min(Vec a, Vec b) { return map([&](int i) { return min1(a.v[i], b.v[i]); }); }
+// max(m, |v|) per lane, NaN propagating (absmax1)
+inline Vec absmax(Vec m, Vec v) { return map([&](int i) { return absmax1(m.v[i], abs1(v.v[i])); }); }
+inline float reduce_absmax(Vec a) {
+  float r = a.v[0];
+  for (int i = 1; i < Vec::N; ++i) r = absmax1(r, a.v[i]);
+  return r;
+}
 // clamp to [lo, hi] (a NaN lane takes lo), round half to even
 inline float round_clamp(float a, float lo, float hi) {
   return __builtin_roundevenf(min1(max1(a, lo), hi));
@@ -354,6 +373,7 @@ inline O saturate(float r) {
 }
 template <typename O>
 inline O quantise1(float a, float lo, float hi) {
+  if (a != a) return O(0);  // NaN stores 0
   if constexpr (std::is_same_v<O, int32_t>) {
     // 2^31 - 1 is not an fp32 value; values >= 2^31 saturate
     if (a >= 2147483648.0f) return 0x7fffffff;
@@ -421,6 +441,18 @@ inline float reduce_max(Vec a) {
   s = _mm_max_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
+// max(m, |v|) per lane, NaN propagating: unsigned max of the bits (opk::absmax1)
+inline Vec absmax(Vec m, Vec v) {
+  return {_mm256_castsi256_ps(
+      _mm256_max_epu32(_mm256_castps_si256(m.v), _mm256_castps_si256(abs(v).v)))};
+}
+inline float reduce_absmax(Vec a) {
+  __m128i s = _mm_max_epu32(_mm256_castsi256_si128(_mm256_castps_si256(a.v)),
+                            _mm256_extracti128_si256(_mm256_castps_si256(a.v), 1));
+  s = _mm_max_epu32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_max_epu32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtss_f32(_mm_castsi128_ps(s));
+}
 
 // ---- loads: a full vector, or the first n (< N) elements with the rest zero
 inline Vec load(const float* p, Full) { return {_mm256_loadu_ps(p)}; }
@@ -482,8 +514,11 @@ inline void store_stream(fp16* p, Vec a) {
 inline void store_fence() { _mm_sfence(); }
 
 // ---- quantised stores: round half to even, saturate to [lo, hi] (integers in fp32)
+// (a NaN lane gives 0: round_clamp's lo, masked off by the ordered compare)
 inline __m256i round_clamp_epi32(Vec a, Vec lo, Vec hi) {
-  return _mm256_cvtps_epi32(round_clamp(a, lo, hi).v);  // whole numbers: exact conversion
+  const __m256 ord = _mm256_cmp_ps(a.v, a.v, _CMP_ORD_Q);
+  // whole numbers: exact conversion
+  return _mm256_cvtps_epi32(_mm256_and_ps(round_clamp(a, lo, hi).v, ord));
 }
 inline void store_q(int8_t* p, Vec a, Vec lo, Vec hi, Full) {
   __m256i i = round_clamp_epi32(a, lo, hi);
@@ -556,6 +591,17 @@ inline Vec round_clamp(Vec a, Vec lo, Vec hi) {
 }
 inline float reduce_add(Vec a) { return _mm512_reduce_add_ps(a.v); }
 inline float reduce_max(Vec a) { return _mm512_reduce_max_ps(a.v); }
+// max(m, |v|) per lane, NaN propagating: unsigned max of the bits (opk::absmax1)
+inline Vec absmax(Vec m, Vec v) {
+  return {_mm512_castsi512_ps(
+      _mm512_max_epu32(_mm512_castps_si512(m.v), _mm512_castps_si512(abs(v).v)))};
+}
+inline float reduce_absmax(Vec a) {
+  const uint32_t u = _mm512_reduce_max_epu32(_mm512_castps_si512(a.v));
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 
 inline Vec bf16x16_to_vec(__m256i h) {
   return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))};
@@ -616,9 +662,11 @@ inline void store_stream(fp16* p, Vec a) {
 
 inline void store_fence() { _mm_sfence(); }
 
+// (a NaN lane gives 0: the ordered compare's zero mask)
 inline __m512i round_clamp_epi32(Vec a, Vec lo, Vec hi) {
+  const __mmask16 ord = _mm512_cmp_ps_mask(a.v, a.v, _CMP_ORD_Q);
   __m512 c = _mm512_min_ps(_mm512_max_ps(a.v, lo.v), hi.v);
-  return _mm512_cvt_roundps_epi32(c, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  return _mm512_maskz_cvt_roundps_epi32(ord, c, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 inline void store_q(int8_t* p, Vec a, Vec lo, Vec hi, Full) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p),

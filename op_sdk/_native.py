@@ -6,7 +6,10 @@ that operator its native kernel, with a warning, not the process."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import logging
+import os
+import sys
 
 log = logging.getLogger("op_sdk")
 
@@ -19,7 +22,7 @@ def load() -> bool:
         import torch  # noqa: F401  (loads libc10 / libtorch, which the extension links to)
 
         try:
-            _STATE["module"] = importlib.import_module("op_sdk._C")
+            _STATE["module"] = _import_extension()
             _STATE["loaded"] = True
         except ImportError as exc:
             _STATE["loaded"] = False
@@ -27,6 +30,21 @@ def load() -> bool:
             log.warning("op_sdk: the native CPU kernels (op_sdk._C) did not load (%s); every "
                         "operator runs its plain-PyTorch reference on CPU", exc)
     return bool(_STATE["loaded"])
+
+
+def _import_extension():
+    """op_sdk._C, or the build OP_SDK_NATIVE_LIB names (a path to another build of the same
+    sources: the sanitizer build of .ci/sanitize)."""
+    path = os.environ.get("OP_SDK_NATIVE_LIB")
+    if not path:
+        return importlib.import_module("op_sdk._C")
+    spec = importlib.util.spec_from_file_location("op_sdk._C", path)
+    if spec is None or not os.path.isfile(path):
+        raise ImportError(f"OP_SDK_NATIVE_LIB={path!r} is not an extension module")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules["op_sdk._C"] = module
+    return module
 
 
 def load_error() -> str | None:

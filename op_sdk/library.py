@@ -139,6 +139,8 @@ class OpDef:
     binding_status: str = ""
     # its unfused spelling (op_sdk.Composite), from which its fusion is derived, or None
     composite: Any = None
+    # the class name of its autograd node (grad_fn), where torch_npu's is to be matched
+    backward_name: str | None = None
 
     @property
     def slice(self) -> str:
@@ -199,6 +201,7 @@ def define_op(
     aclnn: Any = None,
     ge=None,
     composite=None,
+    backward_name: str | None = None,
 ) -> OpDef:
     """Declare and register one operator.
 
@@ -225,6 +228,8 @@ def define_op(
                    operators it replaces, from which the fusion's search patterns and
                    replacement are derived (``op_sdk.patterns.derive``, docs/fusions.md).
                    Nothing is traced here.
+    backward_name: the class name of its autograd node (``y.grad_fn``), as torch_npu names
+                   its own (``NpuDtypeCastBackward0``); torch.library's otherwise.
     """
     name = schema.split("(", 1)[0].strip()
     qualname = f"{namespace}::{name}"
@@ -237,7 +242,8 @@ def define_op(
                              f"choose from {sorted(_DISPATCH_KEYS)}")
     opdef = OpDef(namespace, name, schema, reference, fake, kernels, tuple(native),
                   backward, setup_context, functional, doc=doc, benchmarks=tuple(benchmarks),
-                  module=sys._getframe(1).f_globals.get("__name__", ""), aclnn=aclnn)
+                  module=sys._getframe(1).f_globals.get("__name__", ""), aclnn=aclnn,
+                  backward_name=backward_name)
     if composite is not None:
         from op_sdk.composite import Composite
 
@@ -312,9 +318,23 @@ def _register_native(opdef: OpDef) -> None:
                       "the plain-PyTorch reference runs instead", RuntimeWarning, stacklevel=4)
 
 
+def _name_backward(kernel, name: str) -> None:
+    """Name the autograd node class of the autograd.Function that torch.library's kernel
+    applies (held in the kernel's closure)."""
+    for cell in kernel.__closure__ or ():
+        fn = cell.cell_contents
+        if isinstance(fn, type) and issubclass(fn, torch.autograd.Function):
+            fn._backward_cls.__name__ = fn._backward_cls.__qualname__ = name
+            return
+    raise RuntimeError(f"op_sdk.define_op: cannot name the backward node {name}: "
+                       "torch.library's autograd kernel holds no autograd.Function")
+
+
 def _register_autograd(opdef: OpDef, lib: torch.library.Library) -> None:
     info = torch._library.autograd.Info(opdef.backward, opdef.setup_context)
     kernel = torch._library.autograd.make_autograd_impl(opdef.op, info)
+    if opdef.backward_name is not None:
+        _name_backward(kernel, opdef.backward_name)
     if opdef.backward is not None:
         # Under the Autograd alias: it serves AutogradCPU / AutogradCUDA unless a C++
         # kernel takes them (op_sdk._C's no-grad fast path, which passes calls that record
@@ -379,6 +399,16 @@ def _bind(names, kwarg_only, args, kwargs) -> dict[str, Any]:
     return bound
 
 
+def check_writable(op: str, arg: str, t: torch.Tensor) -> None:
+    """An in-place operator's destination must not have elements that share memory (an
+    expanded, stride-0 tensor): the rule of every in-place operator, before anything is
+    written."""
+    if torch._debug_has_internal_overlap(t) == 1:
+        raise RuntimeError(f"{op}: argument '{arg}' must not have elements that share memory "
+                           f"(an expanded tensor, strides {list(t.stride())} for shape "
+                           f"{list(t.shape)}); clone() it first")
+
+
 def _pair_inplace(opdef: OpDef, lib: torch.library.Library) -> None:
     """Derive the in-place operator's kernels from its functional twin."""
     functional = getattr(getattr(torch.ops, opdef.namespace), opdef.functional).default
@@ -392,12 +422,14 @@ def _pair_inplace(opdef: OpDef, lib: torch.library.Library) -> None:
     target = mutated[0]
 
     def fake(*args, **kwargs):
+        check_writable(opdef.name, target, _bind(names, kwarg_only, args, kwargs)[target])
         functional(*args, **kwargs)  # runs the twin's shape checks
         return _bind(names, kwarg_only, args, kwargs)[target]
 
     def eager(*args, **kwargs):
-        out = functional(*args, **kwargs)
         dst = _bind(names, kwarg_only, args, kwargs)[target]
+        check_writable(opdef.name, target, dst)
+        out = functional(*args, **kwargs)
         with torch.no_grad():
             dst.copy_(out)
         return dst

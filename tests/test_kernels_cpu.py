@@ -236,6 +236,81 @@ def test_other_code_paths_match_reference(env):
     _run_script(_PATHS_SCRIPT, env)
 
 
+# ---- the NaN / inf rules of docs/operators.md, on every code path ---------------------------
+
+_NAN_SCRIPT = r"""
+import torch, op_sdk
+npu = torch.ops.npu
+nan, inf = float("nan"), float("inf")
+# npu_dynamic_quant: the row max propagates NaN (scale NaN, y 0); a NaN stores 0
+for dt in (torch.float32, torch.bfloat16, torch.float16):
+    h = 37
+    x = torch.randn(4, h).to(dt)
+    x[0, 5], x[1, 7], x[2, 9] = nan, inf, -inf
+    y, s = npu.npu_dynamic_quant(x)
+    assert torch.isnan(s[0]) and torch.equal(y[0], torch.zeros(h, dtype=torch.int8)), (y[0], s)
+    assert s[1] == inf and s[2] == inf and not y[1].any() and not y[2].any(), (y, s)
+    assert torch.isfinite(s[3]) and y[3].abs().max() == 127
+    y, s = npu.npu_dynamic_quant(x, quant_mode="pertensor")
+    assert torch.isnan(s).all() and not y.any()
+    y, s = npu.npu_dynamic_quant(torch.tensor([[1., 2., nan, 3.]]))
+    assert y.tolist() == [[0, 0, 0, 0]] and torch.isnan(s).all()
+    # the fused norm + dynamic quant (16-bit inputs): the same rule per row
+    if dt != torch.float32:
+        x1 = torch.randn(3, 32).to(dt)
+        x1[1, 3] = nan
+        y1, _, _, s1, _ = npu.npu_add_rms_norm_dynamic_quant(x1, torch.zeros_like(x1),
+                                                             torch.ones(32, dtype=dt))
+        assert torch.isnan(s1[1]) and not y1[1].any() and y1[0].abs().max() == 127
+    # static quantisation: NaN stores 0, +-inf saturate
+    q = npu.npu_quantize(torch.tensor([1., nan, inf, -inf, 300.]).to(dt), torch.tensor([1.0]),
+                         None, torch.qint8, -1, True)
+    assert q.tolist() == [1, 0, 127, -128, 127], q
+    q = npu.npu_quantize(torch.tensor([nan, inf, -inf]).to(dt), torch.tensor([1.0]), None,
+                         torch.quint8, -1, True)
+    assert q.tolist() == [0, 255, 0], q
+    q = npu.npu_quantize(torch.tensor([nan, inf, -inf]), torch.tensor([1.0]), None,
+                         torch.int32, -1, True)
+    assert q.tolist() == [0, 2**31 - 1, -2**31], q
+    # npu_add_rms_norm_quant: a NaN row stores 0 in y1 and y2
+    x1 = torch.randn(2, 16).to(dt)
+    x1[0, 0] = nan
+    sc = torch.ones(16, dtype=dt)
+    y1, y2, _ = npu.npu_add_rms_norm_quant(x1, torch.zeros_like(x1), torch.ones(16, dtype=dt),
+                                           sc, torch.zeros(16, dtype=dt), scales2=sc,
+                                           zero_points2=torch.zeros(16, dtype=dt))
+    assert not y1[0].any() and not y2[0].any() and y1[1].any()
+# npu_quant_matmul's int8 output: CANN's requantisation, NaN -> -256 in s9 -> -128
+x1 = torch.ones(1, 4, dtype=torch.int8)
+out = npu.npu_quant_matmul(x1, torch.ones(4, 3, dtype=torch.int8), torch.tensor([nan, 1.0, inf]),
+                           output_dtype=torch.int8)
+assert out.tolist() == [[-128, 4, 127]], out
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("env", [{}, {"OP_SDK_CPU_ISA": "avx2"}, {"OP_SDK_CPU_ISA": "generic"},
+                                 {"OP_SDK_CPU_STREAM": "always"}],
+                         ids=["default", "avx2", "generic", "stream"])
+def test_nan_and_inf_rules_on_every_path(env):
+    """One NaN / inf rule per store (docs/operators.md, "NaN and inf in quantised stores"),
+    the same from every instruction set's kernels (the references are checked against the
+    kernels by the fuzz campaign)."""
+    _run_script(_NAN_SCRIPT, env)
+
+
+def test_nan_and_inf_rules_in_the_references():
+    from op_sdk.ops.dynamic_quant import dynamic_quant_reference
+    from op_sdk.ops.quantize import quantize_reference
+
+    nan = float("nan")
+    y, s = dynamic_quant_reference(torch.tensor([[1., 2., nan, 3.]]))
+    assert y.tolist() == [[0, 0, 0, 0]] and torch.isnan(s).all()
+    q = quantize_reference(torch.tensor([1., nan, float("inf")]), torch.tensor([1.0]), None,
+                           torch.qint8, -1, True)
+    assert q.tolist() == [1, 0, 127]
+
+
 # ---- every operator's empty inputs, a large zero output ------------------------------------
 
 def test_empty_inputs_give_empty_outputs():
@@ -261,6 +336,38 @@ def test_empty_inputs_give_empty_outputs():
     mm = npu.npu_quant_matmul(torch.empty(0, 32, dtype=torch.int8),
                               torch.ones(32, 8, dtype=torch.int8), torch.ones(8))
     assert mm.shape == (0, 8)
+
+
+@pytest.mark.parametrize("fn", ["kernel", "reference"])
+def test_empty_rows_and_empty_reductions(fn):
+    """A 0-size dim anywhere: outputs of the fake's shapes from kernel and reference alike;
+    an empty reduction is the all-zero row's answer (scale 0). The calls the fuzz campaign
+    found raising IndexError or an unnamed error."""
+    import op_sdk
+
+    def call(name, *args, **kwargs):
+        d = op_sdk.get_op(name)
+        return (d.op if fn == "kernel" else d.reference)(*args, **kwargs)
+
+    for mode in ("pertoken", "pertensor", "perchannel"):
+        for dst in (None, torch.float8_e4m3fn, 290):
+            for shape in ((5, 0), (0, 24), (2, 0, 8), (5, 8, 0)):
+                y, s = call("npu_dynamic_quant", torch.randn(shape, dtype=torch.float16),
+                            quant_mode=mode, dst_type=dst)
+                assert y.shape == shape and not s.float().any(), (mode, dst, shape, s)
+    for y_dtype in (None, torch.float8_e5m2, 285):
+        x = torch.randn(2, 3, 0, dtype=torch.float16)
+        outs = call("npu_add_rms_norm_dynamic_quant", x, x, torch.ones(0, dtype=torch.float16),
+                    y_dtype=y_dtype)
+        assert outs[3].shape == (2, 3) and not outs[3].any()
+    # a float4 relabelling of a 0-size tensor: two values per byte, zero of them
+    out = call("npu_dtype_cast", torch.empty(0, 100, 6, dtype=torch.uint8), torch.float8_e4m3fn,
+               input_dtype=296)
+    assert out.shape == (0, 100, 12) and out.dtype == torch.float8_e4m3fn
+    # scatter into a tensor with a 0-size trailing dim
+    out = call("npu_scatter_nd_update", torch.zeros(24, 4, 0), torch.tensor([[1], [2]]),
+               torch.zeros(2, 4, 0))
+    assert out.shape == (24, 4, 0)
 
 
 def test_large_all_zero_output_is_zero_and_writable():

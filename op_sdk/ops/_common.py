@@ -101,8 +101,28 @@ def check_1d(t: torch.Tensor, op: str, arg: str, n) -> None:
 
 
 def quantize_round(v: torch.Tensor, lo: float, hi: float, dtype: torch.dtype) -> torch.Tensor:
-    """Round half to even and saturate, as every float -> integer step of the contract."""
-    return torch.round(v).clamp_(lo, hi).to(dtype)
+    """Round half to even and saturate, as every float -> integer step of the contract; a
+    NaN stores 0 (aclnnCast's rule for float -> integer; csrc/launch.h quantize_round and
+    kernels/simd.h store_q are the native twins)."""
+    r = torch.round(v)
+    if dtype == torch.int32:  # saturated in fp64: int32's max is not an fp32 value
+        r = r.double()
+    return r.clamp_(lo, hi).nan_to_num_(0.0).to(dtype)
+
+
+def absmax(v: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+    """max |v| over ``dim`` (kept as size 1), or over every element (shape [1] * v.dim()):
+    the dynamic quantisations' amax. NaN propagates (a row with a NaN has a NaN amax, so a
+    NaN scale); an empty reduction is 0, the rule of an all-zero row (scale 0, y 0).
+    csrc/launch.h absmax and kernels/simd.h absmax are the native twins."""
+    if dim is None:
+        m = v.abs().amax() if v.numel() else v.new_zeros(())
+        return m.reshape([1] * v.dim())
+    if v.shape[dim] == 0:
+        shape = list(v.shape)
+        shape[dim] = 1
+        return v.new_zeros(shape)
+    return v.abs().amax(dim, keepdim=True)
 
 
 def pack_int4(q: torch.Tensor) -> torch.Tensor:

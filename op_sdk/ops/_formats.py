@@ -144,7 +144,7 @@ def pack_nibbles(codes: torch.Tensor) -> torch.Tensor:
 def unpack_nibbles(packed: torch.Tensor) -> torch.Tensor:
     """The inverse of pack_nibbles: uint8 (..., n) -> int32 codes 0..15 of shape (..., 2n)."""
     b = packed.to(torch.int32)
-    return torch.stack((b & 0xF, (b >> 4) & 0xF), dim=-1).reshape(*b.shape[:-1], -1)
+    return torch.stack((b & 0xF, (b >> 4) & 0xF), dim=-1).reshape(*b.shape[:-1], 2 * b.shape[-1])
 
 
 def float_to_fp4_codes(v: torch.Tensor, code: int) -> torch.Tensor:

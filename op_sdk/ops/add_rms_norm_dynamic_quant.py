@@ -21,6 +21,7 @@ from op_sdk.ops._common import (
     INT8_MAX,
     QINT8,
     QUINT4X2,
+    absmax,
     bench_norm_inputs,
     bench_positive,
     check,
@@ -91,7 +92,7 @@ def y_shape(x1: torch.Tensor, code: int) -> list:
 
 def _dynamic_branch(y, smooth, code):
     v = y * smooth.float() if smooth is not None else y
-    amax = v.abs().amax(-1, keepdim=True)
+    amax = absmax(v, -1)
     if code in FLOAT8_OUT_CODES:
         # Ascend 950 (arch35 kernel): scale = amax * fp32(1 / DTYPE_MAX), y = cast(v / scale)
         q, scale = dynamic_quant_float8(v, amax, code, FLOAT8_MAX[code])
@@ -133,11 +134,11 @@ def add_rms_norm_dynamic_quant_fake(x1, x2, gamma, *, smooth_scale1=None, smooth
             ys.append(x1.new_empty((0,), dtype=ydt))
         elif code == QUINT4X2:
             ys.append(x1.new_empty(y_shape(x1, code), dtype=ydt))
-        else:
-            ys.append(torch.empty_like(x1, dtype=ydt))
+        else:  # contiguous whatever x1's layout, as torch_npu's Meta allocates them
+            ys.append(x1.new_empty(x1.shape, dtype=ydt))
         ss.append(x1.new_empty(x1.shape[:-1], dtype=torch.float32) if on
                   else x1.new_empty((0,), dtype=torch.float32))
-    return ys[0], ys[1], torch.empty_like(x1), ss[0], ss[1]
+    return ys[0], ys[1], x1.new_empty(x1.shape), ss[0], ss[1]
 
 
 def _unfused(x1, x2, gamma, *, smooth_scale1=None, **kw):

@@ -109,8 +109,9 @@ def add_rms_norm_quant_fake(x1, x2, gamma, scales1, zero_points1, beta=None, sca
                             dst_type=None):
     code = check_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1, beta, scales2,
                                     zero_points2, axis, dst_type)
-    y = torch.empty_like(x1, dtype=_arq_out_dtype(code))
-    return y, torch.empty_like(y), torch.empty_like(x1)
+    # contiguous whatever x1's layout, as torch_npu's Meta allocates them
+    y = x1.new_empty(x1.shape, dtype=_arq_out_dtype(code))
+    return y, torch.empty_like(y), x1.new_empty(x1.shape)
 
 
 def _bench_inputs(t, h, dt):

@@ -175,8 +175,9 @@ def _cast(input, dtype):
 def _convert(op: str, input, src, dst):
     _check_path(op, src, dst)
     shape = _out_shape(op, input, src, dst)
-    if src == dst and isinstance(src, str):
-        return input.view(torch.uint8).clone()  # same 950 format: the bytes, copied
+    # contiguous whatever the input's layout, as torch_npu's Meta allocates y (new_empty)
+    if src == dst and isinstance(src, str):  # same 950 format: the bytes, copied
+        return input.view(torch.uint8).clone(memory_format=torch.contiguous_format)
     v = _decode(input, src)
     if dst == "int4":
         out = pack_nibbles(v)
@@ -188,7 +189,7 @@ def _convert(op: str, input, src, dst):
         out = quantize_float8(v.float(), _FLOAT8_CODE[dst])
     else:
         out = _cast(v, dst)
-    return out.reshape(shape)
+    return out.reshape(shape).contiguous()
 
 
 def dtype_cast_reference(input, dtype, input_dtype=None):
@@ -235,6 +236,9 @@ npu_dtype_cast = define_op(
                                  "input_dtype": None}),
     reference=dtype_cast_reference, fake=dtype_cast_fake,
     backward=_cast_backward, setup_context=_cast_setup,
+    # torch_npu's node names (torchgen over op-plugin's derivatives.yaml, which lists
+    # npu_dtype_cast before _npu_dtype_cast: one counter per prefix NpuDtypeCastBackward)
+    backward_name="NpuDtypeCastBackward0",
     doc="Cast to dtype (complex, float8, hifloat8, float4 and int4 too; input_dtype "
         "relabels the input's storage); always a new tensor; float -> int truncates toward "
         "zero, NaN -> 0.",
@@ -250,7 +254,7 @@ def private_dtype_cast_fake(input, dtype):
     op = "_npu_dtype_cast"
     src, dst = _source(op, input, None), _format_of(op, "dtype", dtype)
     _check_path(op, src, dst)
-    return torch.empty_like(input, dtype=dst)
+    return input.new_empty(input.shape, dtype=dst)  # contiguous, as torch_npu's Meta
 
 
 _npu_dtype_cast = define_op(
@@ -258,5 +262,6 @@ _npu_dtype_cast = define_op(
     aclnn=AclnnBinding("aclnnCast", outputs=("y",), rename={"self": "input"}),
     reference=private_dtype_cast_reference, fake=private_dtype_cast_fake,
     backward=_private_cast_backward, setup_context=_cast_setup,
+    backward_name="NpuDtypeCastBackward1",
     doc="The ScalarType spelling of npu_dtype_cast, as torch_npu's .to() lowers to.",
 )

@@ -17,6 +17,7 @@ from op_sdk.ops._common import (
     INT8,
     INT8_MAX,
     QUINT4X2,
+    absmax,
     bench_positive,
     bench_randn,
     check,
@@ -124,7 +125,7 @@ def dynamic_quant_reference(input, *, smooth_scales=None, group_index=None, dst_
     h = input.shape[-1]
     s = input.float()
     if group_index is not None:
-        rows = s.reshape(-1, h)
+        rows = s.reshape(input.shape[:-1].numel(), h)
         check_group_index_values("npu_dynamic_quant", group_index, rows.shape[0])
         counts = torch.diff(group_index.to(torch.int64),
                             prepend=group_index.new_zeros(1, dtype=torch.int64))
@@ -135,12 +136,8 @@ def dynamic_quant_reference(input, *, smooth_scales=None, group_index=None, dst_
         s = s * smooth_scales.float().unsqueeze(-1)
     elif smooth_scales is not None:
         s = s * smooth_scales.float()
-    if quant_mode == "pertoken":
-        amax = s.abs().amax(-1, keepdim=True)
-    elif quant_mode == "pertensor":
-        amax = s.abs().amax().reshape([1] * s.dim())
-    else:
-        amax = s.abs().amax(-2, keepdim=True)
+    amax = absmax(s, -1 if quant_mode == "pertoken" else
+                  None if quant_mode == "pertensor" else -2)
     _, s_shape = _dynamic_quant_shapes(input, quant_mode, code)
     if code in FLOAT8_OUT_CODES:
         y, scale = dynamic_quant_float8(s, amax, code, float8_dmax(code, dst_type_max))
@@ -163,7 +160,10 @@ def dynamic_quant_fake(input, *, smooth_scales=None, group_index=None, dst_type=
     y_shape, s_shape = _dynamic_quant_shapes(input, quant_mode, code)
     ydt = (torch.int32 if code == QUINT4X2 else
            storage_dtype(code) if code in FLOAT8_OUT_CODES else torch.int8)
-    return input.new_empty(y_shape, dtype=ydt), input.new_empty(s_shape, dtype=torch.float32)
+    # y in the input's layout (int4: packed, contiguous), as torch_npu's Meta allocates it
+    y = input.new_empty(y_shape, dtype=ydt) if code == QUINT4X2 else \
+        torch.empty_like(input, dtype=ydt)
+    return y, input.new_empty(s_shape, dtype=torch.float32)
 
 
 npu_dynamic_quant = define_op(

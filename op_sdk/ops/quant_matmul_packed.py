@@ -27,10 +27,11 @@ from op_sdk.ops.quant_matmul import (
 # time. The packed layout (kernels/quant_matmul_packed.h): 16-column blocks, each kpad / 4
 # rows of 64 bytes holding 4 consecutive k-values of its 16 columns (the operand order of
 # AVX-512 VNNI and AMX), k padded to a multiple of 64 with zeros; then the int32 column
-# sums (16 per block, zero past n), as bytes; then the address of x2's first element
-# (int64): quant_matmul_packed uses the packed copy only while its x2 is that same weight
-# (a parameter replaced after the compile is multiplied as it lies; one changed in place
-# is not seen, the frozen_parameter contract). On the NPU the same idea is the
+# sums (16 per block, zero past n), as bytes; then what it was packed from, five int64:
+# the address of x2's first element, k, n and x2's two strides. quant_matmul_packed uses
+# the packed copy only while its x2 is that same weight viewed the same way (a parameter
+# replaced after the compile, or a view of its memory with another shape or strides, is
+# multiplied as it lies; one changed in place is not seen, the frozen_parameter contract). On the NPU the same idea is the
 # FRACTAL_NZ weight format that TorchAir's frozen_parameter lets GE convert weights to.
 
 
@@ -41,7 +42,7 @@ def _packed_dims(k: int, n: int) -> tuple[int, int]:
 
 def packed_weight_bytes(k: int, n: int) -> int:
     kpad, blocks = _packed_dims(k, n)
-    return blocks * 16 * kpad + blocks * 16 * 4 + 8
+    return blocks * 16 * kpad + blocks * 16 * 4 + 5 * 8
 
 
 def _check_pack_x2(op, x2):
@@ -59,7 +60,8 @@ def pack_quant_weight_reference(x2):
     sums = torch.zeros(blocks * 16, dtype=torch.int64, device=x2.device)
     sums[:n] = x2.sum(0, dtype=torch.int64)
     # the low 32 bits (int32 wrap-around: int64 -> int32 conversion truncates), as bytes
-    source = torch.tensor([x2.data_ptr()], dtype=torch.int64, device=x2.device)
+    source = torch.tensor([x2.data_ptr(), k, n, x2.stride(0), x2.stride(1)], dtype=torch.int64,
+                          device=x2.device)
     return torch.cat([tiles, sums.to(torch.int32).view(torch.int8), source.view(torch.int8)])
 
 

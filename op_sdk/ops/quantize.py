@@ -107,15 +107,15 @@ def quantize_reference(input, scales, zero_points, dtype, axis=1, div_mode=True)
         return pack_int4(quantize_round(v, -8.0, 7.0, torch.int8))
     out = _QUANTIZE_OUT[code]
     lo, hi = _RANGES[out]
-    # rounded in fp32, saturated in fp64 (int32's max is not an fp32 value)
-    return torch.round(v).double().clamp_(lo, hi).to(out)
+    return quantize_round(v, lo, hi, out)
 
 
 def quantize_fake(input, scales, zero_points, dtype, axis=1, div_mode=True):
     code, _ = check_quantize(input, scales, zero_points, dtype, axis, div_mode)
+    if code != QUINT4X2:  # in the input's layout, as torch_npu's Meta (empty_like)
+        return torch.empty_like(input, dtype=_QUANTIZE_OUT[code])
     shape = list(input.shape)
-    if code == QUINT4X2:
-        shape[-1] //= 8
+    shape[-1] //= 8
     return input.new_empty(shape, dtype=_QUANTIZE_OUT[code])
 
 

@@ -43,7 +43,19 @@ def scatter_nd_update_reference(input, indices, updates):
     check(bool(((idx >= 0) & (idx < bound)).all()), op, "indices",
           f"values must be in [0, size) of input dims {list(input.shape[:k])}")
     out = input.clone()
-    out[tuple(idx.t())] = updates.reshape(-1, *input.shape[k:])
+    upd = updates.reshape(idx.shape[0], *input.shape[k:])
+    if idx.shape[0] > 1:
+        # duplicate addresses: the last update in index order is written (index_put_ alone
+        # leaves the order unspecified)
+        strides = torch.tensor(list(torch.empty(input.shape[:k], device="meta").stride()),
+                               dtype=torch.int64, device=idx.device)
+        uniq, slot = torch.unique((idx * strides).sum(-1), return_inverse=True)
+        order = torch.arange(idx.shape[0], device=idx.device)
+        last = torch.full((uniq.numel(),), -1, dtype=torch.int64,
+                          device=idx.device).scatter_reduce_(0, slot, order, "amax")
+        keep = last[slot] == order
+        idx, upd = idx[keep], upd[keep]
+    out[tuple(idx.t())] = upd
     return out
 
 

@@ -98,3 +98,78 @@ def assert_bits_equal(a, b):
     if a.dtype in (torch.float8_e5m2, torch.float8_e4m3fn):
         a, b = a.view(torch.uint8), b.view(torch.uint8)
     assert torch.equal(a, b), (a.flatten()[:8], b.flatten()[:8])
+
+
+# ---- layouts: the same values in other strides -------------------------------------------
+
+def _padded_rows(t):
+    """Rows padded to a longer stride (a slice of a wider buffer, as a fused qkv's part):
+    non-dense, storage offset 1."""
+    if t.dim() < 2 or t.shape[-1] == 0:
+        return t
+    buf = t.new_zeros((*t.shape[:-1], t.shape[-1] + 3))
+    view = buf[..., 1:1 + t.shape[-1]]
+    view.copy_(t)
+    return view
+
+
+def _permuted(t):
+    """Dense but not contiguous: the outer two dims swapped in memory (3-D and up)."""
+    if t.dim() < 3:
+        return strided(t)
+    return t.transpose(0, 1).contiguous().transpose(0, 1)
+
+
+def _broadcast_rows(t):
+    """A stride-0 dim: the first dim of size > 1 re-expressed as an expand of its first
+    slice (the values along it become equal copies of that slice)."""
+    for d in range(t.dim()):
+        if t.shape[d] > 1:
+            return t.narrow(d, 0, 1).expand(t.shape)
+    return t
+
+
+LAYOUTS = {
+    "contiguous": lambda t: t,
+    "strided": strided,
+    "padded_rows": _padded_rows,
+    "permuted": _permuted,
+    "broadcast": _broadcast_rows,
+}
+
+
+def relayout(args, kwargs, layout: str, which=None):
+    """(args, kwargs) with every tensor (or those whose position / name is in `which`)
+    given `layout` (LAYOUTS): the values unchanged but for "broadcast"; requires_grad
+    kept."""
+    fn = LAYOUTS[layout]
+
+    def one(key, v):
+        if not isinstance(v, torch.Tensor) or (which is not None and key not in which):
+            return v
+        out = fn(v.detach())
+        return out.requires_grad_() if v.requires_grad and out.is_floating_point() else out
+
+    return (tuple(one(i, a) for i, a in enumerate(args)),
+            {k: one(k, v) for k, v in kwargs.items()})
+
+
+def significant_strides(t):
+    """The strides that locate elements: those of dims of size > 1 (None when empty)."""
+    if t.numel() == 0:
+        return None
+    return tuple(s if n > 1 else None for n, s in zip(t.shape, t.stride()))
+
+
+def fake_outputs(op, args, kwargs) -> tuple:
+    """The op's outputs under FakeTensorMode, its inputs faked with their exact strides (as
+    Inductor sees them), as a tuple."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = FakeTensorMode()
+    to_fake = lambda v: mode.from_tensor(v) if isinstance(v, torch.Tensor) else v  # noqa: E731
+    fargs = tuple(to_fake(a) for a in args)
+    fkwargs = {k: to_fake(v) for k, v in kwargs.items()}
+    with mode:
+        out = op(*fargs, **fkwargs)
+    return out if isinstance(out, tuple) else (out,)

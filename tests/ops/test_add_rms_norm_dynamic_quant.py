@@ -334,3 +334,22 @@ def test_add_rms_norm_dynamic_quant_float8_zero_rows_strided_and_fake():
     for rows in (3, 6):
         a, b, w = rand(rows, 32, dtype=bf16), rand(rows, 32, dtype=bf16), rand(32, dtype=bf16)
         assert torch.equal(compiled(a, b, w), f(a, b, w))
+
+
+@pytest.mark.parametrize("y_dtype", [None, torch.float8_e4m3fn, 290, torch.quint4x2])
+def test_outputs_are_contiguous_as_torch_npus_meta_allocates_them(y_dtype):
+    """A dense non-contiguous x1 (the fuzz campaign's call): every output is contiguous, as
+    torch_npu 2.13.0's Meta allocates them (torch.empty) and as the fake promises; it used
+    to keep x1's layout in the fake only for some y_dtype."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    x = torch.randn(4, 32, 8, dtype=torch.float16).transpose(1, 2)
+    g = torch.ones(32, dtype=torch.float16)
+    x2 = x.clone()
+    outs = npu.npu_add_rms_norm_dynamic_quant(x, x2, g, y_dtype=y_dtype)
+    mode = FakeTensorMode()
+    fx, fx2, fg = mode.from_tensor(x), mode.from_tensor(x2), mode.from_tensor(g)
+    with mode:
+        fakes = npu.npu_add_rms_norm_dynamic_quant(fx, fx2, fg, y_dtype=y_dtype)
+    for o, f in zip(outs, fakes):
+        assert o.is_contiguous() and o.stride() == f.stride() and o.shape == f.shape

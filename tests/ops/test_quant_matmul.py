@@ -1461,3 +1461,28 @@ def test_float8_float32_scale_with_bias(out, pertoken):
         zero = fn(x1, x2, scale[:8], bias=-scaled[1], pertoken_scale=pt[:4],
                   output_dtype=torch.float32)
         assert torch.equal(zero[1], torch.zeros(8))
+
+
+# ---- fuzz findings: layouts ATen's int8 GEMM cannot read ------------------------------------
+
+@pytest.mark.parametrize("case", ["x2_expanded", "x1_unit_strides", "x1_expanded_rows",
+                                  "x2_expanded_k"])
+@pytest.mark.parametrize("out", [torch.int32, bf16])
+def test_quant_matmul_stride0_and_odd_strides_are_computed(case, out):
+    """ATen's int8 GEMM leaves its output unwritten for a stride-0 operand or a (1, k) x1
+    with strides (1, 1); the kernel hands it layouts it reads (issue: leftover heap)."""
+    torch.manual_seed(0)
+    if case == "x2_expanded":
+        x1, x2 = rand_i8(4, 64), rand_i8(64, 1).expand(64, 16)
+    elif case == "x1_unit_strides":
+        x1, x2 = rand_i8(64, 1).t(), rand_i8(64, 16)
+    elif case == "x1_expanded_rows":
+        x1, x2 = rand_i8(1, 64).expand(40, 64), rand_i8(64, 16)
+    else:
+        x1, x2 = rand_i8(40, 64), rand_i8(1, 16).expand(64, 16)
+    scale = torch.full((1,), 0.01)
+    got = npu.npu_quant_matmul(x1, x2, scale, output_dtype=out)
+    want = quant_matmul_reference(x1, x2, scale, output_dtype=out)
+    assert torch.equal(got, want)
+    if out == torch.int32:
+        assert torch.equal(got, x1.int() @ x2.int())

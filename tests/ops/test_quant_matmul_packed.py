@@ -217,3 +217,32 @@ def test_kernel_suite_times_the_packed_operator(tmp_path):
         out_bytes = r["T"] * n * 2
         assert r["bytes"] == (r["T"] * k + packed_weight_bytes(k, n) + n * 4 + r["T"] * 4
                               + out_bytes)
+
+
+def test_packed_weight_cut_short_or_of_another_shape_is_refused():
+    """A packed copy must be pack_quant_weight(x2) of x2's own shape: one cut short (its
+    source address dropped) or packed from the transpose is refused naming 'packed'."""
+    w = rand_i8(64, 48)
+    x1 = rand_i8(3, 64)
+    for packed in (ops.pack_quant_weight(w)[:-8], ops.pack_quant_weight(w.t().contiguous())):
+        with pytest.raises(RuntimeError, match="quant_matmul_packed: argument 'packed'"):
+            torch.ops.op_sdk.quant_matmul_packed(x1, w, packed, torch.ones(1),
+                                                 output_dtype=torch.int32)
+
+
+def test_a_view_of_the_packed_memory_with_another_shape_or_strides_is_not_the_packed_weight():
+    """The packed copy records its source's address, shape and strides: the transpose of a
+    square weight and a slice of fewer k rows share its address and its packed size, and
+    are multiplied as they lie."""
+    torch.manual_seed(0)
+    big = rand_i8(64, 64)
+    x1 = rand_i8(3, 64)
+    packed = ops.pack_quant_weight(big)
+    assert packed_weight_bytes(60, 64) == packed.numel()
+    for xa, other in ((x1, big.t()), (x1[:, :60], big[:60])):
+        assert other.data_ptr() == big.data_ptr()
+        got = ops.quant_matmul_packed(xa, other, packed, torch.ones(1), output_dtype=torch.int32)
+        assert torch.equal(got, xa.int() @ other.int())
+    # the weight itself still takes the packed copy, with the same answer
+    got = ops.quant_matmul_packed(x1, big, packed, torch.ones(1), output_dtype=torch.int32)
+    assert torch.equal(got, x1.int() @ big.int())

@@ -25,6 +25,31 @@ def samples():
     ]
 
 
+def fuzz_bound(name, args, kwargs):
+    """The fuzz campaign's (tests/fuzz) extra error bound of each output element: the fp32
+    accumulation's, k * 2^-24 * sum_k |x| |w| (in float64), summed in another order than
+    ATen's; infinite where that sum leaves the fp32 range, where the result depends on the
+    order (inf, NaN or the reordered sum's value, in any fp32 GEMM). None for the int8
+    output (compared as it is)."""
+    if kwargs.get("scale") is not None:
+        return None
+    f = kwargs.get("batch_split_factor", 1)
+    x, w = args[0], args[1]
+    if x.dim() != 3 or w.dim() != 3:
+        return None
+    if kwargs.get("perm_x1") == [1, 0, 2]:
+        x = x.transpose(0, 1)
+    if kwargs.get("perm_x2") == [0, 2, 1]:
+        w = w.transpose(1, 2)
+    if x.shape[0] != w.shape[0] or x.shape[2] != w.shape[1]:
+        return None
+    mag = torch.bmm(x.double().abs(), w.double().abs()).transpose(0, 1)  # (M, B, N)
+    if isinstance(f, int) and f > 1 and (mag.shape[1] * mag.shape[2]) % f == 0:
+        mag = mag.reshape(mag.shape[0], f, mag.shape[1] * mag.shape[2] // f).transpose(0, 1)
+    bound = x.shape[2] * 2.0 ** -24 * mag
+    return [torch.where(mag > torch.finfo(torch.float32).max, float("inf"), bound)]
+
+
 def meta_grid():
     """Calls on which op_sdk's CPU kernel, its fake and torch_npu's Meta function must give the
     same output shapes and dtypes (tests/npu/real): every dtype, the permutations of x1 and

@@ -3,7 +3,7 @@ stubbed environment): the import works in every order, op_sdk defines nothing to
 defines, every C++ kernel registers beside torch_npu's (the signature probe), every npu
 operator has op_sdk's CPU kernel, every schema equals torch_npu's, and over a grid of
 calls (the ``meta_grid()`` of every tests/ops slice) op_sdk's CPU outputs, op_sdk's fakes
-and torch_npu's Meta functions agree on shapes and dtypes."""
+and torch_npu's Meta functions agree on shapes, dtypes and strides."""
 
 import os
 import subprocess
@@ -18,6 +18,7 @@ import torch_npu
 import op_sdk
 from op_sdk import _native
 from tests.ops import gather
+from tests.ops._helpers import relayout, significant_strides
 
 NPU_OPS = [o for o in op_sdk.registered_ops() if o.namespace == "npu"]
 CASES = gather("meta_grid")
@@ -97,13 +98,22 @@ def _meta(x):
 
 
 def _signature(out):
+    """Shapes, dtypes and the strides of dims of size > 1 of each output."""
     out = out if isinstance(out, (tuple, list)) else (out,)
-    return [(tuple(t.shape), t.dtype) for t in out]
+    return [(tuple(t.shape), t.dtype, significant_strides(t)) for t in out]
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "permuted"])
 @pytest.mark.parametrize("i", range(len(CASES)), ids=lambda i: f"{CASES[i][0]}-{i}")
-def test_cpu_kernel_fake_and_torch_npu_meta_agree(i):
+def test_cpu_kernel_fake_and_torch_npu_meta_agree(i, layout):
+    """...on shapes, dtypes and strides, with the inputs contiguous and dense-permuted (the
+    strides Inductor takes from the Meta function when torch_npu is present)."""
     name, args, kwargs = CASES[i]
+    # tensors of 3 dims and more, dims 0 and 1 swapped in memory: a 2-D transpose would
+    # change what a packed int4 / float4 operand means (its layout is told by its strides)
+    big = [k for k, v in list(enumerate(args)) + list(kwargs.items())
+           if isinstance(v, torch.Tensor) and v.dim() >= 3]
+    args, kwargs = relayout(args, kwargs, layout, which=big)
     opdef = op_sdk.get_op(name)
     cpu = _signature(opdef(*(a.clone() if isinstance(a, torch.Tensor) else a for a in args), **kwargs))
     margs, mkwargs = tuple(_meta(a) for a in args), {k: _meta(v) for k, v in kwargs.items()}
@@ -151,7 +161,7 @@ def test_a4w4_per_group_is_refused_by_torch_npus_meta(k, continuous):
     opdef = op_sdk.get_op("npu_quant_matmul")
     cpu = _signature(opdef(*args, **kwargs))
     margs, mkwargs = tuple(_meta(a) for a in args), {k: _meta(v) for k, v in kwargs.items()}
-    assert cpu == _signature(opdef.fake(*margs, **mkwargs)) == [((m, n), torch.bfloat16)]
+    assert cpu == _signature(opdef.fake(*margs, **mkwargs)) == [((m, n), torch.bfloat16, (n, 1))]
     # several groups: the (m, 1) pertoken_scale against the scale's k groups; one group:
     # the int32 inputs under a group_sizes with a value above 1
     rule = ("k dimension of scale and pertoken_scale must be equal" if groups > 1
@@ -198,7 +208,7 @@ def test_quant_matmul_float8_int64_scale_refusals_against_torch_npus_meta():
     ]
     for a, b, kwargs, dtype, arg in meta_only:
         mkwargs = {k: _meta(v) for k, v in kwargs.items()}
-        assert _signature(opdef(_meta(a), _meta(b), _meta(scale), **mkwargs)) == [((5, 16), dtype)]
+        assert _signature(opdef(_meta(a), _meta(b), _meta(scale), **mkwargs)) == [((5, 16), dtype, (16, 1))]
         with pytest.raises(RuntimeError, match=f"npu_quant_matmul: argument '{arg}'"):
             opdef(a, b, scale, **kwargs)
         with pytest.raises(RuntimeError, match=f"npu_quant_matmul: argument '{arg}'"):
@@ -242,7 +252,7 @@ def test_quant_matmul_int8_int64_scale_refusals_against_torch_npus_meta():
     ]
     for kwargs, dtype, arg in meta_only:
         mkwargs = {k: _meta(v) for k, v in kwargs.items()}
-        assert _signature(opdef(_meta(x1), _meta(x2), _meta(scale), **mkwargs)) == [((5, 16), dtype)]
+        assert _signature(opdef(_meta(x1), _meta(x2), _meta(scale), **mkwargs)) == [((5, 16), dtype, (16, 1))]
         with pytest.raises(NotImplementedError, match=f"npu_quant_matmul: argument '{arg}'"):
             opdef(x1, x2, scale, **kwargs)
         with pytest.raises(NotImplementedError, match=f"npu_quant_matmul: argument '{arg}'"):
