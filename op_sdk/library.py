@@ -422,9 +422,10 @@ def _pair_inplace(opdef: OpDef, lib: torch.library.Library) -> None:
     target = mutated[0]
 
     def fake(*args, **kwargs):
-        check_writable(opdef.name, target, _bind(names, kwarg_only, args, kwargs)[target])
+        dst = _bind(names, kwarg_only, args, kwargs)[target]
+        check_writable(opdef.name, target, dst)
         functional(*args, **kwargs)  # runs the twin's shape checks
-        return _bind(names, kwarg_only, args, kwargs)[target]
+        return dst
 
     def eager(*args, **kwargs):
         dst = _bind(names, kwarg_only, args, kwargs)[target]
