@@ -28,16 +28,19 @@ X86 = platform.machine().lower() in ("x86_64", "amd64", "x64")
 # FMA it says so with fma()).
 # -Wno-maybe-uninitialized: GCC 12 false positives inside its own AVX-512 intrinsics
 # (_mm512_undefined_*), reported at every inlined use.
-CXX_FLAGS = ["-O3", "-std=c++20", "-fopenmp", "-fno-math-errno", "-ffp-contract=off", "-Wall",
+# -g0: Python's own CFLAGS carry -g; full debug info nearly doubles the compile time of each
+# torch-including source and the size of the .so, and the release build does not need it.
+CXX_FLAGS = ["-O3", "-g0", "-std=c++20", "-fopenmp", "-fno-math-errno", "-ffp-contract=off", "-Wall",
              "-Wno-unused-function", "-Wno-maybe-uninitialized"]
 # OP_SDK_SANITIZE=1 (.ci/sanitize): AddressSanitizer + UndefinedBehaviorSanitizer at -O1
-# (frame pointers kept, every UB report fatal), for the build that sanitizer run loads in
+# with line tables only (-g1: file:line in reports at half the compile time of -g; frame
+# pointers kept, every UB report fatal), for the build that sanitizer run loads in
 # place of the release one through OP_SDK_NATIVE_LIB; never installed.
 SANITIZE = os.environ.get("OP_SDK_SANITIZE") == "1"
 SANITIZE_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
                   "-fno-omit-frame-pointer"]
 if SANITIZE:
-    CXX_FLAGS = [f for f in CXX_FLAGS if f != "-O3"] + ["-O1"] + SANITIZE_FLAGS
+    CXX_FLAGS = [f for f in CXX_FLAGS if f not in ("-O3", "-g0")] + ["-O1", "-g1"] + SANITIZE_FLAGS
 # x86-64: baseline x86-64-v3 (AVX2 + FMA + F16C); hot loops add AVX-512 clones chosen at
 # load time (kernels/simd.h), so one binary runs everywhere and uses what the CPU has.
 # Elsewhere (aarch64 hosts of Ascend servers) the portable kernels of the same headers.
@@ -47,7 +50,7 @@ X86_FLAGS = ["-mavx2", "-mfma", "-mf16c"]
 # torch-free kernels: kernels/*.h, *.inl and csrc/*.h; csrc/npu/ (the OpPlugin bindings'
 # sources); and kernels/ascendc/ as it is.
 HEADER_DIRS = {"kernels": ("*.h", "*.inl"), "csrc": ("*.h",),
-               # the OpPlugin bindings' sources (op_sdk.npu_binding reads them)
+               # the OpPlugin bindings' sources (op_sdk.npu.binding reads them)
                os.path.join("csrc", "npu"): ("*.h", "*.cpp")}
 
 
@@ -94,8 +97,8 @@ def torch_npu_dir() -> str | None:
 
 def npu_binding_extensions(npu_dir: str | None) -> list:
     """One library per OpPlugin-style binding of csrc/npu/ (op_sdk/npu_bindings/<op>*.so),
-    with the flags of op_sdk.npu_binding.compile_command; none without torch_npu. Which of
-    them register is decided at run time (op_sdk.npu_binding.load_bindings)."""
+    with the flags of op_sdk.npu.build.compile_command; none without torch_npu. Which of
+    them register is decided at run time (op_sdk.npu.build.load_bindings)."""
     if npu_dir is None:
         return []
     import torch

@@ -2,7 +2,7 @@
 
 from op_sdk import ops  # noqa: F401  (defines torch.ops.npu.*, registers the native kernels)
 from op_sdk.library import Benchmark, OpDef, define_op, functionalize_inplace, get_op, registered_ops  # noqa: E402
-from op_sdk.npu_binding import AclnnBinding, BindingError  # noqa: E402
+from op_sdk.npu.binding import AclnnBinding, BindingError  # noqa: E402
 from op_sdk.composite import Composite, Spelling  # noqa: E402
 from op_sdk import _air as _air  # noqa: E402
 from op_sdk.library import torch_npu_module as _torch_npu_module  # noqa: E402
@@ -16,7 +16,7 @@ import logging as _logging  # noqa: E402
 
 # TorchAir's ``torchair.logger``: at DEBUG the pipeline logs the graph each user pass leaves
 logger = _logging.getLogger("op_sdk")
-__all__ = ["include_dirs", "AclnnBinding", "BindingError", "Benchmark", "OpDef", "define_op", "functionalize_inplace", "get_op", "registered_ops",
+__all__ = ["include_dirs", "AclnnBinding", "BindingError", "Benchmark", "OpDef", "define_op", "functionalize_inplace", "get_op", "registered_ops",  # noqa: E501
            "CompilerConfig", "get_npu_backend", "register_replacement", "verify_replacement",
            "PatternRegistry", "explain", "scope", "logger", "quantize_w8a8", "W8A8Linear",
            "export_onnx", "Composite", "Spelling", "register_fusion", "cpu_output_pool"]
@@ -34,7 +34,7 @@ _LAZY = {
     "scope": "op_sdk.scope",
     "quantize_w8a8": "op_sdk.quantization",
     "W8A8Linear": "op_sdk.quantization",
-    "export_onnx": "op_sdk.onnx_export",  # imports onnx / onnxscript on first use only
+    "export_onnx": "op_sdk.onnx.export",  # imports onnx / onnxscript on first use only
 }
 
 

@@ -22,14 +22,14 @@ The SDK's own operators (``op_sdk.ops``) and user plugins (``examples/``) use th
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import importlib.util
 import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from op_sdk.npu.runtime import has_schema, torch_npu_module
 
 __all__ = [
     "Benchmark",
@@ -46,6 +46,8 @@ _AUTOGRAD_KEYS = {"cpu": "AutogradCPU", "cuda": "AutogradCUDA"}
 
 _LIBRARIES: dict[str, torch.library.Library] = {}
 _REGISTRY: dict[str, OpDef] = {}
+# called with every OpDef once it is defined (op_sdk.converters attaches declared converters)
+_DEFINE_HOOKS: list[Callable[[OpDef], None]] = []
 
 
 def _library(namespace: str) -> torch.library.Library:
@@ -56,33 +58,8 @@ def _library(namespace: str) -> torch.library.Library:
     return lib
 
 
-_TORCH_NPU: list[Any] = []
-
-
-def torch_npu_module():
-    """Return the imported torch_npu module, or None when it cannot be imported.
-
-    torch_npu owns the ``npu`` namespace when present, so it must be imported before
-    the SDK defines anything; any failure to import it (no CANN libraries) means absent.
-    """
-    if not _TORCH_NPU:
-        module = None
-        if "torch_npu" in sys.modules or importlib.util.find_spec("torch_npu") is not None:
-            try:
-                module = importlib.import_module("torch_npu")
-            except Exception as exc:  # a broken install behaves as "absent"
-                warnings.warn(f"op_sdk: torch_npu is installed but failed to import ({exc}); "
-                              "using op_sdk's own definitions", stacklevel=2)
-        _TORCH_NPU.append(module)
-    return _TORCH_NPU[0]
-
-
 def _has_schema(namespace: str, name: str) -> bool:
-    try:
-        torch._C._get_schema(f"{namespace}::{name}", "")
-        return True
-    except RuntimeError:
-        return False
+    return has_schema(f"{namespace}::{name}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,14 +110,16 @@ class OpDef:
     benchmarks: tuple[Benchmark, ...] = ()
     # the Python module that declared it (``op_sdk.ops.<slice>`` for the SDK's own)
     module: str = ""
-    # its OpPlugin-style eager binding (op_sdk.npu_binding.AclnnBinding), or None
+    # its OpPlugin-style eager binding (op_sdk.npu.AclnnBinding), or None
     aclnn: Any = None
-    # what op_sdk.npu_binding.load_bindings did with the binding ("registered", or why not)
+    # what op_sdk.npu.build.load_bindings did with the binding ("registered", or why not)
     binding_status: str = ""
     # its unfused spelling (op_sdk.Composite), from which its fusion is derived, or None
     composite: Any = None
     # the class name of its autograd node (grad_fn), where torch_npu's is to be matched
     backward_name: str | None = None
+    # its declared GE converter (op_sdk.converters.GeIr), or None
+    ge: Any = None
 
     @property
     def slice(self) -> str:
@@ -218,7 +197,7 @@ def define_op(
                    functionalization are derived from it.
     benchmarks:    how the kernel benchmark times it (``Benchmark``), one per case.
     aclnn:         its OpPlugin-style eager binding on the NPU
-                   (``op_sdk.npu_binding.AclnnBinding``): checked here against the pinned
+                   (``op_sdk.npu.AclnnBinding``): checked here against the pinned
                    aclnn prototype and the schema (``BindingError`` otherwise); its C++ is
                    generated into csrc/npu/ and registered only where torch_npu lacks the
                    operator.
@@ -252,9 +231,9 @@ def define_op(
                             f"got {type(composite).__name__}")
         opdef.composite = composite
     if aclnn is not None:
-        from op_sdk import npu_binding
+        from op_sdk.npu.binding import check_binding
 
-        npu_binding.check_binding(opdef, aclnn)
+        check_binding(opdef, aclnn)
     lib = _library(namespace)
 
     if namespace == "npu":
@@ -282,13 +261,23 @@ def define_op(
         _register_autograd(opdef, lib)
 
     _REGISTRY[qualname] = opdef
-    if aclnn is not None and _TORCH_NPU and _TORCH_NPU[0] is not None:
-        npu_binding.load_bindings([opdef])  # only where torch_npu lacks the operator
-    if ge is not None:
-        from op_sdk.converters.spec import attach
+    if aclnn is not None and torch_npu_module() is not None:
+        from op_sdk.npu.build import load_bindings
 
-        attach(opdef, ge)
+        load_bindings([opdef])  # only where torch_npu lacks the operator
+    opdef.ge = ge
+    for hook in list(_DEFINE_HOOKS):
+        hook(opdef)
     return opdef
+
+
+def on_define(hook: Callable[[OpDef], None]) -> None:
+    """Call ``hook(opdef)`` for every operator defined already and every one defined from
+    now on: how a layer above the library (op_sdk.converters) adds to each definition
+    without the library importing it."""
+    _DEFINE_HOOKS.append(hook)
+    for opdef in list(_REGISTRY.values()):
+        hook(opdef)
 
 
 def _check_same_schema(opdef: OpDef) -> None:

@@ -343,7 +343,6 @@ def test_empty_rows_and_empty_reductions(fn):
     """A 0-size dim anywhere: outputs of the fake's shapes from kernel and reference alike;
     an empty reduction is the all-zero row's answer (scale 0). The calls the fuzz campaign
     found raising IndexError or an unnamed error."""
-    import op_sdk
 
     def call(name, *args, **kwargs):
         d = op_sdk.get_op(name)

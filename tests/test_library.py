@@ -130,7 +130,7 @@ def meta_rms(input, gamma, epsilon=1e-6):
     META_CALLS.append("rms")
     return torch.empty_like(input), input.new_empty(input.shape[:-1] + (1,), dtype=torch.float32)
 lib.impl("npu_rms_norm", meta_rms, "Meta")
-'''
+'''  # noqa: E501
 
 
 def _standin_dir(tmp_path, body):

@@ -16,7 +16,6 @@ import torch
 
 import op_sdk
 from op_sdk.compiler import streams
-from op_sdk.compiler.pipeline import UserPassError
 from op_sdk.scope import npu_stream_switch, npu_wait_tensor
 
 # -- test operators: record the thread they ran on; block until another op ran ------------

@@ -25,7 +25,7 @@ onnx = pytest.importorskip("onnx", reason="ONNX export tests need onnx (a test d
 ort = pytest.importorskip("onnxruntime", reason="ONNX export tests need onnxruntime")
 pytest.importorskip("onnxscript", reason="torch.onnx's exporter needs onnxscript")
 
-from op_sdk.onnx_export import DOMAIN  # noqa: E402
+from op_sdk.onnx.export import DOMAIN  # noqa: E402
 
 npu = torch.ops.npu
 BF16, FP16 = torch.bfloat16, torch.float16

@@ -12,8 +12,8 @@ or the CANN toolkit.
   tested"; its CANN build is not verified. Operators without a folder run CANN's own
   kernels on the NPU (torch_npu's aclnn calls): op_sdk ships none for them.
 * OpPlugin eager binding: csrc/npu/<operator>.cpp, generated from the operator's aclnn=
-  declaration (op_sdk.npu_binding) and checked against the pinned aclnn prototype table
-  (op_sdk/aclnn_prototypes.py) by tests/npu/test_bindings.py; tests/npu/real/test_bindings.py
+  declaration (op_sdk.npu.binding) and checked against the pinned aclnn prototype table
+  (op_sdk/npu/prototypes.py) by tests/npu/test_bindings.py; tests/npu/real/test_bindings.py
   compiles each on x86 against the torch_npu wheel's headers and registers it beside the
   stubbed torch_npu, hence "compiles (x86, against torch_npu headers), registration-checked".
   A binding is registered only for an operator the installed torch_npu lacks; what it did in
@@ -31,7 +31,8 @@ from __future__ import annotations
 import os
 
 __all__ = ["LEVELS", "HARDWARE", "BINDING_LEVEL", "TORCHAIR_CONVERTS", "ascendc_root",
-           "opplugin_binding", "ge_converter", "npu_deliverables"]
+           "opplugin_binding", "ge_converter", "npu_deliverables", "declared_bindings",
+           "write_binding_sources"]
 
 LEVELS = ("source", "compiles", "CPU-model tested", "registration-checked", "graph-checked")
 HARDWARE = "not verified"
@@ -74,10 +75,10 @@ def opplugin_binding(opdef) -> str:
         if opdef.namespace == "op_sdk":
             return "none (op_sdk's CPU-only operator)"
         return "none of op_sdk's (torch_npu's own binding serves it)"
-    from op_sdk import npu_binding
+    from op_sdk.npu.binding import source_path
 
     apis = " / ".join(binding.apis)  # more than one: selected by argument values
-    if not os.path.isfile(npu_binding.source_path(opdef)):
+    if not os.path.isfile(source_path(opdef)):
         return f"{apis}: declared, source not generated (csrc/npu/{opdef.name}.cpp)"
     canns = " / ".join(dict.fromkeys(b.prototype.cann for b in binding.branches))
     plural = "s" if len(binding.apis) > 1 else ""
@@ -110,3 +111,44 @@ def npu_deliverables(opdef) -> dict[str, str]:
             "opplugin_binding": opplugin_binding(opdef),
             "ge_converter": ge_converter(opdef),
             "hardware": HARDWARE}
+
+
+# ---------------------------------------------------------------------------------------
+# The declared bindings, and their generated sources
+
+EXAMPLES = ("plugin_fused_op",)  # examples/ whose operators declare a binding
+
+
+def declared_bindings(examples_dir: str | None = None) -> list:
+    """The operators with an aclnn= declaration: op_sdk's own, and the examples' (imported
+    for it from ``examples_dir``, default the source tree's examples/, when it is there)."""
+    import importlib.util
+    import sys
+
+    from op_sdk import library
+    from op_sdk.npu.binding import ROOT
+
+    examples_dir = examples_dir or os.path.join(ROOT, "examples")
+    if os.path.isdir(examples_dir):
+        for name in EXAMPLES:
+            path = os.path.join(examples_dir, f"{name}.py")
+            if name not in sys.modules and os.path.exists(path):
+                spec = importlib.util.spec_from_file_location(name, path)
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[name] = module
+                spec.loader.exec_module(module)
+    return [o for o in library.registered_ops() if o.aclnn is not None]
+
+
+def write_binding_sources() -> list[str]:
+    """(Re)generate csrc/npu/<operator>.cpp for every declared binding; returns the paths."""
+    from op_sdk.npu.binding import SOURCE_DIR, generate_source, source_path
+
+    os.makedirs(SOURCE_DIR, exist_ok=True)
+    paths = []
+    for opdef in declared_bindings():
+        path = source_path(opdef)
+        with open(path, "w") as f:
+            f.write(generate_source(opdef))
+        paths.append(path)
+    return paths

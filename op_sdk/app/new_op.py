@@ -375,7 +375,7 @@ def _files(p: dict) -> dict[str, str]:
             op.Init({init_args}, tilingData);
             op.Process();
         }}
-        ''')
+        ''')  # noqa: E501
     proto_lines = []
     for a in ins:
         kind = "OPTIONAL_INPUT" if isinstance(a.type, torch.OptionalType) else "INPUT"
@@ -700,7 +700,7 @@ def test_opplugin_binding_compiles_against_torch_npu():
     if include is None:
         pytest.skip("torch_npu is not installed: its headers build the OpPlugin binding")
     ascendc_run.compile_binding(HERE / "npu" / "{kname}_opplugin.cpp", include)
-{inplace_test}'''
+{inplace_test}'''  # noqa: E501
 
 
 def write(name: str, schema: str, out_dir: str, namespace: str = "my_ops",

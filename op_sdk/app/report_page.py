@@ -7,7 +7,7 @@ Input is plain data (see ``op_sdk.compiler.explain.report_data``):
 "trace": {"path", "threads": {tid: {"streams", "ops", "busy_us"}}, "overlap_us"} or None}`` where a region is ``{"fusion", "variant", "before": graph,
 "after": graph}`` and a graph is ``{"nodes": [{"id", "label", "kind"}], "edges": [[src, dst]]}``
 with kind one of "input", "op", "fused", "output".
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -127,7 +127,7 @@ font-size:13px;text-align:left} th{background:#f3f3f3} .num{text-align:right}
 .pair{display:flex;gap:24px;align-items:flex-start;flex-wrap:wrap}
 pre{background:#f7f7f7;padding:8px;overflow:auto;font-size:12px;max-height:420px}
 .legend span{display:inline-block;padding:2px 8px;margin-right:8px;border:1px solid #888;border-radius:4px;font-size:12px}
-"""
+"""  # noqa: E501
 
 
 def _template(name: str):

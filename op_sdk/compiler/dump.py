@@ -10,7 +10,7 @@ with their prototypes' input / output / attribute names, each operator of a stre
 with its ``_user_stream_label`` attribute as TorchAir writes it; a node with no converter is
 written as an ``OpSdkUnconverted`` placeholder (attribute ``_fx_target`` names it) and
 listed in a comment at the top of the file.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 

@@ -32,10 +32,12 @@ from typing import Any
 
 import torch
 
+from op_sdk import library as _library
 from op_sdk.converters import ir
 from op_sdk.converters.graph import ConversionError, Desc, GeGraph, OpDef, Tensor, ge
 from op_sdk.converters.graph import _shape, desc_from_value
 from op_sdk.converters.ir import IrAttr, IrInput, IrPrototype, register_prototype
+from op_sdk.converters.registry import _CONVERTERS, register_fx_node_ge_converter
 from op_sdk.converters.spec import GeIr
 
 __all__ = ["ge", "register_fx_node_ge_converter", "converter_for", "converters", "convert_fx",
@@ -47,22 +49,7 @@ __all__ = ["ge", "register_fx_node_ge_converter", "converter_for", "converters",
 # "_fx_target" naming the PyTorch operator.
 UNCONVERTED = "OpSdkUnconverted"
 
-_CONVERTERS: dict[Any, Callable] = {}
 _loaded = False
-
-
-def register_fx_node_ge_converter(op) -> Callable[[Callable], Callable]:
-    """Decorator: ``fn`` converts FX nodes calling ``op`` (an OpOverload)."""
-    if not isinstance(op, torch._ops.OpOverload):
-        raise TypeError(f"register_fx_node_ge_converter: expected an OpOverload such as "
-                        f"torch.ops.npu.x.default, got {op!r}")
-
-    def register(fn: Callable) -> Callable:
-        _CONVERTERS[op] = fn
-        fn.ge_converter_for = op
-        return fn
-
-    return register
 
 
 def _load_builtin() -> None:
@@ -71,7 +58,7 @@ def _load_builtin() -> None:
         return
     _loaded = True
     for mod in pkgutil.iter_modules(__path__):
-        if mod.name not in ("ir", "graph", "pbtxt", "torchair_bridge", "spec") \
+        if mod.name not in ("ir", "graph", "pbtxt", "registry", "torchair_bridge", "spec") \
                 and not mod.name.startswith("_"):
             importlib.import_module(f"{__name__}.{mod.name}")
 
@@ -291,3 +278,14 @@ def register_with_torchair() -> list:
     from op_sdk.converters import torchair_bridge
 
     return torchair_bridge.register(converters())
+
+
+def _attach_declared(opdef) -> None:
+    if opdef.ge is not None:
+        from op_sdk.converters.spec import attach
+
+        attach(opdef, opdef.ge)
+
+
+# operators declared with ge=GeIr(...) (before or after this import) get their converter
+_library.on_define(_attach_declared)

@@ -16,6 +16,7 @@ The builder writes what TorchAir's builder writes for the same call, field for f
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 from collections.abc import Sequence
@@ -91,6 +92,24 @@ class Tensor:
 
 
 _local = threading.local()
+
+
+def external_builder():
+    """The builder converters write through instead of op_sdk's graph (TorchAir's, while
+    op_sdk.converters.torchair_bridge runs a converter inside TorchAir), or None."""
+    builders = getattr(_local, "builders", None)
+    return builders[-1] if builders else None
+
+
+@contextlib.contextmanager
+def building_with(builder):
+    """Route this thread's ``ge.*`` calls to ``builder`` (an object with
+    ``build(op_type, args, kwargs, node_name)`` and ``const(value, dtype, node_name)``)."""
+    _local.builders = getattr(_local, "builders", []) + [builder]
+    try:
+        yield builder
+    finally:
+        _local.builders.pop()
 
 
 def current_graph() -> GeGraph:
@@ -287,10 +306,9 @@ def bind(proto: ir.IrPrototype, args: tuple, kwargs: dict,
 def build(op_type: str, *args, node_name: str | None = None, **kwargs):
     """Add one Ascend IR operator to the current graph; returns its output Tensor, or a
     tuple of them for a multi-output prototype."""
-    from op_sdk.converters import torchair_bridge
-
-    if torchair_bridge.active():  # converting inside TorchAir: let its builder write it
-        return torchair_bridge.build(op_type, args, kwargs, node_name)
+    external = external_builder()
+    if external is not None:  # converting inside TorchAir: its builder writes the graph
+        return external.build(op_type, args, kwargs, node_name)
     proto = ir.prototype(op_type)
     inputs, attrs = bind(proto, args, kwargs)
     graph = current_graph()
@@ -339,10 +357,9 @@ class _Ge:
     @staticmethod
     def Const(value, dtype: torch.dtype | None = None, node_name: str | None = None) -> Tensor:
         """A small constant (a scalar or a list of numbers)."""
-        from op_sdk.converters import torchair_bridge
-
-        if torchair_bridge.active():
-            return torchair_bridge.const(value, dtype, node_name)
+        external = external_builder()
+        if external is not None:
+            return external.const(value, dtype, node_name)
         values = list(value) if isinstance(value, (list, tuple)) else [value]
         if dtype is None:
             dtype = torch.float32 if any(isinstance(v, float) for v in values) else torch.int64

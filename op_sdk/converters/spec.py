@@ -101,9 +101,12 @@ def prototype_of(opdef, spec: GeIr) -> ir.IrPrototype:
 
 def attach(opdef, spec: GeIr) -> None:
     """Register ``opdef``'s prototype and converter from ``spec``."""
-    from op_sdk.converters import register_fx_node_ge_converter
+    if not isinstance(spec, GeIr):
+        raise TypeError(f"op_sdk.define_op({opdef.name}): ge= must be an "
+                        f"op_sdk.converters.GeIr, got {type(spec).__name__}")
     from op_sdk.converters._util import dtype_of, ge_type
     from op_sdk.converters.graph import build
+    from op_sdk.converters.registry import register_fx_node_ge_converter
 
     proto = ir.register_prototype(prototype_of(opdef, spec))
     schema = _schema(opdef)

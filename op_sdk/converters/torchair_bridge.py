@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import functools
 import sys
-import threading
 
 import torch
 
 from op_sdk.converters import ir
-from op_sdk.converters.graph import Tensor, bind
+from op_sdk.converters.graph import Tensor, bind, building_with, external_builder
 
 __all__ = ["active", "build", "const", "register", "torchair_available"]
 
-_local = threading.local()
 _REGISTERED: set = set()  # the operators op_sdk registered its converter of
 _DONE = False
 
@@ -33,7 +31,7 @@ def registered() -> bool:
 
 
 def active() -> bool:
-    return getattr(_local, "depth", 0) > 0
+    return external_builder() is _BUILDER
 
 
 def torchair_available() -> bool:
@@ -181,15 +179,22 @@ def const(value, dtype: torch.dtype | str | None, node_name: str | None):
     return _TaTensor(Const(value, dtype=code, node_name=node_name))
 
 
+class _Builder:
+    """TorchAir's graph builder, as op_sdk.converters.graph routes ``ge.*`` calls to it."""
+
+    build = staticmethod(build)
+    const = staticmethod(const)
+
+
+_BUILDER = _Builder()
+
+
 def _adapter(fn):
     @functools.wraps(fn)
     def convert(*args, meta_outputs=None, **kwargs):
-        _local.depth = getattr(_local, "depth", 0) + 1
-        try:
+        with building_with(_BUILDER):
             result = fn(*_wrap(args), meta_outputs=meta_outputs,
                         **{k: _wrap(v) for k, v in kwargs.items()})
-        finally:
-            _local.depth -= 1
         return _unwrap(result)
 
     convert.op_sdk_converter = fn

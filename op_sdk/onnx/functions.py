@@ -13,9 +13,10 @@ opset >= 15 (``CastLike``), and the ``ReduceMax`` axes are an input from opset 1
 
 from __future__ import annotations
 
-__all__ = ["DOMAIN", "FUNCTIONS", "MIN_OPSET", "make_function"]
+__all__ = ["DOMAIN", "DOMAIN_VERSION", "FUNCTIONS", "MIN_OPSET", "make_function"]
 
-DOMAIN = "op_sdk.npu"
+DOMAIN = "op_sdk.npu"  # the custom domain of op_sdk's nodes, written by export and fuse
+DOMAIN_VERSION = 1
 MIN_OPSET = 15  # CastLike
 
 # name -> (inputs, outputs)

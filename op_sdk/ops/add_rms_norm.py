@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from op_sdk.library import Benchmark, define_op
-from op_sdk.npu_binding import AclnnBinding
+from op_sdk.npu.binding import AclnnBinding
 from op_sdk.ops._common import bench_norm_inputs
 from op_sdk.ops._norm import _normalize, _rms_norm_grad, check_add_rms_norm, rstd_shape
 

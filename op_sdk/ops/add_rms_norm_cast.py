@@ -9,7 +9,7 @@ import torch
 
 from op_sdk.composite import Composite, Spelling, same
 from op_sdk.library import Benchmark, define_op
-from op_sdk.npu_binding import AclnnBinding
+from op_sdk.npu.binding import AclnnBinding
 from op_sdk.ops._common import HALF_DTYPES, bench_norm_inputs
 from op_sdk.ops._norm import _normalize, check_add_rms_norm, rstd_shape
 

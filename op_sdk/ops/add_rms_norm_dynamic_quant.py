@@ -13,7 +13,7 @@ import torch
 
 from op_sdk.composite import Composite, same
 from op_sdk.library import Benchmark, define_op
-from op_sdk.npu_binding import AclnnBinding
+from op_sdk.npu.binding import AclnnBinding
 from op_sdk.ops._common import (
     HALF_DTYPES,
     INT4_MAX,

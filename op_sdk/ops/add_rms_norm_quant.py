@@ -9,7 +9,7 @@ import torch
 
 from op_sdk.composite import Composite
 from op_sdk.library import Benchmark, define_op
-from op_sdk.npu_binding import AclnnBinding
+from op_sdk.npu.binding import AclnnBinding
 from op_sdk.ops._common import (
     INT8,
     QINT8,

@@ -33,7 +33,7 @@ from __future__ import annotations
 import torch
 
 from op_sdk.library import define_op
-from op_sdk.npu_binding import AclnnBinding
+from op_sdk.npu.binding import AclnnBinding
 from op_sdk.ops._common import check
 from op_sdk.ops._formats import (
     FLOAT4_E1M2,

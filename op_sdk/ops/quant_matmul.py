@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from op_sdk.library import Benchmark, define_op
-from op_sdk.npu_binding import AclnnBinding
+from op_sdk.npu.binding import AclnnBinding
 from op_sdk.ops._common import (
     BFLOAT16,
     FLOAT16,
@@ -673,7 +673,7 @@ def check_mx(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype
               f"must be a 1-byte integer tensor holding float8_e8m0 codes (uint8 / int8) with MX "
               f"scales, got {t.dtype}")
         check(t.dim() >= 3 and list(t.shape[-3:]) == want
-              and _broadcasts_to(t.shape[:-3], batch), op, name, f"must have shape (..., {', '.join(map(str, want))}) with MX scales (one "
+              and _broadcasts_to(t.shape[:-3], batch), op, name, f"must have shape (..., {', '.join(map(str, want))}) with MX scales (one "  # noqa: E501
               f"per 32 values of k, in pairs), its batch dims broadcasting to {list(batch)}, got "
               f"{list(t.shape)}")
     given, gs = _group_sizes(op, group_sizes, (m, n, k), (m, n, 2 * kb))
@@ -745,7 +745,7 @@ def _mx_reference(x1, x2, scale, pertoken_scale, bias, x1_dtype, x2_dtype, code)
         a, b = _fp4_values(x1, t1), _fp4_values(x2, t2)
     else:
         a, b = x1.double(), x2.double()
-    k, kb = a.shape[-1], -(-a.shape[-1] // MX_GROUP)
+    kb = -(-a.shape[-1] // MX_GROUP)
     xs = e8m0_to_float(pertoken_scale).flatten(-2)[..., :kb]                # (..., m, blocks)
     ws = e8m0_to_float(scale).transpose(-2, -1).flatten(-3, -2)[..., :kb, :]  # (..., blocks, n)
     return _block_sum(a, b, xs, ws, MX_GROUP, bias, code)

@@ -31,7 +31,7 @@ from op_sdk.ops.quant_matmul import (
 # the address of x2's first element, k, n and x2's two strides. quant_matmul_packed uses
 # the packed copy only while its x2 is that same weight viewed the same way (a parameter
 # replaced after the compile, or a view of its memory with another shape or strides, is
-# multiplied as it lies; one changed in place is not seen, the frozen_parameter contract). On the NPU the same idea is the
+# multiplied as it lies; one changed in place is not seen, the frozen_parameter contract). On the NPU the same idea is the  # noqa: E501
 # FRACTAL_NZ weight format that TorchAir's frozen_parameter lets GE convert weights to.
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from op_sdk.library import Benchmark, define_op
-from op_sdk.npu_binding import AclnnBinding
+from op_sdk.npu.binding import AclnnBinding
 from op_sdk.ops._common import (
     FLOAT_DTYPES,
     INT32,

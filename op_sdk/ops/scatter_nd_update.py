@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from op_sdk.library import define_op
-from op_sdk.npu_binding import AclnnBinding
+from op_sdk.npu.binding import AclnnBinding
 from op_sdk.ops._common import check
 
 _INDEX_DTYPES = (torch.int32, torch.int64)

@@ -6,7 +6,7 @@ or ``.to()`` (``aten._to_copy`` / ``prims.convert_element_type``: one canonical
 spelling), with or without the view, with or without an explicit epsilon, x_out used or
 not: 16. y itself stays available (the fused op's y2). The checks: the cast really goes
 to float32 and h really is x1's last dim (symbolic sizes allowed).
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ bf16; x2 not 0-d; the last dim 32-byte aligned; gamma.shape == scales.shape; plu
 quantize axis being the last one (the pattern ignores the literal). TorchAir does not
 apply it in max-autotune (Ascend's graph engine fuses it itself); here Inductor cannot
 fuse across the two custom ops, so it stays on in max-autotune (see config).
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 

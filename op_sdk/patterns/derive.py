@@ -36,8 +36,7 @@ import torch
 from op_sdk.composite import Composite, Spelling, named_outputs
 from op_sdk.patterns.fusion import Fusion, Variant, _positional
 
-__all__ = ["derived_variants", "register_fusion", "materialize", "composite_of",
-           "trace_decomposed"]
+__all__ = ["derived_variants", "register_fusion", "materialize", "composite_of"]
 
 LABELS = {"epsilon": "eps"}
 
@@ -214,22 +213,6 @@ def derived_variants(op: str, *, namespace: str = "npu", inputs: Sequence[str] |
 
 # ---- plugin operators: register_fusion -------------------------------------------------------
 
-def trace_decomposed(fn: Callable, args: Sequence[Any], **_: Any) -> torch.fx.GraphModule:
-    """``fn`` traced with Inductor's decomposition table, in the canonical spelling: what
-    Inductor's post-grad graph (max-autotune) holds for it."""
-    from torch._inductor.decomposition import select_decomp_table
-    from torch.fx.experimental.proxy_tensor import make_fx
-
-    from op_sdk.patterns.canonical import canonicalize
-
-    with torch.no_grad():
-        gm = make_fx(fn, select_decomp_table(), tracing_mode="real")(*args)
-    canonicalize(gm.graph)
-    gm.graph.eliminate_dead_code()
-    gm.recompile()
-    return gm
-
-
 # fusions registered for the process-wide user registry, and the registries that have them
 # (tests and tools may replace the user registry: each one gets them at its first compile)
 _FOR_USER: list[Fusion] = []
@@ -309,7 +292,7 @@ def _with_decomposed(fusion: Fusion, plain: tuple[Variant, ...]) -> tuple[Varian
     decompositions make of one (per dtype of ``fusion.dtypes``)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from op_sdk.patterns.tracing import trace_canonical
+    from op_sdk.patterns.tracing import trace_canonical, trace_decomposed
 
     out = list(plain)
     for v in plain:

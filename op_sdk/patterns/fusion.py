@@ -31,7 +31,7 @@ import torch
 
 from op_sdk.patterns.diagnostics import Check
 from op_sdk.patterns.registry import PatternRegistry
-from op_sdk.patterns.tracing import trace_canonical
+from op_sdk.patterns.tracing import trace_canonical, trace_decomposed
 
 __all__ = ["Variant", "Fusion", "IGNORED_LITERALS", "generated_variant", "EPSILON"]
 
@@ -156,9 +156,7 @@ def _register(registry: PatternRegistry, fusion: Fusion, variant: Variant) -> No
     real = fusion.example_inputs(variant.trace_dtype or fusion.dtypes[0], variant)
     fake = [mode.from_tensor(real[n]) if isinstance(real[n], torch.Tensor) else real[n]
             for n in variant.argnames if n not in scalars]
-    trace = trace_canonical
-    if variant.decompose:
-        from op_sdk.patterns.derive import trace_decomposed as trace
+    trace = trace_decomposed if variant.decompose else trace_canonical
     with mode:
         pattern, _ = gen_pattern_and_search_gm(variant.search_fn, fake, trace, scalars)
     registry.register_replacement(

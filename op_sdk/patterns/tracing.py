@@ -36,6 +36,20 @@ def trace_canonical(fn: Callable, args: Sequence[Any], *, get_decomp_fn=None,
     return gm
 
 
+def trace_decomposed(fn: Callable, args: Sequence[Any], **_: Any) -> torch.fx.GraphModule:
+    """``fn`` traced with Inductor's decomposition table, in the canonical spelling: what
+    Inductor's post-grad graph (max-autotune) holds for it."""
+    from torch._inductor.decomposition import select_decomp_table
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    with torch.no_grad():
+        gm = make_fx(fn, select_decomp_table(), tracing_mode="real")(*args)
+    canonicalize(gm.graph)
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return gm
+
+
 def canonical_trace(trace_fn: Callable) -> Callable:
     if trace_fn is trace_canonical:
         return trace_canonical

@@ -15,7 +15,7 @@ def pytest_configure(config):
 def kernels(tmp_path_factory):
     cxx = compiler()
     if cxx is None:
-        pytest.skip("g++ not found: the Ascend C kernel tests compile the kernels with g++ (set CXX to another compiler)")
+        pytest.skip("g++ not found: the Ascend C kernel tests compile the kernels with g++ (set CXX to another compiler)")  # noqa: E501
     b = KernelBuilder(tmp_path_factory.mktemp("ascendc_build"), cxx)
     yield b
     b.close()

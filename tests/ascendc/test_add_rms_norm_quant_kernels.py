@@ -52,7 +52,7 @@ def _assert_bits(out, ref, what):
                            ref.view(torch.int32 if ref.dtype == f32 else torch.int16)), f"{what}: not bit-exact"
     else:
         d = (out.to(torch.int32) - ref.to(torch.int32)).abs()
-        assert torch.equal(out, ref), f"{what}: not bit-exact ({int((d > 0).sum())} elements differ, max {int(d.max())})"
+        assert torch.equal(out, ref), f"{what}: not bit-exact ({int((d > 0).sum())} elements differ, max {int(d.max())})"  # noqa: E501
 
 
 def _rstd_of(x, tiling):

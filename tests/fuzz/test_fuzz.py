@@ -1,5 +1,5 @@
 """The differential fuzz campaign (tests/fuzz/campaign.py) with a fixed seed within a time
-budget (OP_SDK_FUZZ_SECONDS, default 120 s; OP_SDK_FUZZ_SEED, default 20261126): no
+budget (OP_SDK_FUZZ_SECONDS, default 60 s; OP_SDK_FUZZ_SEED, default 20261126): no
 finding. A longer run for a release: `python -m tests.fuzz --seed S --calls 50000`
 (docs/testing.md)."""
 
@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def test_fuzz_campaign_finds_nothing():
     seed = int(os.environ.get("OP_SDK_FUZZ_SEED", "20261126"))
-    seconds = float(os.environ.get("OP_SDK_FUZZ_SECONDS", "120"))
+    seconds = float(os.environ.get("OP_SDK_FUZZ_SECONDS", "60"))
     s = campaign.run(seed, seconds=seconds)
     # every operator was called, and most calls ran both ways
     assert set(s.per_op) == {d.name for d in campaign.sdk_ops()}, s.per_op
@@ -33,7 +33,7 @@ def test_fuzz_campaign_on_the_other_instruction_sets(isa):
     the AVX2 and the portable C++ paths (OP_SDK_CPU_ISA, chosen once per process)."""
     if platform.machine().lower() not in ("x86_64", "amd64") and isa != "generic":
         pytest.skip("x86-64 only")
-    seconds = float(os.environ.get("OP_SDK_FUZZ_SECONDS", "120")) / 3
+    seconds = float(os.environ.get("OP_SDK_FUZZ_SECONDS", "60")) / 3
     result = subprocess.run(
         [sys.executable, "-m", "tests.fuzz", "--seed", "7", "--seconds", str(seconds)],
         cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT, OP_SDK_CPU_ISA=isa),

@@ -1,5 +1,5 @@
 """Builds binding sources (csrc/npu/) against the torch_npu wheel's headers for the tests,
-with op_sdk.npu_binding.compile_command, and caches each outcome (the library, or the
+with op_sdk.npu.build.compile_command, and caches each outcome (the library, or the
 compiler's errors) under ~/.cache/op_sdk/npu_bindings/<hash>/, keyed by the source, the
 shared header, the command and the torch / torch_npu versions, so a test run compiles only
 what changed."""
@@ -13,7 +13,7 @@ import json
 import os
 import subprocess
 
-from op_sdk import npu_binding as nb
+from op_sdk.npu import build as nbuild
 
 
 def cache_root() -> str:
@@ -32,9 +32,9 @@ class Build:
 def build(name: str, source_text: str, torch_npu_dir: str) -> Build:
     import torch
 
-    probe = nb.compile_command("SOURCE", "OUTPUT", torch_npu_dir)
+    probe = nbuild.compile_command("SOURCE", "OUTPUT", torch_npu_dir)
     key = hashlib.sha256()
-    for part in (source_text, open(os.path.join(nb.SOURCE_DIR, "binding.h")).read(),
+    for part in (source_text, open(os.path.join(nbuild.SOURCE_DIR, "binding.h")).read(),
                  json.dumps(probe), torch.__version__, torch_npu_dir):
         key.update(part.encode())
     folder = os.path.join(cache_root(), f"{name}-{key.hexdigest()[:16]}")
@@ -45,7 +45,7 @@ def build(name: str, source_text: str, torch_npu_dir: str) -> Build:
         source = os.path.join(folder, f"{name}.cpp")
         with open(source, "w") as f:
             f.write(source_text)
-        out = subprocess.run(nb.compile_command(source, library + ".tmp", torch_npu_dir),
+        out = subprocess.run(nbuild.compile_command(source, library + ".tmp", torch_npu_dir),
                              capture_output=True, text=True, timeout=600)
         if out.returncode == 0:
             os.replace(library + ".tmp", library)

@@ -1,4 +1,4 @@
-"""The OpPlugin-style eager bindings without torch_npu (op_sdk.npu_binding): every aclnn=
+"""The OpPlugin-style eager bindings without torch_npu (op_sdk.npu.binding): every aclnn=
 declaration agrees with its pinned prototype and its schema, the committed csrc/npu/
 sources are what the declarations generate, a binding source whose aclnn arguments are out
 of order is rejected naming the operator, parameter and argument, declaration errors name
@@ -13,13 +13,15 @@ import re
 import pytest
 
 import op_sdk
-from op_sdk import aclnn_prototypes as protos
-from op_sdk import npu_binding as nb
+from op_sdk.app import deliverables
+from op_sdk.npu import binding as nb
+from op_sdk.npu import build as nbuild
+from op_sdk.npu import prototypes as protos
 from op_sdk.library import OpDef
 
 # the tree these tests are in (its examples/ and setup.py; op_sdk may be installed elsewhere)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BINDINGS = nb.declared_bindings(os.path.join(ROOT, "examples"))
+BINDINGS = deliverables.declared_bindings(os.path.join(ROOT, "examples"))
 IDS = [o.name for o in BINDINGS]
 
 
@@ -46,10 +48,10 @@ def test_the_bindings_declared():
 @pytest.mark.parametrize("opdef", BINDINGS, ids=IDS)
 def test_committed_source_is_the_generated_one(opdef):
     path = nb.source_path(opdef)
-    assert os.path.exists(path), f"{path} missing: run op_sdk.npu_binding.write_sources()"
+    assert os.path.exists(path), f"{path} missing: run op_sdk.app.deliverables.write_binding_sources()"
     assert open(path).read() == nb.generate_source(opdef), (
         f"{path} differs from its aclnn= declaration; regenerate it "
-        "with op_sdk.npu_binding.write_sources()")
+        "with op_sdk.app.deliverables.write_binding_sources()")
 
 
 def test_no_stray_binding_source():
@@ -426,11 +428,11 @@ def test_without_torch_npu_every_binding_would_register():
 
     if op_sdk.library.torch_npu_module() is not None:
         pytest.skip("torch_npu is importable here")
-    status = nb.decide(BINDINGS, lambda q: True,
+    status = nbuild.decide(BINDINGS, lambda q: True,
                        lambda q, k: torch._C._dispatch_has_kernel_for_dispatch_key(q, k))
     assert set(status.values()) == {"register"}, status
     # and without torch_npu, load_bindings loads nothing (the libraries link libtorch_npu)
-    assert nb.load_bindings() == {}
+    assert nbuild.load_bindings(op_sdk.registered_ops()) == {}
 
 
 def test_decision_backfills_only_what_torch_npu_lacks():
@@ -439,18 +441,18 @@ def test_decision_backfills_only_what_torch_npu_lacks():
     lacking = "npu::npu_add_rms_norm_quant"
     opdefs = [dataclasses.replace(o, owned=(o.qualname == lacking or o.namespace != "npu"))
               for o in BINDINGS]
-    status = nb.decide(opdefs, lambda q: True, lambda q, k: False)
+    status = nbuild.decide(opdefs, lambda q: True, lambda q, k: False)
     assert status[lacking] == "register"
     assert status["my_ops::silu_mul_quant"] == "register"
     others = {q: s for q, s in status.items() if q not in (lacking, "my_ops::silu_mul_quant")}
     assert others and all(s.startswith("skipped: torch_npu defines it") for s in others.values())
-    taken = nb.decide(opdefs, lambda q: True, lambda q, k: q == lacking and k == "PrivateUse1")
+    taken = nbuild.decide(opdefs, lambda q: True, lambda q, k: q == lacking and k == "PrivateUse1")
     assert taken[lacking] == "skipped: a PrivateUse1 kernel is already registered"
 
 
 def test_current_version_is_op_plugins():
-    assert nb.current_version("2.13.0") == 12  # op_plugin/utils/Version.h: V2R13
-    assert nb.current_version("2.1.0+cpu") == 0
+    assert nbuild.current_version("2.13.0") == 12  # op_plugin/utils/Version.h: V2R13
+    assert nbuild.current_version("2.1.0+cpu") == 0
 
 
 def test_setup_py_builds_no_binding_without_torch_npu():

@@ -9,7 +9,7 @@ from op_sdk.ops.add_rms_norm_cast import add_rms_norm_cast_reference
 from tests.ops._helpers import T, assert_outputs_close, bad, bf16, fp16, fp32, npu, rand, zeros
 
 SCHEMAS = [
-    "npu_add_rms_norm_cast(Tensor x1, Tensor x2, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor, Tensor, Tensor)",
+    "npu_add_rms_norm_cast(Tensor x1, Tensor x2, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor, Tensor, Tensor)",  # noqa: E501
 ]
 
 

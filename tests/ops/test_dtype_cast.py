@@ -70,9 +70,9 @@ CASES = [
     ("cast/hif8-from-int8", "npu_dtype_cast", (T(4, dtype=i8), 290), {}, "dtype", RuntimeError),
     ("cast/fp8-to-int", "npu_dtype_cast", (T(4, dtype=torch.float8_e4m3fn), 3), {}, "dtype", RuntimeError),
     ("cast/fp8-to-fp8", "npu_dtype_cast", (T(4, dtype=torch.float8_e4m3fn), 23), {}, "dtype", RuntimeError),
-    ("cast/int4-input", "npu_dtype_cast", (T(4, dtype=torch.uint8), 6), {"input_dtype": 285}, "input_dtype", RuntimeError),
+    ("cast/int4-input", "npu_dtype_cast", (T(4, dtype=torch.uint8), 6), {"input_dtype": 285}, "input_dtype", RuntimeError),  # noqa: E501
     ("cast/hif8-input-size", "npu_dtype_cast", (T(4), 6), {"input_dtype": 290}, "input_dtype", RuntimeError),
-    ("cast/fp4-input-0-dim", "npu_dtype_cast", (T(dtype=torch.uint8), 6), {"input_dtype": 296}, "input_dtype", RuntimeError),
+    ("cast/fp4-input-0-dim", "npu_dtype_cast", (T(dtype=torch.uint8), 6), {"input_dtype": 296}, "input_dtype", RuntimeError),  # noqa: E501
     ("cast/unknown-code", "npu_dtype_cast", (T(4), 293), {}, "dtype", RuntimeError),
     ("cast/unknown-input-code", "npu_dtype_cast", (T(4), 6), {"input_dtype": 298}, "input_dtype", RuntimeError),
     ("_cast/fp8-to-int", "_npu_dtype_cast", (T(4, dtype=torch.float8_e5m2), i32), {}, "dtype", RuntimeError),

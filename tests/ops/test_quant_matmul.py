@@ -13,7 +13,7 @@ from op_sdk.ops.quant_matmul import quant_matmul_reference
 from tests.ops._helpers import T, bf16, fp16, i8, i32, npu, rand_i8, strided
 
 SCHEMAS = [
-    "npu_quant_matmul(Tensor x1, Tensor x2, Tensor scale, *, Tensor? offset=None, Tensor? pertoken_scale=None, Tensor? bias=None, int? output_dtype=None, int? x1_dtype=None, int? x2_dtype=None, int? pertoken_scale_dtype=None, int? scale_dtype=None, int[]? group_sizes=None, Tensor? y_scale=None) -> Tensor",
+    "npu_quant_matmul(Tensor x1, Tensor x2, Tensor scale, *, Tensor? offset=None, Tensor? pertoken_scale=None, Tensor? bias=None, int? output_dtype=None, int? x1_dtype=None, int? x2_dtype=None, int? pertoken_scale_dtype=None, int? scale_dtype=None, int[]? group_sizes=None, Tensor? y_scale=None) -> Tensor",  # noqa: E501
 ]
 
 
@@ -51,7 +51,7 @@ def samples():
          {"bias": torch.randint(-9, 9, (16,), dtype=torch.int32), "output_dtype": torch.float16}),
         # the static form: npu_trans_quant_param's int64 scale and a float32 bias
         ("npu_quant_matmul", (_hif8(5, 32), _hif8(32, 16), pack_quant_scale(torch.rand(16) + 0.5)),
-         {"bias": torch.randn(16), "x1_dtype": 290, "x2_dtype": 290, "output_dtype": torch.bfloat16}),        # per-block (G-B) scales on int8 inputs: k = 200 and n = 136 (2 groups each)
+         {"bias": torch.randn(16), "x1_dtype": 290, "x2_dtype": 290, "output_dtype": torch.bfloat16}),        # per-block (G-B) scales on int8 inputs: k = 200 and n = 136 (2 groups each)  # noqa: E501
         ("npu_quant_matmul", (rand_i8(5, 200), rand_i8(136, 200).t(), torch.rand(2, 2)),
          {"pertoken_scale": torch.rand(5, 2), "bias": torch.randn(136), "output_dtype": torch.bfloat16,
           "group_sizes": [1, 128, 128]}),

@@ -23,7 +23,7 @@ from tests.ops._helpers import (
 )
 
 SCHEMAS = [
-    "npu_quantize(Tensor input, Tensor scales, Tensor? zero_points, int dtype, int axis=1, bool div_mode=True) -> Tensor",
+    "npu_quantize(Tensor input, Tensor scales, Tensor? zero_points, int dtype, int axis=1, bool div_mode=True) -> Tensor",  # noqa: E501
 ]
 
 

@@ -11,7 +11,7 @@ from op_sdk.ops.transpose_batchmatmul import transpose_batchmatmul_reference
 from tests.ops._helpers import TOL, T, bf16, fp16, fp32, npu, rand, strided
 
 SCHEMAS = [
-    "npu_transpose_batchmatmul(Tensor input, Tensor weight, *, Tensor? bias=None, Tensor? scale=None, int[]? perm_x1=None, int[]? perm_x2=None, int[]? perm_y=None, int? batch_split_factor=1) -> Tensor",
+    "npu_transpose_batchmatmul(Tensor input, Tensor weight, *, Tensor? bias=None, Tensor? scale=None, int[]? perm_x1=None, int[]? perm_x2=None, int[]? perm_y=None, int? batch_split_factor=1) -> Tensor",  # noqa: E501
 ]
 
 

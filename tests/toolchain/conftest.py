@@ -4,7 +4,7 @@ import shutil
 import pytest
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def require_tool():
     """require_tool(name) -> the tool's path; skips without it, or fails under
     OP_SDK_REQUIRE_TOOLCHAINS=1 (.ci/run installs every tool these tests use)."""

@@ -26,13 +26,15 @@ import torch
 import torch_npu
 
 import op_sdk
-from op_sdk import npu_binding as nb
+from op_sdk.app import deliverables
+from op_sdk.npu import binding as nb
+from op_sdk.npu import build as nbuild
 from tests.npu.binding_build import build, build_all
 
 TORCH_NPU_DIR = os.path.dirname(torch_npu.__file__)
 # the tree these tests are in (its examples/ and setup.py; op_sdk may be installed elsewhere)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-BINDINGS = nb.declared_bindings(os.path.join(ROOT, "examples"))
+BINDINGS = deliverables.declared_bindings(os.path.join(ROOT, "examples"))
 NPU_BINDINGS = [o for o in BINDINGS if o.namespace == "npu"]
 
 
@@ -170,7 +172,7 @@ def _private_use1(dump: str) -> str:
 def test_npu_bindings_stay_out_beside_torch_npu(libdir):
     """torch_npu 2.13 defines every npu operator op_sdk binds: none registers, and each keeps
     torch_npu's own PrivateUse1 kernel."""
-    status = nb.load_bindings(NPU_BINDINGS, directory=libdir)
+    status = nbuild.load_bindings(NPU_BINDINGS, directory=libdir)
     assert status == {o.qualname: "skipped: torch_npu defines it (its own kernel serves it)"
                       for o in NPU_BINDINGS}
     for opdef in NPU_BINDINGS:
@@ -185,16 +187,16 @@ def test_plugin_binding_registers_beside_torch_npu(libdir):
         import importlib.util, sys, torch, torch_npu
         assert torch.npu.is_available() is False
         import op_sdk
-        from op_sdk import npu_binding as nb
+        from op_sdk.npu import build as nbuild
         spec = importlib.util.spec_from_file_location("plugin_fused_op", "examples/plugin_fused_op.py")
         module = importlib.util.module_from_spec(spec); sys.modules["plugin_fused_op"] = module
         spec.loader.exec_module(module)
         opdef = op_sdk.get_op("silu_mul_quant", "my_ops")
         assert opdef.binding_status.startswith("not built"), opdef.binding_status
-        print(nb.load_bindings([opdef], directory={libdir!r}))
+        print(nbuild.load_bindings([opdef], directory={libdir!r}))
         print(torch._C._dispatch_dump("my_ops::silu_mul_quant"))
         # loading again registers nothing twice: the kernel is there now
-        print(nb.load_bindings([opdef], directory={libdir!r}))
+        print(nbuild.load_bindings([opdef], directory={libdir!r}))
     """)
     assert "{'my_ops::silu_mul_quant': 'registered'}" in out, out
     assert "{'my_ops::silu_mul_quant': 'skipped: a PrivateUse1 kernel is already registered'}" in out
@@ -232,7 +234,7 @@ def test_backfill_decision_against_the_real_registry_minus_one_operator(missing)
 
     assert torch._C._dispatch_has_kernel_for_dispatch_key(missing.qualname, "PrivateUse1")
     opdefs = [dataclasses.replace(o, owned=(o.qualname == missing.qualname)) for o in NPU_BINDINGS]
-    status = nb.decide(opdefs, lambda q: op_sdk.library._has_schema(*q.split("::")), has_kernel)
+    status = nbuild.decide(opdefs, lambda q: op_sdk.library._has_schema(*q.split("::")), has_kernel)
     assert [q for q, s in status.items() if s == "register"] == [missing.qualname], status
 
 

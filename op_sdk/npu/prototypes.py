@@ -2,7 +2,7 @@
 ``aclnn<Op>GetWorkspaceSize(...)`` of every aclnn API an op_sdk binding calls, as CANN
 declares it (parameter order, C types, which inputs may be null, which are outputs).
 
-The OpPlugin-style bindings (csrc/npu/, ``op_sdk.npu_binding``) are checked against this
+The OpPlugin-style bindings (csrc/npu/, ``op_sdk.npu.binding``) are checked against this
 table, never against a live CANN (no machine here has one). Each entry names the CANN
 version and the file it was read from; a newer CANN that changes a prototype gets a new
 entry (aclnn APIs are versioned by name: aclnnDynamicQuant, aclnnDynamicQuantV2, ...).

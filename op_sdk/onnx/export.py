@@ -32,10 +32,9 @@ from typing import Any
 
 import torch
 
-__all__ = ["export_onnx", "DOMAIN", "UnsupportedOnnxExport", "translation_table"]
+from op_sdk.onnx.functions import DOMAIN, DOMAIN_VERSION
 
-DOMAIN = "op_sdk.npu"
-DOMAIN_VERSION = 1
+__all__ = ["export_onnx", "DOMAIN", "UnsupportedOnnxExport", "translation_table"]
 
 
 class UnsupportedOnnxExport(NotImplementedError):
