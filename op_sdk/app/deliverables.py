@@ -21,7 +21,8 @@ or the CANN toolkit.
 * GE converter: op_sdk/converters/<slice>.py (TorchAir's converter API). Each is checked
   against the pinned prototype table on every sample call and its GE IR text is parsed by
   the wheel's GE schema (tests/test_converters.py); for the operators TorchAir converts
-  itself (TORCHAIR_CONVERTS) it writes what TorchAir's converter writes for the same call
+  itself (``torchair_has_own=True`` at its registration, ``torchair_converts()``) it
+  writes what TorchAir's converter writes for the same call
   (tests/npu/real/test_converters.py), and TorchAir keeps using its own; for the others it
   is registered with TorchAir and runs through TorchAir's builder there: "graph-checked".
 """
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["LEVELS", "HARDWARE", "BINDING_LEVEL", "TORCHAIR_CONVERTS", "ascendc_root",
+__all__ = ["LEVELS", "HARDWARE", "BINDING_LEVEL", "torchair_converts", "ascendc_root",
            "opplugin_binding", "ge_converter", "npu_deliverables", "declared_bindings",
            "write_binding_sources"]
 
@@ -38,13 +39,15 @@ LEVELS = ("source", "compiles", "CPU-model tested", "registration-checked", "gra
 HARDWARE = "not verified"
 BINDING_LEVEL = "compiles (x86, against torch_npu headers), registration-checked"
 
-# the operators TorchAir of torch-npu 2.13.0 has its own converter of (checked against the
-# wheel by tests/npu/real/test_converters.py)
-TORCHAIR_CONVERTS = frozenset({
-    "npu::npu_rms_norm", "npu::npu_add_rms_norm", "npu::npu_add_rms_norm_cast",
-    "npu::npu_add_rms_norm_dynamic_quant", "npu::npu_dynamic_quant", "npu::npu_quantize",
-    "npu::npu_dtype_cast", "npu::_npu_dtype_cast", "npu::npu_transpose_batchmatmul",
-    "npu::npu_quant_matmul", "npu::npu_scatter_nd_update", "npu::npu_scatter_nd_update_"})
+def torchair_converts() -> frozenset[str]:
+    """The operators TorchAir of torch-npu 2.13.0 has its own converter of: those whose
+    converter module declares ``torchair_has_own=True`` (checked against the wheel by
+    tests/npu/real/test_converters.py)."""
+    from op_sdk.converters import converters
+    from op_sdk.converters.registry import torchair_converts as declared
+
+    converters()  # the slices' converter modules, loaded
+    return declared()
 
 
 def ascendc_root() -> str | None:
@@ -100,7 +103,7 @@ def ge_converter(opdef) -> str:
             else "none"
     if opdef.namespace == "op_sdk":
         return "graph-checked (CPU-only operator: op_sdk's GE graph only)"
-    if opdef.qualname in TORCHAIR_CONVERTS:
+    if opdef.qualname in torchair_converts():
         return "graph-checked (= TorchAir's converter, which TorchAir uses)"
     return "graph-checked (registered with TorchAir, which has none)"
 

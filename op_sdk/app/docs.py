@@ -75,7 +75,7 @@ def render_npu_table() -> str:
     """README's table of the NPU deliverables of op_sdk's npu operators and the level each
     reached (short forms of op_sdk.app.deliverables, the same in every process)."""
     import op_sdk
-    from op_sdk.app.deliverables import TORCHAIR_CONVERTS, ascendc_kernel
+    from op_sdk.app.deliverables import ascendc_kernel, torchair_converts
     from op_sdk.converters import converter_for
 
     rows = ["| operator | Ascend C kernel | OpPlugin binding | GE converter |",
@@ -91,7 +91,7 @@ def render_npu_table() -> str:
                    else "torch_npu's own")
         if converter_for(d.op) is None:
             conv = "none"
-        elif d.qualname in TORCHAIR_CONVERTS:
+        elif d.qualname in torchair_converts():
             conv = "graph-checked, matches TorchAir's"
         else:
             conv = "graph-checked (registered with TorchAir)"

@@ -5,6 +5,6 @@ import torch
 from op_sdk.converters import ge, register_fx_node_ge_converter
 
 
-@register_fx_node_ge_converter(torch.ops.npu.npu_add_rms_norm_cast.default)
+@register_fx_node_ge_converter(torch.ops.npu.npu_add_rms_norm_cast.default, torchair_has_own=True)
 def convert_npu_add_rms_norm_cast(x1, x2, gamma, epsilon=1e-6, meta_outputs=None):
     return ge.AddRmsNormCast(x1, x2, gamma, epsilon=epsilon)

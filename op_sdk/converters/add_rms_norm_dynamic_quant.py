@@ -8,7 +8,7 @@ from op_sdk.converters import ge, register_fx_node_ge_converter
 from op_sdk.converters._util import dtype_of, ge_type, proto_type, refuse_int4
 
 
-@register_fx_node_ge_converter(torch.ops.npu.npu_add_rms_norm_dynamic_quant.default)
+@register_fx_node_ge_converter(torch.ops.npu.npu_add_rms_norm_dynamic_quant.default, torchair_has_own=True)
 def convert_npu_add_rms_norm_dynamic_quant(x1, x2, gamma, *, smooth_scale1=None,
                                            smooth_scale2=None, beta=None, epsilon=1e-6,
                                            output_mask=None, y_dtype=None, meta_outputs=None):

@@ -7,7 +7,7 @@ from op_sdk.converters import ge, register_fx_node_ge_converter
 from op_sdk.converters._util import dtype_of, ge_type, proto_type, refuse_int4
 
 
-@register_fx_node_ge_converter(torch.ops.npu.npu_dynamic_quant.default)
+@register_fx_node_ge_converter(torch.ops.npu.npu_dynamic_quant.default, torchair_has_own=True)
 def convert_npu_dynamic_quant(input, *, smooth_scales=None, group_index=None, dst_type=None,
                               quant_mode="pertoken", dst_type_max=0.0, meta_outputs=None):
     dst = dtype_of(dst_type, "npu_dynamic_quant", "dst_type", torch.int8)

@@ -23,7 +23,7 @@ def _qbmm(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, name):
     return y
 
 
-@register_fx_node_ge_converter(torch.ops.npu.npu_quant_matmul.default)
+@register_fx_node_ge_converter(torch.ops.npu.npu_quant_matmul.default, torchair_has_own=True)
 def convert_npu_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=None,
                              output_dtype=None, x1_dtype=None, x2_dtype=None,
                              pertoken_scale_dtype=None, scale_dtype=None, group_sizes=None,

@@ -15,7 +15,7 @@ _QUANT_NAMES = {torch.int8: "torch.qint8", torch.qint8: "torch.qint8",
                 "DT_FLOAT8_E5M2": "torch.float8_e5m2", "DT_FLOAT8_E4M3FN": "torch.float8_e4m3fn"}
 
 
-@register_fx_node_ge_converter(torch.ops.npu.npu_quantize.default)
+@register_fx_node_ge_converter(torch.ops.npu.npu_quantize.default, torchair_has_own=True)
 def convert_npu_quantize(input, scales, zero_points, dtype, axis=1, div_mode=True,
                          meta_outputs=None):
     dst = dtype_of(dtype, "npu_quantize", "dtype")

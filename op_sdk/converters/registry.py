@@ -12,13 +12,18 @@ from typing import Any
 
 import torch
 
-__all__ = ["register_fx_node_ge_converter"]
+__all__ = ["register_fx_node_ge_converter", "torchair_converts"]
 
 _CONVERTERS: dict[Any, Callable] = {}
+# the operators whose converter writes what TorchAir's own converter of them writes (TorchAir
+# keeps using its own; tests/npu/real/test_converters.py compares the two)
+_TORCHAIR_HAS_OWN: set[str] = set()
 
 
-def register_fx_node_ge_converter(op) -> Callable[[Callable], Callable]:
-    """Decorator: ``fn`` converts FX nodes calling ``op`` (an OpOverload)."""
+def register_fx_node_ge_converter(op, *, torchair_has_own: bool = False) -> Callable[[Callable], Callable]:
+    """Decorator: ``fn`` converts FX nodes calling ``op`` (an OpOverload). With
+    ``torchair_has_own=True`` the converter declares that TorchAir converts ``op`` itself and
+    that this one writes the same GE operator (checked against TorchAir's)."""
     if not isinstance(op, torch._ops.OpOverload):
         raise TypeError(f"register_fx_node_ge_converter: expected an OpOverload such as "
                         f"torch.ops.npu.x.default, got {op!r}")
@@ -26,6 +31,14 @@ def register_fx_node_ge_converter(op) -> Callable[[Callable], Callable]:
     def register(fn: Callable) -> Callable:
         _CONVERTERS[op] = fn
         fn.ge_converter_for = op
+        if torchair_has_own:
+            _TORCHAIR_HAS_OWN.add(op.name())
         return fn
 
     return register
+
+
+def torchair_converts() -> frozenset[str]:
+    """The qualified names (``npu::npu_rms_norm``) of the operators whose registered converter
+    declares ``torchair_has_own``."""
+    return frozenset(_TORCHAIR_HAS_OWN)

@@ -5,6 +5,6 @@ import torch
 from op_sdk.converters import ge, register_fx_node_ge_converter
 
 
-@register_fx_node_ge_converter(torch.ops.npu.npu_rms_norm.default)
+@register_fx_node_ge_converter(torch.ops.npu.npu_rms_norm.default, torchair_has_own=True)
 def convert_npu_rms_norm(input, gamma, epsilon=1e-6, meta_outputs=None):
     return ge.RmsNorm(input, gamma, epsilon=epsilon)

@@ -6,11 +6,11 @@ import torch
 from op_sdk.converters import ge, register_fx_node_ge_converter
 
 
-@register_fx_node_ge_converter(torch.ops.npu.npu_scatter_nd_update.default)
+@register_fx_node_ge_converter(torch.ops.npu.npu_scatter_nd_update.default, torchair_has_own=True)
 def convert_npu_scatter_nd_update(input, indices, updates, meta_outputs=None):
     return ge.ScatterNdUpdate(ge.TensorMove(input), indices, updates)
 
 
-@register_fx_node_ge_converter(torch.ops.npu.npu_scatter_nd_update_.default)
+@register_fx_node_ge_converter(torch.ops.npu.npu_scatter_nd_update_.default, torchair_has_own=True)
 def convert_npu_scatter_nd_update_(input, indices, updates, meta_outputs=None):
     return ge.ScatterNdUpdate(input, indices, updates)

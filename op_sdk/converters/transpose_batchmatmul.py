@@ -6,7 +6,7 @@ import torch
 from op_sdk.converters import ge, register_fx_node_ge_converter
 
 
-@register_fx_node_ge_converter(torch.ops.npu.npu_transpose_batchmatmul.default)
+@register_fx_node_ge_converter(torch.ops.npu.npu_transpose_batchmatmul.default, torchair_has_own=True)
 def convert_npu_transpose_batchmatmul(input, weight, *, bias=None, scale=None,
                                       perm_x1=(0, 1, 2), perm_x2=(0, 1, 2), perm_y=(1, 0, 2),
                                       batch_split_factor=1, meta_outputs=None):
