@@ -78,6 +78,7 @@ def render_npu_table() -> str:
     from op_sdk.app.deliverables import ascendc_kernel, torchair_converts
     from op_sdk.converters import converter_for
 
+    torchair_own = torchair_converts()
     rows = ["| operator | Ascend C kernel | OpPlugin binding | GE converter |",
             "| --- | --- | --- | --- |"]
     sdk = [d for d in op_sdk.registered_ops()
@@ -91,7 +92,7 @@ def render_npu_table() -> str:
                    else "torch_npu's own")
         if converter_for(d.op) is None:
             conv = "none"
-        elif d.qualname in torchair_converts():
+        elif d.qualname in torchair_own:
             conv = "graph-checked, matches TorchAir's"
         else:
             conv = "graph-checked (registered with TorchAir)"
@@ -134,17 +135,15 @@ def render_results_index(root: str) -> str:
             rel = os.path.relpath(path, base).replace(os.sep, "/")
             if rel == "README.md":
                 continue
-            stem = os.path.splitext(path)[0]
-            if name.endswith(".json"):
-                command, cpu, date = _result_facts(path)
-            elif os.path.isfile(stem + ".json") or os.path.isfile(os.path.join(folder, "results.json")):
-                source = stem + ".json" if os.path.isfile(stem + ".json") else os.path.join(folder, "results.json")
-                command, cpu, date = "", "", ""
-                rel_source = os.path.relpath(source, base).replace(os.sep, "/")
-                rows.append(f"| [`{rel}`]({rel}) | the same run as `{rel_source}` | | |")
-                continue
-            else:
-                command, cpu, date = "", "", ""
+            if not name.endswith(".json"):  # a .csv / .png beside the run's .json
+                source = next((p for p in (os.path.splitext(path)[0] + ".json",
+                                           os.path.join(folder, "results.json"))
+                               if os.path.isfile(p)), None)
+                if source is not None:
+                    rel_source = os.path.relpath(source, base).replace(os.sep, "/")
+                    rows.append(f"| [`{rel}`]({rel}) | the same run as `{rel_source}` | | |")
+                    continue
+            command, cpu, date = _result_facts(path)
             command = command.replace("|", "\\|")
             rows.append(f"| [`{rel}`]({rel}) | `{command}` | {cpu} | {date} |" if command
                         else f"| [`{rel}`]({rel}) | | {cpu} | {date} |")
