@@ -61,7 +61,7 @@ def test_generated_prototype_matches_the_converter(tmp_path):
     spec.loader.exec_module(importlib.util.module_from_spec(spec))
     header = (tmp_path / "fused_scale" / "ascendc" / "fused_scale" / "op_graph" /
               "fused_scale_proto.h").read_text()
-    proto = ir.PROTOTYPES["FusedScale"]
+    proto = ir.prototype("FusedScale")
     names = re.findall(r"\.(?:OPTIONAL_INPUT|INPUT|OUTPUT|ATTR|REQUIRED_ATTR)\((\w+)", header)
     assert names == [i.name for i in proto.inputs] + list(proto.outputs) + [a.name for a in proto.attrs]
     assert "OPTIONAL_INPUT(bias" in header and ".ATTR(alpha, Float, 1.0f)" in header

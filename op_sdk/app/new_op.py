@@ -686,7 +686,7 @@ def test_ge_converter():
     gm = make_fx(lambda x: OP(x, {sample_kw}), tracing_mode="fake")(x)
     graph = convert_fx(gm)
     (op,) = [o for o in graph.ops if o.type == "{kcamel}"]
-    proto = ir.PROTOTYPES["{kcamel}"]
+    proto = ir.prototype("{kcamel}")
     assert [d.name for d in op.input_desc] == [i.name for i in proto.inputs
                                                if i.name in {{d.name for d in op.input_desc}}]
     assert [d.name for d in op.output_desc] == {out_names!r}

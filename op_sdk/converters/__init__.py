@@ -24,9 +24,7 @@ Nothing here is imported by ``import op_sdk``.
 
 from __future__ import annotations
 
-import importlib
 import operator
-import pkgutil
 from collections.abc import Callable
 from typing import Any
 
@@ -37,7 +35,7 @@ from op_sdk.converters import ir
 from op_sdk.converters.graph import ConversionError, Desc, GeGraph, OpDef, Tensor, ge
 from op_sdk.converters.graph import _shape, desc_from_value
 from op_sdk.converters.ir import IrAttr, IrInput, IrPrototype, register_prototype
-from op_sdk.converters.registry import _CONVERTERS, register_fx_node_ge_converter
+from op_sdk.converters.registry import _CONVERTERS, load_slices, register_fx_node_ge_converter
 from op_sdk.converters.spec import GeIr
 
 __all__ = ["ge", "register_fx_node_ge_converter", "converter_for", "converters", "convert_fx",
@@ -49,18 +47,8 @@ __all__ = ["ge", "register_fx_node_ge_converter", "converter_for", "converters",
 # "_fx_target" naming the PyTorch operator.
 UNCONVERTED = "OpSdkUnconverted"
 
-_loaded = False
-
-
 def _load_builtin() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    for mod in pkgutil.iter_modules(__path__):
-        if mod.name not in ("ir", "graph", "pbtxt", "registry", "torchair_bridge", "spec") \
-                and not mod.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{mod.name}")
+    load_slices()
 
 
 def converter_for(op) -> Callable | None:

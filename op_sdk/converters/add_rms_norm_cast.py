@@ -2,7 +2,10 @@
 
 import torch
 
-from op_sdk.converters import ge, register_fx_node_ge_converter
+from op_sdk.converters import ge, ir, register_fx_node_ge_converter
+
+# the Ascend IR prototype(s) this slice builds (op_graph/<op>_proto.h)
+ir.declare("AddRmsNormCast", "x1 x2 gamma", "y1 y2 rstd x", [("epsilon", "Float", 1e-6)])
 
 
 @register_fx_node_ge_converter(torch.ops.npu.npu_add_rms_norm_cast.default, torchair_has_own=True)

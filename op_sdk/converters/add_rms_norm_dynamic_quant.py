@@ -4,8 +4,13 @@ smooth scale) become empty constants."""
 
 import torch
 
-from op_sdk.converters import ge, register_fx_node_ge_converter
+from op_sdk.converters import ge, ir, register_fx_node_ge_converter
 from op_sdk.converters._util import dtype_of, ge_type, proto_type, refuse_int4
+
+# the Ascend IR prototype(s) this slice builds (op_graph/<op>_proto.h)
+ir.declare("AddRmsNormDynamicQuant", "x1 x2 gamma smooth_scale1? smooth_scale2? beta?",
+           "y1 y2 x scale1 scale2", [("epsilon", "Float", 1e-6), ("output_mask", "ListBool", []),
+                                     ("dst_type", "Int", ir.GE_DTYPE["DT_INT8"])])
 
 
 @register_fx_node_ge_converter(torch.ops.npu.npu_add_rms_norm_dynamic_quant.default, torchair_has_own=True)

@@ -7,8 +7,13 @@ name. dst_type (a ScalarType code, int8 when absent) becomes the ge::DataType co
 
 import torch
 
-from op_sdk.converters import ge, register_fx_node_ge_converter
+from op_sdk.converters import ge, ir, register_fx_node_ge_converter
 from op_sdk.converters._util import dtype_of, ge_type, proto_type
+
+# the Ascend IR prototype(s) this slice builds (op_graph/<op>_proto.h)
+ir.declare("AddRmsNormQuant", "x1 x2 gamma scales1 scales2? zero_points1? zero_points2? beta?",
+           "y1 y2 x", [("axis", "Int", -1), ("epsilon", "Float", 1e-6), ("div_mode", "Bool", True),
+                       ("dst_type", "Int", ir.GE_DTYPE["DT_INT8"])])
 
 
 @register_fx_node_ge_converter(torch.ops.npu.npu_add_rms_norm_quant.default)

@@ -3,8 +3,15 @@
 
 import torch
 
-from op_sdk.converters import ge, register_fx_node_ge_converter
+from op_sdk.converters import ge, ir, register_fx_node_ge_converter
 from op_sdk.converters._util import dtype_of, ge_type, proto_type, refuse_int4
+
+# the Ascend IR prototype(s) this slice builds (op_graph/<op>_proto.h)
+ir.declare("DynamicQuant", "x smooth_scales? group_index?", "y scale",
+           [("dst_type", "Int", ir.GE_DTYPE["DT_INT8"])])
+ir.declare("DynamicQuantV2", "x smooth_scales? group_index?", "y scale offset",
+           [("dst_type", "Int", ir.GE_DTYPE["DT_INT8"]), ("is_symmetrical", "Bool", False),
+            ("quant_mode", "String", "pertoken"), ("dst_type_max", "Float", 0.0)])
 
 
 @register_fx_node_ge_converter(torch.ops.npu.npu_dynamic_quant.default, torchair_has_own=True)

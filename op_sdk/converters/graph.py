@@ -338,16 +338,19 @@ class _Ge:
     def __getattr__(self, name: str):
         if name.startswith("_"):
             raise AttributeError(name)
-        if name not in ir.PROTOTYPES:
-            raise AttributeError(f"ge.{name}: no Ascend IR prototype of that name in the pinned "
-                                 f"table (op_sdk.converters.ir.PROTOTYPES); register one with "
-                                 f"op_sdk.converters.register_prototype")
+        try:
+            proto = ir.prototype(name)
+        except KeyError:
+            raise AttributeError(f"ge.{name}: no Ascend IR prototype of that name (a slice "
+                                 f"declares its own with ir.declare, op_sdk.converters.ir holds "
+                                 f"the general ones); register one with "
+                                 f"op_sdk.converters.register_prototype") from None
 
         def op(*args, node_name: str | None = None, **kwargs):
             return build(name, *args, node_name=node_name, **kwargs)
 
         op.__name__ = name
-        op.__doc__ = ir.PROTOTYPES[name].reg_op()
+        op.__doc__ = proto.reg_op()
         return op
 
     @staticmethod

@@ -6,6 +6,12 @@ what its outputs are called and which attributes it has, with their types and de
 The builder checks every call against it, so a converter cannot emit an input, output or
 attribute name the graph engine does not know.
 
+Each operator slice declares the prototypes its converter builds, in its own module
+(``op_sdk/converters/<slice>.py``: ``ir.declare("RmsNorm", "x gamma", "y rstd", ...)``); this
+module holds only the graph engine's general operators that several converters build
+(``Cast``, ``Reshape``, ``Identity``, ...). A lookup of a name not yet declared loads the
+slices first, so :func:`prototype` and :func:`prototypes` always see the whole table.
+
 The table is pinned to the operator prototypes of the CANN release torch-npu 2.13.0 targets
 (8.5: its Meta functions test for CANN >= 8.5.0), as CANN's ``op_graph/<op>_proto.h`` headers
 declare them and TorchAir of that wheel generates its IR wrappers from them; the IR
@@ -26,8 +32,10 @@ from typing import Any
 
 import torch
 
+from op_sdk.converters.registry import load_slices
+
 __all__ = ["IrInput", "IrAttr", "IrPrototype", "REQUIRED", "PROTOTYPES", "CANN_VERSION",
-           "prototype", "register_prototype", "ge_dtype", "proto_dtype", "GE_DTYPE",
+           "prototype", "prototypes", "declare", "register_prototype", "ge_dtype", "proto_dtype", "GE_DTYPE",
            "PROTO_DTYPE"]
 
 CANN_VERSION = "8.5"
@@ -169,45 +177,23 @@ def _proto(type_: str, inputs: str, outputs: str, attrs=(), source: str = "ops-n
                        tuple(IrAttr(*a) for a in attrs), source)
 
 
-_I8 = GE_DTYPE["DT_INT8"]
+def declare(type_: str, inputs: str, outputs: str, attrs=(), source: str = "ops-nn") -> IrPrototype:
+    """Declare and register the IR prototype a slice's converter builds: ``inputs`` and
+    ``outputs`` in order, space-separated (an optional input suffixed ``?``, a dynamic one
+    ``*``), ``attrs`` as ``(name, type, default)`` triples (no default: required), ``source``
+    the repository its ``op_graph/<op>_proto.h`` is read from."""
+    return register_prototype(_proto(type_, inputs, outputs, attrs, source))
 
+
+# The graph engine's general operators (ops-math / ops-nn), built by several converters
+# (aten.py, air.py and the slices' own: a Cast after a norm, an Unsqueeze of a scale). An
+# operator slice declares its fused operator's prototype itself.
 PROTOTYPES: dict[str, IrPrototype] = {p.type: p for p in (
-    # fused norm / quant operators (ops-nn: norm/<op>/op_graph/<op>_proto.h)
-    _proto("RmsNorm", "x gamma", "y rstd", [("epsilon", "Float", 1e-6)]),
-    _proto("AddRmsNorm", "x1 x2 gamma", "y rstd x", [("epsilon", "Float", 1e-6)]),
-    _proto("AddRmsNormCast", "x1 x2 gamma", "y1 y2 rstd x", [("epsilon", "Float", 1e-6)]),
-    _proto("AddRmsNormQuant",
-           "x1 x2 gamma scales1 scales2? zero_points1? zero_points2? beta?", "y1 y2 x",
-           [("axis", "Int", -1), ("epsilon", "Float", 1e-6), ("div_mode", "Bool", True),
-            ("dst_type", "Int", _I8)]),
-    _proto("AddRmsNormDynamicQuant", "x1 x2 gamma smooth_scale1? smooth_scale2? beta?",
-           "y1 y2 x scale1 scale2",
-           [("epsilon", "Float", 1e-6), ("output_mask", "ListBool", []),
-            ("dst_type", "Int", _I8)]),
-    # quantisation (ops-nn: quant/<op>/op_graph/<op>_proto.h)
-    _proto("DynamicQuant", "x smooth_scales? group_index?", "y scale",
-           [("dst_type", "Int", _I8)]),
-    _proto("DynamicQuantV2", "x smooth_scales? group_index?", "y scale offset",
-           [("dst_type", "Int", _I8), ("is_symmetrical", "Bool", False),
-            ("quant_mode", "String", "pertoken"), ("dst_type_max", "Float", 0.0)]),
-    _proto("AscendQuantV2", "x scale offset?", "y",
-           [("sqrt_mode", "Bool", False), ("round_mode", "String", "round"),
-            ("dst_type", "Int", _I8), ("axis", "Int", -1)]),
-    _proto("Quantize", "x scales zero_points?", "y", [("dtype", "String"), ("axis", "Int", 1)]),
-    # matmul (ops-transformer / ops-nn: matmul/<op>/op_graph/<op>_proto.h)
-    _proto("TransposeBatchMatMul", "x1 x2 bias? scale?", "y",
-           [("perm_x1", "ListInt", []), ("perm_x2", "ListInt", []), ("perm_y", "ListInt", []),
-            ("enable_hf32", "Bool", False), ("batch_split_factor", "Int", 1)]),
-    _proto("QuantBatchMatmulV3", "x1 x2 scale offset? bias? pertoken_scale?", "y",
-           [("dtype", "Int"), ("transpose_x1", "Bool", False), ("transpose_x2", "Bool", False)]),
     _proto("MatMulV2", "x1 x2 bias? offset_w?", "y",
            [("transpose_x1", "Bool", False), ("transpose_x2", "Bool", False),
             ("offset_x", "Int", 0)]),
     _proto("BatchMatMulV2", "x1 x2 bias? offset_w?", "y",
            [("adj_x1", "Bool", False), ("adj_x2", "Bool", False), ("offset_x", "Int", 0)]),
-    # scatter, copies, casts, shapes, elementwise (ops-math / graph engine built-ins)
-    _proto("ScatterNdUpdate", "var indices updates", "var", [("use_locking", "Bool", False)],
-           source="ops-math"),
     _proto("TensorMove", "x", "y", source="ops-math"),
     _proto("Cast", "x", "y", [("dst_type", "Int")], source="ops-math"),
     _proto("Unsqueeze", "x", "y", [("axes", "ListInt", [])], source="ops-math"),
@@ -230,12 +216,21 @@ BUILTIN_TYPES = ("Data", "Const", "NetOutput")
 
 
 def prototype(op_type: str) -> IrPrototype:
+    if op_type not in PROTOTYPES:
+        load_slices()
     try:
         return PROTOTYPES[op_type]
     except KeyError:
         raise KeyError(f"GE conversion: no Ascend IR prototype named {op_type!r}; a converter "
-                       f"may only build operators of the pinned table (op_sdk.converters.ir) "
-                       f"or ones registered with register_prototype()") from None
+                       f"may only build operators a slice declares (ir.declare), the general "
+                       f"ones of op_sdk.converters.ir or ones registered with "
+                       f"register_prototype()") from None
+
+
+def prototypes() -> dict[str, IrPrototype]:
+    """The whole table: the general operators, every slice's and the registered ones."""
+    load_slices()
+    return dict(PROTOTYPES)
 
 
 def register_prototype(proto: IrPrototype, *, replace: bool = False) -> IrPrototype:

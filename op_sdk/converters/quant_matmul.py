@@ -6,9 +6,13 @@ argument."""
 
 import torch
 
-from op_sdk.converters import ge, register_fx_node_ge_converter
+from op_sdk.converters import ge, ir, register_fx_node_ge_converter
 from op_sdk.converters._util import dtype_of, ge_type, proto_type
 from op_sdk.converters.graph import ConversionError
+
+# the Ascend IR prototype(s) this slice builds (op_graph/<op>_proto.h)
+ir.declare("QuantBatchMatmulV3", "x1 x2 scale offset? bias? pertoken_scale?", "y",
+           [("dtype", "Int"), ("transpose_x1", "Bool", False), ("transpose_x2", "Bool", False)])
 
 
 def _qbmm(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, name):

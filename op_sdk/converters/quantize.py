@@ -3,9 +3,15 @@ rank along ``axis``) or AscendQuantV2 (div_mode=False), as TorchAir converts it.
 
 import torch
 
-from op_sdk.converters import ge, register_fx_node_ge_converter
+from op_sdk.converters import ge, ir, register_fx_node_ge_converter
 from op_sdk.converters._util import dtype_of, ge_type, proto_type, refuse_int4
 from op_sdk.converters.graph import ConversionError
+
+# the Ascend IR prototype(s) this slice builds (op_graph/<op>_proto.h)
+ir.declare("AscendQuantV2", "x scale offset?", "y",
+           [("sqrt_mode", "Bool", False), ("round_mode", "String", "round"),
+            ("dst_type", "Int", ir.GE_DTYPE["DT_INT8"]), ("axis", "Int", -1)])
+ir.declare("Quantize", "x scales zero_points?", "y", [("dtype", "String"), ("axis", "Int", 1)])
 
 _QUANT_NAMES = {torch.int8: "torch.qint8", torch.qint8: "torch.qint8",
                 torch.uint8: "torch.quint8", torch.quint8: "torch.quint8",

@@ -7,12 +7,32 @@ op_sdk.converters' graph conversion; it imports nothing of op_sdk.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
 
-__all__ = ["register_fx_node_ge_converter", "torchair_converts"]
+__all__ = ["register_fx_node_ge_converter", "torchair_converts", "load_slices"]
+
+# the package's modules that are machinery, not a slice's converters
+MACHINERY = ("ir", "graph", "pbtxt", "registry", "torchair_bridge", "spec")
+_loaded = False
+
+
+def load_slices() -> None:
+    """Import every converter module of the package (each slice's, and the aten / air
+    ones) once: they register their converters and declare their IR prototypes. Discovery
+    by name, as op_sdk.ops and op_sdk.patterns collect their slices."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for mod in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        if mod.name not in MACHINERY and not mod.name.startswith("_"):
+            importlib.import_module(f"{__package__}.{mod.name}")
 
 _CONVERTERS: dict[Any, Callable] = {}
 # the operators whose converter writes what TorchAir's own converter of them writes (TorchAir

@@ -3,7 +3,11 @@ npu_scatter_nd_update_ -> ScatterNdUpdate on the input itself."""
 
 import torch
 
-from op_sdk.converters import ge, register_fx_node_ge_converter
+from op_sdk.converters import ge, ir, register_fx_node_ge_converter
+
+# the Ascend IR prototype(s) this slice builds (op_graph/<op>_proto.h)
+ir.declare("ScatterNdUpdate", "var indices updates", "var", [("use_locking", "Bool", False)],
+           source="ops-math")
 
 
 @register_fx_node_ge_converter(torch.ops.npu.npu_scatter_nd_update.default, torchair_has_own=True)

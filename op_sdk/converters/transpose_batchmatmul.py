@@ -3,7 +3,12 @@ when an argument is absent: x1 and x2 as given, y transposed (1, 0, 2))."""
 
 import torch
 
-from op_sdk.converters import ge, register_fx_node_ge_converter
+from op_sdk.converters import ge, ir, register_fx_node_ge_converter
+
+# the Ascend IR prototype(s) this slice builds (op_graph/<op>_proto.h)
+ir.declare("TransposeBatchMatMul", "x1 x2 bias? scale?", "y",
+           [("perm_x1", "ListInt", []), ("perm_x2", "ListInt", []), ("perm_y", "ListInt", []),
+            ("enable_hf32", "Bool", False), ("batch_split_factor", "Int", 1)])
 
 
 @register_fx_node_ge_converter(torch.ops.npu.npu_transpose_batchmatmul.default, torchair_has_own=True)

@@ -73,7 +73,7 @@ def _torchair_prototype(op_type: str):
 
         args = [[data(i), data(i)] if k == "dynamic" else data(i)
                 for i, (k, _) in enumerate(inputs)]
-        proto = ir.PROTOTYPES[op_type]
+        proto = ir.prototype(op_type)
         required = {a.name: {"Int": 1, "Type": 1, "String": "torch.qint8", "Float": 1.0,
                              "Bool": False}.get(a.type, []) for a in proto.attrs if a.required}
         fn(*args, **required)
@@ -86,19 +86,19 @@ def _torchair_prototype(op_type: str):
 GENERATOR_DEFAULTS = {("AddRmsNormDynamicQuant", "dst_type")}
 _PY = {"Int": int, "Type": int, "Float": float, "Bool": bool, "String": str,
        "ListInt": list, "ListFloat": list, "ListBool": list, "ListString": list}
-COMPARED = sorted(t for t in ir.PROTOTYPES if hasattr(raw, t))
+COMPARED = sorted(t for t in ir.prototypes() if hasattr(raw, t))
 
 
 def test_table_covers_what_torchair_generates():
     # AddRmsNormQuant has no generated wrapper in this TorchAir (its fusion "does not take
     # effect in max-autotune"); Cast is written by hand there (a deformed prototype)
-    pinned = {t for t, p in ir.PROTOTYPES.items() if not p.source.startswith("declared by")}
+    pinned = {t for t, p in ir.prototypes().items() if not p.source.startswith("declared by")}
     assert pinned - set(COMPARED) == {"AddRmsNormQuant", "Cast"}
 
 
 @pytest.mark.parametrize("op_type", COMPARED)
 def test_prototype_matches_torchair_generated_ir(op_type):
-    proto = ir.PROTOTYPES[op_type]
+    proto = ir.prototype(op_type)
     inputs, attrs, input_descs, outputs = _torchair_prototype(op_type)
     assert inputs == [("dynamic" if i.dynamic else "optional" if i.optional else "input", i.name)
                       for i in proto.inputs]
@@ -132,7 +132,7 @@ def _attr_value(attr_def):
 
 
 def _effective(op_type, attrs: dict) -> dict:
-    proto = ir.PROTOTYPES.get(op_type)
+    proto = ir.prototypes().get(op_type)
     if proto is None:
         return attrs
     out = {a.name: a.default for a in proto.attrs if not a.required}
