@@ -25,40 +25,15 @@ from op_sdk.converters import (UNCONVERTED, ConversionError, GeGraph, convert_fx
                                ge, ir)
 from op_sdk.library import registered_ops
 from tests import plugin_example
-from tests.ops import gather
+from tests.ops import gather, gather_dict
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
-# the Ascend IR type each operator becomes (the fused operator's own node)
-IR_TYPE = {
-    "npu::npu_rms_norm": "RmsNorm",
-    "npu::npu_add_rms_norm": "AddRmsNorm",
-    "npu::npu_add_rms_norm_cast": "AddRmsNormCast",
-    "npu::npu_add_rms_norm_quant": "AddRmsNormQuant",
-    "npu::npu_add_rms_norm_dynamic_quant": "AddRmsNormDynamicQuant",
-    "npu::npu_dynamic_quant": ("DynamicQuant", "DynamicQuantV2"),
-    "npu::npu_quantize": ("Quantize", "AscendQuantV2"),
-    "npu::npu_dtype_cast": "Cast",
-    "npu::_npu_dtype_cast": "Cast",
-    "npu::npu_transpose_batchmatmul": "TransposeBatchMatMul",
-    "npu::npu_quant_matmul": "QuantBatchMatmulV3",
-    "op_sdk::quant_matmul_packed": "QuantBatchMatmulV3",
-    "npu::npu_scatter_nd_update": "ScatterNdUpdate",
-    "npu::npu_scatter_nd_update_": "ScatterNdUpdate",
-}
-# operators with no converter, and why
-NO_CONVERTER = {"op_sdk::pack_quant_weight": "runs at compile time (weight prepacking): its "
-                                             "result is a graph constant"}
-# sample calls a converter refuses, and why (forms TorchAir's own converter writes)
-_INT4 = ("torch.quint4x2 (int4 packed in int32)",)
-REFUSED = {"npu::npu_quant_matmul": ("x1_dtype", "x2_dtype", "scale_dtype", "group_sizes",
-                                     "pertoken_scale_dtype", "y_scale", "only int8",
-                                     "per-block scales"),
-           "npu::npu_dynamic_quant": _INT4, "npu::npu_quantize": _INT4,
-           "npu::npu_add_rms_norm_dynamic_quant": _INT4,
-           # float4 / int4 (two values per byte): TorchAir bitcasts and reshapes around
-           # Cast; op_sdk's converter does not yet
-           "npu::npu_dtype_cast": ("is not a dtype the converter knows",)}
+# what the slices' test files declare (tests/ops/test_<slice>.py): the Ascend IR type(s) each
+# operator becomes, the sample calls its converter refuses, the operators with no converter
+IR_TYPE = gather_dict("GE_TYPES")
+REFUSED = gather_dict("GE_REFUSED")
+NO_CONVERTER = gather_dict("NO_GE_CONVERTER")
 # GE types whose torch storage is another dtype (TorchAir writes the GE type)
 STORED_AS = {"DT_QINT8": "DT_INT8", "DT_QUINT8": "DT_UINT8", "DT_QINT32": "DT_INT32",
              "DT_HIFLOAT8": "DT_UINT8"}

@@ -1,6 +1,6 @@
 """op_sdk's NPU side of an operator, one module per job:
 
-* ``prototypes``: the pinned table of CANN aclnn API prototypes;
+* ``prototypes``: the pinned CANN aclnn API prototypes (each slice declares its own);
 * ``binding``: the OpPlugin-style eager binding declared by ``define_op(aclnn=...)``
   (``AclnnBinding``): its checks against the prototype and the schema, its C++ source
   (generated), and the checks of a source edited by hand;

@@ -3,8 +3,8 @@ CANN aclnn API through op-plugin's ``EXEC_NPU_CMD_EXT(aclnn<Op>, args...)``, reg
 with ``TORCH_LIBRARY_IMPL(<namespace>, PrivateUse1, m)``.
 
 An operator declares its binding with ``define_op(..., aclnn=AclnnBinding(...))``. The
-declaration names the aclnn API (its prototype comes from the pinned table,
-``op_sdk.npu.prototypes``) and only what cannot be derived: the names of the schema's
+declaration names the aclnn API (its prototype declared beside it with
+``op_sdk.npu.prototypes.declare``) and only what cannot be derived: the names of the schema's
 returns, the aclnn parameters whose schema argument has another name, constants, and the
 schema arguments the API cannot take. From it:
 
@@ -55,7 +55,8 @@ class BindingError(ValueError):
 class AclnnBinding:
     """How an operator calls its aclnn API.
 
-    api:       the aclnn API (``aclnnRmsNorm``); its prototype must be in the pinned table.
+    api:       the aclnn API (``aclnnRmsNorm``); its prototype must be declared first
+               (``op_sdk.npu.prototypes.declare``).
     outputs:   a name for each of the schema's returns, in order; the aclnn output
                parameter ``<name>Out`` (or ``out`` for a single return) writes it.
     rename:    {aclnn parameter: schema argument} where the names differ (``{"x": "input"}``);
@@ -243,9 +244,9 @@ def binding_plan(opdef, binding: AclnnBinding | None = None,
     ``chosen``: the arguments whose values selected this binding (an enclosing ``when``)."""
     binding = binding or opdef.aclnn
     if binding.api not in PROTOTYPES:
-        raise _fail(opdef, binding, f"no prototype for {binding.api} in the pinned table "
-                    "(op_sdk/npu/prototypes.py); rule: every binding calls an API whose "
-                    "prototype is pinned with its CANN version")
+        raise _fail(opdef, binding, f"no prototype for {binding.api} is declared "
+                    "(op_sdk.npu.prototypes.declare, before the define_op); rule: every binding "
+                    "calls an API whose prototype is pinned with its CANN version")
     proto = binding.prototype
     sig = _schema(opdef)
     args, n_returns = sig.args, sig.n_returns

@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from op_sdk.library import Benchmark, define_op
+from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
 from op_sdk.ops._common import bench_norm_inputs
 from op_sdk.ops._norm import _normalize, _rms_norm_grad, check_add_rms_norm, rstd_shape
@@ -43,6 +44,13 @@ def _add_rms_norm_backward(ctx, dy, drstd, dx_out):
 def _unfused(x1, x2, gamma, epsilon=1e-6):
     """What a graph computes without the operator: an add, then npu_rms_norm."""
     return torch.ops.npu.npu_rms_norm(x1 + x2, gamma, epsilon)
+
+
+# the aclnn API the binding calls: its GetWorkspaceSize prototype, as CANN declares it
+prototypes.declare("aclnnAddRmsNorm",
+                   "const aclTensor* x1, const aclTensor* x2, const aclTensor* gamma, double epsilon, "
+                   "const aclTensor* yOut, const aclTensor* rstdOut, const aclTensor* xOut",
+                   prototypes.CANN_HEADERS + "aclnn_add_rms_norm.h")
 
 
 npu_add_rms_norm = define_op(

@@ -13,6 +13,7 @@ import torch
 
 from op_sdk.composite import Composite, same
 from op_sdk.library import Benchmark, define_op
+from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
 from op_sdk.ops._common import (
     HALF_DTYPES,
@@ -155,6 +156,15 @@ def _unfused_spelling(x1, x2, gamma, smooth_scale1=None, epsilon=1e-6, *, y_view
     y, _, x_out = torch.ops.npu.npu_add_rms_norm.default(x1, x2, gamma, epsilon)
     y1, scale1 = torch.ops.npu.npu_dynamic_quant.default(y_view(y), smooth_scales=smooth_scale1)
     return {"y1": y1, "scale1": scale_view(scale1), "x_out": x_out}
+
+
+# the aclnn API the binding calls: its GetWorkspaceSize prototype, as CANN declares it
+prototypes.declare("aclnnAddRmsNormDynamicQuant",
+                   "const aclTensor* x1, const aclTensor* x2, const aclTensor* gamma, "
+                   "const aclTensor* smoothScale1Optional, const aclTensor* smoothScale2Optional, "
+                   "double epsilon, const aclTensor* y1Out, const aclTensor* y2Out, "
+                   "const aclTensor* xOut, const aclTensor* scale1Out, const aclTensor* scale2Out",
+                   prototypes.CANN_HEADERS + "aclnn_add_rms_norm_dynamic_quant.h")
 
 
 npu_add_rms_norm_dynamic_quant = define_op(

@@ -9,6 +9,7 @@ import torch
 
 from op_sdk.composite import Composite
 from op_sdk.library import Benchmark, define_op
+from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
 from op_sdk.ops._common import (
     INT8,
@@ -134,6 +135,16 @@ def _unfused_spelling(x1, x2, gamma, scales1, zero_points1, axis=-1, epsilon=1e-
     y, _, x_out = torch.ops.npu.npu_add_rms_norm.default(x1, x2, gamma, epsilon)
     y1 = torch.ops.npu.npu_quantize.default(y, scales1, zero_points1, INT8, axis, True)
     return y1, None, x_out
+
+
+# the aclnn API the binding calls: its GetWorkspaceSize prototype, as CANN declares it
+prototypes.declare("aclnnAddRmsNormQuant",
+                   "const aclTensor* x1, const aclTensor* x2, const aclTensor* gamma, "
+                   "const aclTensor* scales1, const aclTensor* scales2Optional, "
+                   "const aclTensor* zeroPoints1Optional, const aclTensor* zeroPoints2Optional, "
+                   "int64_t axis, double epsilon, bool divMode, const aclTensor* y1Out, "
+                   "const aclTensor* y2Out, const aclTensor* xOut",
+                   prototypes.CANN_HEADERS + "aclnn_add_rms_norm_quant.h")
 
 
 npu_add_rms_norm_quant = define_op(

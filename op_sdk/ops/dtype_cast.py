@@ -33,6 +33,7 @@ from __future__ import annotations
 import torch
 
 from op_sdk.library import define_op
+from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
 from op_sdk.ops._common import check
 from op_sdk.ops._formats import (
@@ -221,6 +222,12 @@ def _cast_backward(ctx, grad):
 
 def _private_cast_backward(ctx, grad):
     return _grad_back(ctx, grad), None
+
+
+# the aclnn API the binding calls: its GetWorkspaceSize prototype, as CANN declares it
+prototypes.declare("aclnnCast",
+                   "const aclTensor* self, const aclDataType dtype, aclTensor* out",
+                   prototypes.OPS_MATH + "math/cast/op_host/op_api/aclnn_cast.h", cann="8.5.0")
 
 
 npu_dtype_cast = define_op(

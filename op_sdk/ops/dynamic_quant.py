@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from op_sdk.library import Benchmark, define_op
+from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
 from op_sdk.ops._common import (
     FLOAT_DTYPES,
@@ -164,6 +165,13 @@ def dynamic_quant_fake(input, *, smooth_scales=None, group_index=None, dst_type=
     y = input.new_empty(y_shape, dtype=ydt) if code == QUINT4X2 else \
         torch.empty_like(input, dtype=ydt)
     return y, input.new_empty(s_shape, dtype=torch.float32)
+
+
+# the aclnn API the binding calls: its GetWorkspaceSize prototype, as CANN declares it
+prototypes.declare("aclnnDynamicQuant",
+                   "const aclTensor* x, const aclTensor* smoothScalesOptional, const aclTensor* yOut, "
+                   "const aclTensor* scaleOut",
+                   prototypes.CANN_HEADERS + "aclnn_dynamic_quant.h")
 
 
 npu_dynamic_quant = define_op(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from op_sdk.library import Benchmark, define_op
+from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
 from op_sdk.ops._common import (
     BFLOAT16,
@@ -864,6 +865,17 @@ def bench_inputs(n):
 def bench_composite(x1, x2, scale, *, pertoken_scale, output_dtype):
     acc = torch._int_mm(x1, x2)
     return (acc.float() * scale * pertoken_scale[:, None]).to(output_dtype)
+
+
+# the aclnn API the binding calls: its GetWorkspaceSize prototype, as CANN declares it
+# offset and bias may be null: the API document's formulas include the cases without
+# bias and without offset (aclnnQuantMatmulV4, CANN 8.1.RC1 API reference).
+prototypes.declare("aclnnQuantMatmulV4",
+                   "const aclTensor* x1, const aclTensor* x2, const aclTensor* scale, "
+                   "const aclTensor* offset, const aclTensor* pertokenScaleOptional, "
+                   "const aclTensor* bias, bool transposeX1, bool transposeX2, const aclTensor* out",
+                   prototypes.CANN_HEADERS + "aclnn_quant_matmul_v4.h; nullable: the aclnnQuantMatmulV4 API document",
+                   nullable=("offset", "bias"))
 
 
 npu_quant_matmul = define_op(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from op_sdk.library import Benchmark, define_op
+from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
 from op_sdk.ops._common import (
     FLOAT_DTYPES,
@@ -122,6 +123,22 @@ def quantize_fake(input, scales, zero_points, dtype, axis=1, div_mode=True):
 def _bench_inputs(t, h, dt):
     return (bench_randn(t, h, dtype=dt), torch.rand(h) * 0.05 + 0.01,
             torch.randint(-4, 4, (h,), dtype=torch.int32), torch.qint8, -1, True), {}
+
+
+# the aclnn API the binding calls: its GetWorkspaceSize prototype, as CANN declares it
+# zeroPoints may be null: "支持传入空指针" (the API document's zeroPoints row)
+prototypes.declare("aclnnQuantize",
+                   "const aclTensor* x, const aclTensor* scales, const aclTensor* zeroPoints, "
+                   "aclDataType dtype, int32_t axis, aclTensor* out",
+                   prototypes.OPS_NN + "quant/quantize/op_api/aclnn_quantize.h; nullable: "
+                   "quant/quantize/docs/aclnnQuantize.md", nullable=("zeroPoints",), cann="8.5.0")
+# offset may be null ("可选参数") and y is the output ("输出"): the API document's rows
+prototypes.declare("aclnnAscendQuantV3",
+                   "const aclTensor* x, const aclTensor* scale, const aclTensor* offset, bool sqrtMode, "
+                   "const char* roundMode, int32_t dstType, int32_t axis, const aclTensor* y",
+                   prototypes.OPS_NN + "quant/ascend_quant_v2/op_host/op_api/aclnn_ascend_quant_v3.h; nullable, "
+                   "outputs: quant/ascend_quant_v2/docs/aclnnAscendQuantV3.md",
+                   nullable=("offset",), outputs=("y",), cann="8.5.0")
 
 
 npu_quantize = define_op(

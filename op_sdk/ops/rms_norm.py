@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from op_sdk.library import Benchmark, define_op
+from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
 from op_sdk.ops._common import bench_randn, check
 from op_sdk.ops._norm import _normalize, _rms_norm_grad, check_gamma, rstd_shape
@@ -55,6 +56,13 @@ def _rms_norm_backward(ctx, dy, drstd):
 
 
 
+
+
+# the aclnn API the binding calls: its GetWorkspaceSize prototype, as CANN declares it
+prototypes.declare("aclnnRmsNorm",
+                   "const aclTensor* x, const aclTensor* gamma, double epsilon, "
+                   "const aclTensor* yOut, const aclTensor* rstdOut",
+                   prototypes.CANN_HEADERS + "aclnn_rms_norm.h")
 
 
 npu_rms_norm = define_op(

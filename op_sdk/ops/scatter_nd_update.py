@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from op_sdk.library import define_op
+from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
 from op_sdk.ops._common import check
 
@@ -62,6 +63,14 @@ def scatter_nd_update_reference(input, indices, updates):
 def scatter_nd_update_fake(input, indices, updates):
     check_scatter_nd_update("npu_scatter_nd_update", input, indices, updates)
     return torch.empty_like(input)
+
+
+# the aclnn API the binding calls: its GetWorkspaceSize prototype, as CANN declares it
+# varRef is updated in place: the API has no output parameter
+prototypes.declare("aclnnScatterNdUpdate",
+                   "aclTensor* varRef, const aclTensor* indices, const aclTensor* updates",
+                   prototypes.OPS_NN + "index/scatter_nd_update/op_host/op_api/aclnn_scatter_nd_update.h",
+                   cann="8.5.0")
 
 
 npu_scatter_nd_update = define_op(

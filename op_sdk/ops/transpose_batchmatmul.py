@@ -11,6 +11,7 @@ import torch
 
 from op_sdk.composite import Composite, same
 from op_sdk.library import Benchmark, define_op
+from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
 from op_sdk.ops._common import (
     FLOAT_DTYPES,
@@ -135,6 +136,19 @@ def _unfused_spelling(input, weight, perm_x1=None, *, x1_view=same, y_view=same)
     on its input, and a no-op view of the bmm's result."""
     x1 = input if perm_x1 is None else input.permute(perm_x1)
     return y_view(torch.bmm(x1_view(x1), weight)).transpose(0, 1)
+
+
+# the aclnn API the binding calls: its GetWorkspaceSize prototype, as CANN declares it
+# scale may be null: "输入（可选）" (the API document's scale row); bias is reserved,
+# "当前暂不支持", and the bindings pass null for it
+prototypes.declare("aclnnTransposeBatchMatMul",
+                   "const aclTensor* x1, const aclTensor* x2, const aclTensor* bias, "
+                   "const aclTensor* scale, const aclIntArray* permX1, const aclIntArray* permX2, "
+                   "const aclIntArray* permY, int8_t cubeMathType, const int32_t batchSplitFactor, "
+                   "aclTensor* out",
+                   prototypes.OPS_NN + "matmul/transpose_batch_mat_mul/op_api/aclnn_transpose_batch_mat_mul.h; "
+                   "nullable: matmul/transpose_batch_mat_mul/docs/aclnnTransposeBatchMatMul.md",
+                   nullable=("bias", "scale"), cann="8.5.0")
 
 
 npu_transpose_batchmatmul = define_op(

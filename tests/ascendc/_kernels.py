@@ -18,12 +18,16 @@ Comparisons with op_sdk's references (docs/ascendc.md, "Tests and bounds"):
   the same outputs are bit-exact against the reference's formula evaluated with the model's
   rstd (model_rstd: the model's ReduceSum order) or the model's exp (model_exp);
 - static quantisation (npu_quantize) is bit-exact.
+
+Each test module declares the driver builds it calls (``VARIANTS``: (driver, defines) pairs);
+a kernel's driver, call wrapper and tests need no entry elsewhere.
 """
 
 from __future__ import annotations
 
 import ctypes
 import hashlib
+import importlib
 import os
 import shutil
 import subprocess
@@ -61,21 +65,13 @@ ARNQ_DTYPES = (("half", "float", "int32_t"), ("half", "half", "half"), ("half", 
 QUANTIZE_DTYPES = (("half", "float", "int32_t"), ("bfloat16_t", "bfloat16_t", "bfloat16_t"),
                    ("float", "float", "int32_t"))
 
-# Every (driver, defines) the suite builds: started together on the first request.
-VARIANTS = (
-    [("rms_norm", (("DTYPE_X", x), ("DTYPE_GAMMA", g)))
-     for x, g in (("half", "float"), ("bfloat16_t", "float"), ("half", "half"),
-                  ("bfloat16_t", "bfloat16_t"), ("float", "float"))]
-    + [("add_rms_norm", (("DTYPE_X1", x),)) for x in ("half", "bfloat16_t", "float")]
-    + [("add_rms_norm_cast", (("DTYPE_X1", x),)) for x in ("half", "bfloat16_t")]
-    + [("dynamic_quant", (("DTYPE_X", x),)) for x in ("half", "bfloat16_t")]
-    + [("add_rms_norm_dynamic_quant", (("DTYPE_X1", x),)) for x in ("half", "bfloat16_t")]
-    + [("add_rms_norm_quant", (("DTYPE_X1", x), ("DTYPE_SCALES1", s), ("DTYPE_ZERO_POINTS1", z)))
-       for x, s, z in ARNQ_DTYPES]
-    + [("silu_mul_quant", (("DTYPE_GATE", x),)) for x in ("half", "bfloat16_t")]
-    + [("quantize", (("DTYPE_X", x), ("DTYPE_SCALES", s), ("DTYPE_ZERO_POINTS", z))) for x, s, z in QUANTIZE_DTYPES]
-    + [("faults", ())]
-)
+def variants() -> list[tuple[str, tuple]]:
+    """Every (driver, defines) the suite builds, started together on the first request: the
+    ``VARIANTS`` each test module of tests/ascendc declares for the drivers it calls."""
+    out = []
+    for path in sorted(HERE.glob("test_*.py")):
+        out.extend(getattr(importlib.import_module(f"{__package__}.{path.stem}"), "VARIANTS", ()))
+    return out
 
 
 def compiler() -> str | None:
@@ -112,7 +108,7 @@ class KernelBuilder:
             if key in self.libs:
                 return self.libs[key]
             self._submit(key)
-            for d, defs in VARIANTS:
+            for d, defs in variants():
                 self._submit((d, tuple(sorted(defs))))
             fut = self.futures[key]
         lib = ctypes.CDLL(str(fut.result()))

@@ -23,6 +23,11 @@ from tests.ascendc._cases import CASES, SPLIT, case_id, check_key
 
 pytestmark = pytest.mark.ascendc
 
+# the driver builds these tests call (tests/ascendc/_kernels.py builds them together)
+VARIANTS = ([("add_rms_norm_dynamic_quant", (("DTYPE_X1", x),)) for x in ("half", "bfloat16_t")]
+            + [("add_rms_norm_quant", (("DTYPE_X1", x), ("DTYPE_SCALES1", s), ("DTYPE_ZERO_POINTS1", z)))
+               for x, s, z in K.ARNQ_DTYPES])
+
 f16, bf16, f32, i32 = torch.float16, torch.bfloat16, torch.float32, torch.int32
 EPS = 1e-6
 

@@ -9,7 +9,7 @@ import pytest
 
 import op_sdk
 from op_sdk.app.deliverables import ascendc_kernel, ascendc_root
-from tests.ascendc._kernels import HERE, KERNELS, VARIANTS
+from tests.ascendc._kernels import HERE, KERNELS, variants
 
 pytestmark = pytest.mark.ascendc
 
@@ -30,13 +30,14 @@ def test_there_are_kernels():
 def test_every_kernel_has_a_driver_that_is_built_and_called(folder):
     drivers = _drivers_including(folder)
     assert drivers, f"no tests/ascendc/driver_*.cpp includes kernels/ascendc/{folder}"
-    built = {d for d, _ in VARIANTS}
+    built = {d for d, _ in variants()}
     tests = " ".join(p.read_text() for p in HERE.glob("test_*.py") if p.name != "test_coverage.py")
     entry = re.compile(rf"(?<![\w.]){folder}\s*\(\s*\(GM_ADDR\)")
     assert any(entry.search((HERE / f"driver_{d}.cpp").read_text()) for d in drivers), \
         f"no driver calls the kernel entry {folder}(...) (including its source is not running it)"
     for driver in drivers:
-        assert driver in built, f"driver_{driver}.cpp is not among the kernel builder's variants"
+        assert driver in built, (f"driver_{driver}.cpp is not among the kernel builder's variants "
+                                 f"(a test module's VARIANTS)")
         assert re.search(rf"""\blib\(\s*["']{driver}["']""", tests + (HERE / "_kernels.py").read_text()), \
             f"no test calls the {driver} driver"
 

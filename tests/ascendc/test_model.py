@@ -11,6 +11,9 @@ from tests.ascendc import _kernels as K
 
 pytestmark = pytest.mark.ascendc
 
+# the driver builds these tests call (tests/ascendc/_kernels.py builds them together)
+VARIANTS = [("faults", ())]
+
 
 def _fault(kernels, which, blocks=1):
     lib = kernels.lib("faults")

@@ -12,6 +12,10 @@ from tests.ascendc._cases import CASES, case_id, check_key
 
 pytestmark = pytest.mark.ascendc
 
+# the driver builds these tests call (tests/ascendc/_kernels.py builds them together)
+VARIANTS = [("quantize", (("DTYPE_X", x), ("DTYPE_SCALES", s), ("DTYPE_ZERO_POINTS", z)))
+            for x, s, z in K.QUANTIZE_DTYPES]
+
 f16, bf16, f32, i32 = torch.float16, torch.bfloat16, torch.float32, torch.int32
 # x dtype -> (scales, zero points) of Quantize (div_mode=True); AscendQuantV2 takes x's dtype
 DIV_PARAMS = {f16: (f32, i32), bf16: (bf16, bf16), f32: (f32, i32)}

@@ -123,7 +123,7 @@ RMS = "rms(Tensor input, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor)"
 
 @pytest.mark.parametrize("schema,binding,words", [
     (RMS, nb.AclnnBinding("aclnnNoSuchOp", outputs=("y", "rstd")),
-     ["no prototype for aclnnNoSuchOp", "pinned"]),
+     ["no prototype for aclnnNoSuchOp", "declared", "pinned"]),
     (RMS, nb.AclnnBinding("aclnnRmsNorm", outputs=("y", "rstd")),
      ["parameter 1 'x'", "takes schema argument 'x'", "rule: each aclnn parameter takes"]),
     (RMS, nb.AclnnBinding("aclnnRmsNorm", outputs=("y",), rename={"x": "input"}),
@@ -379,7 +379,7 @@ def test_requires_generates_a_check_naming_the_argument():
             "'beta' must be None for op_sdk's binding to aclnnAddRmsNormQuant") in source
 
 
-# ---- the pinned prototype table ---------------------------------------------------------
+# ---- the pinned prototypes, declared by the slices ---------------------------------------------------------
 
 
 @pytest.mark.parametrize("api", sorted(protos.PROTOTYPES))
@@ -389,6 +389,22 @@ def test_prototype_entries_cite_their_source(api):
     assert proto.signature().startswith(f"aclnnStatus {api}GetWorkspaceSize(")
     assert proto.signature().endswith("uint64_t* workspaceSize, aclOpExecutor** executor)")
     assert any(p.output or p.ref for p in proto.params)
+
+
+def test_every_declared_prototype_is_called_by_a_binding():
+    # the prototypes live beside the bindings that call them (the slices' modules): none is
+    # left behind when a binding changes API
+    called = {api for o in BINDINGS for api in o.aclnn.apis}
+    assert set(protos.PROTOTYPES) == called
+
+
+def test_a_second_declaration_must_be_the_same_prototype():
+    p = protos.PROTOTYPES["aclnnRmsNorm"]
+    params = ", ".join(f"{q.ctype} {q.name}" for q in p.params)
+    assert protos.declare(p.api, params, p.source, cann=p.cann) == p
+    with pytest.raises(ValueError, match="aclnnRmsNorm: already declared as a different prototype"):
+        protos.declare(p.api, params.replace("double epsilon", "float epsilon"), p.source, cann=p.cann)
+    assert protos.PROTOTYPES["aclnnRmsNorm"] is p
 
 
 def _opdef_file(folder):

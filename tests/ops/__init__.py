@@ -8,6 +8,9 @@ what the registry-driven tests at tests/ level read from every slice:
   kernels against the references in tests/test_registry_coverage.py);
 * ``CASES``: constraint violations, raised on cpu and meta alike; ``BAD_CALLS``: calls the
   native kernels' own checks reject, as the references do (tests/test_ops_constraints.py);
+* ``GE_TYPES``: the Ascend IR operator(s) each operator converts to; ``GE_REFUSED``: words of
+  the error with which the converter refuses a sample call it does not write;
+  ``NO_GE_CONVERTER``: an operator with no converter, and why (tests/test_converters.py);
 * ``meta_grid()``: a grid of calls ``(name, args, kwargs)`` of its npu-namespace operators
   (2-D and 3-D inputs, odd sizes, every dtype the contract lists, every option that changes an
   output's shape or dtype) on which op_sdk's CPU kernels, op_sdk's fakes and torch_npu's Meta
@@ -48,6 +51,18 @@ def gather(attr: str) -> list:
             torch.manual_seed(0)
             table = table()
         out.extend(table)
+    return out
+
+
+def gather_dict(attr: str) -> dict:
+    """Table ``attr`` (a dict) of every slice, merged; an operator named by two slices is an
+    error."""
+    out: dict = {}
+    for module in slice_modules():
+        table = getattr(module, attr, {})
+        both = set(out) & set(table)
+        assert not both, f"{attr}: {sorted(both)} declared by two slices"
+        out.update(table)
     return out
 
 

@@ -24,6 +24,10 @@ SCHEMAS = [
     "npu_add_rms_norm(Tensor x1, Tensor x2, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor, Tensor)",
 ]
 
+# the Ascend IR operator(s) each operator converts to (tests/test_converters.py)
+GE_TYPES = {"npu::npu_add_rms_norm": "AddRmsNorm"}
+
+
 
 def samples():
     h = 24

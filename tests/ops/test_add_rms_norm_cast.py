@@ -12,6 +12,10 @@ SCHEMAS = [
     "npu_add_rms_norm_cast(Tensor x1, Tensor x2, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor, Tensor, Tensor)",  # noqa: E501
 ]
 
+# the Ascend IR operator(s) each operator converts to (tests/test_converters.py)
+GE_TYPES = {"npu::npu_add_rms_norm_cast": "AddRmsNormCast"}
+
+
 
 def samples():
     h = 24

@@ -28,6 +28,12 @@ SCHEMAS = [
     "npu_add_rms_norm_dynamic_quant(Tensor x1, Tensor x2, Tensor gamma, *, Tensor? smooth_scale1=None, Tensor? smooth_scale2=None, Tensor? beta=None, float epsilon=1e-06, bool[2]? output_mask=None, int? y_dtype=None) -> (Tensor, Tensor, Tensor, Tensor, Tensor)",  # noqa: E501
 ]
 
+# the Ascend IR operator(s) each operator converts to (tests/test_converters.py)
+GE_TYPES = {"npu::npu_add_rms_norm_dynamic_quant": "AddRmsNormDynamicQuant"}
+# sample calls the converter refuses, by words of the error: forms it does not write
+GE_REFUSED = {"npu::npu_add_rms_norm_dynamic_quant": ("torch.quint4x2 (int4 packed in int32)",)}
+
+
 
 def samples():
     h = 24

@@ -16,6 +16,14 @@ SCHEMAS = [
     "_npu_dtype_cast(Tensor input, ScalarType dtype) -> Tensor",
 ]
 
+# the Ascend IR operator(s) each operator converts to (tests/test_converters.py)
+GE_TYPES = {"npu::npu_dtype_cast": "Cast", "npu::_npu_dtype_cast": "Cast"}
+# sample calls the converter refuses, by words of the error: forms it does not write
+# float4 / int4 (two values per byte): TorchAir bitcasts and reshapes around Cast; op_sdk's
+# converter does not yet
+GE_REFUSED = {"npu::npu_dtype_cast": ("is not a dtype the converter knows",)}
+
+
 
 def samples():
     return [

@@ -30,6 +30,12 @@ SCHEMAS = [
     'npu_dynamic_quant(Tensor input, *, Tensor? smooth_scales=None, Tensor? group_index=None, int? dst_type=None, str quant_mode="pertoken", float dst_type_max=0.0) -> (Tensor, Tensor)',  # noqa: E501
 ]
 
+# the Ascend IR operator(s) each operator converts to (tests/test_converters.py)
+GE_TYPES = {"npu::npu_dynamic_quant": ("DynamicQuant", "DynamicQuantV2")}
+# sample calls the converter refuses, by words of the error: forms it does not write
+GE_REFUSED = {"npu::npu_dynamic_quant": ("torch.quint4x2 (int4 packed in int32)",)}
+
+
 
 def samples():
     h = 24

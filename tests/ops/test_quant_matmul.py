@@ -16,6 +16,14 @@ SCHEMAS = [
     "npu_quant_matmul(Tensor x1, Tensor x2, Tensor scale, *, Tensor? offset=None, Tensor? pertoken_scale=None, Tensor? bias=None, int? output_dtype=None, int? x1_dtype=None, int? x2_dtype=None, int? pertoken_scale_dtype=None, int? scale_dtype=None, int[]? group_sizes=None, Tensor? y_scale=None) -> Tensor",  # noqa: E501
 ]
 
+# the Ascend IR operator(s) each operator converts to (tests/test_converters.py)
+GE_TYPES = {"npu::npu_quant_matmul": "QuantBatchMatmulV3"}
+# sample calls the converter refuses, by words of the error: forms it does not write
+# the forms TorchAir's own converter writes
+GE_REFUSED = {"npu::npu_quant_matmul": ("x1_dtype", "x2_dtype", "scale_dtype", "group_sizes",
+                               "pertoken_scale_dtype", "y_scale", "only int8", "per-block scales")}
+
+
 
 def _f8(*shape, dtype):
     """float8 values of every magnitude (no NaN): normal values times a random power of two."""

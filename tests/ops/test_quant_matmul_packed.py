@@ -23,6 +23,12 @@ from tests.ops._helpers import T, bf16, i8, npu, rand_i8
 ops = torch.ops.op_sdk
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+# the Ascend IR operator(s) each operator converts to (tests/test_converters.py)
+GE_TYPES = {"op_sdk::quant_matmul_packed": "QuantBatchMatmulV3"}
+# operators with no converter, and why
+NO_GE_CONVERTER = {"op_sdk::pack_quant_weight": "runs at compile time (weight prepacking): its "
+                                                "result is a graph constant"}
+
 
 def samples():
     x2 = rand_i8(16, 64).t()
@@ -167,6 +173,7 @@ def test_constraints_name_operator_and_argument():
 
 _PATHS_SCRIPT = """
 import torch, op_sdk
+
 ops, npu = torch.ops.op_sdk, torch.ops.npu
 for m in (1, 3, 4, 5, 16, 64, 65):
     for k, n in ((100, 37), (1024, 48)):

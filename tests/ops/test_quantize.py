@@ -26,6 +26,12 @@ SCHEMAS = [
     "npu_quantize(Tensor input, Tensor scales, Tensor? zero_points, int dtype, int axis=1, bool div_mode=True) -> Tensor",  # noqa: E501
 ]
 
+# the Ascend IR operator(s) each operator converts to (tests/test_converters.py)
+GE_TYPES = {"npu::npu_quantize": ("Quantize", "AscendQuantV2")}
+# sample calls the converter refuses, by words of the error: forms it does not write
+GE_REFUSED = {"npu::npu_quantize": ("torch.quint4x2 (int4 packed in int32)",)}
+
+
 
 def samples():
     h = 24

@@ -22,6 +22,10 @@ SCHEMAS = [
     "npu_rms_norm(Tensor input, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor)",
 ]
 
+# the Ascend IR operator(s) each operator converts to (tests/test_converters.py)
+GE_TYPES = {"npu::npu_rms_norm": "RmsNorm"}
+
+
 
 def samples():
     h = 24

@@ -11,6 +11,11 @@ SCHEMAS = [
     "npu_scatter_nd_update(Tensor input, Tensor indices, Tensor updates) -> Tensor",
 ]
 
+# the Ascend IR operator(s) each operator converts to (tests/test_converters.py)
+GE_TYPES = {"npu::npu_scatter_nd_update": "ScatterNdUpdate",
+            "npu::npu_scatter_nd_update_": "ScatterNdUpdate"}
+
+
 
 def samples():
     return [

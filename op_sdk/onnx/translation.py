@@ -1,0 +1,223 @@
+"""The machinery of the ONNX translations: what each slice's translation module
+(``op_sdk/onnx/<slice>.py``) builds with, and the table they fill.
+
+A translation takes an operator call's arguments (ONNX values for tensors, Python values
+for the rest), checks what the export can express (:func:`unsupported` names the operator
+and argument otherwise) and returns a :class:`Call`: the Ascend IR node to write (its type
+and inputs in the prototype's order, :func:`proto_inputs`), its attributes, the overload
+key of its function, and the standard-ONNX composite that computes it, built with a
+:class:`Builder` from the shared pieces below (:func:`normalize`, :func:`dynamic_int8`,
+:func:`static_int8`). ``@translates("npu_rms_norm")`` registers one; ``@writes_plain(
+"npu_dtype_cast")`` registers a translation that writes standard ONNX directly (no custom
+node). onnx / onnxscript / onnx_ir are imported inside the functions only.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from op_sdk.onnx.functions import DOMAIN_VERSION
+
+__all__ = ["UnsupportedOnnxExport", "unsupported", "Builder", "Call", "translates",
+           "writes_plain", "proto_inputs", "overload_key", "dt", "dtype_tag", "normalize",
+           "dynamic_int8", "static_int8", "ge_int8", "tracer", "translations", "load_slices"]
+
+
+class UnsupportedOnnxExport(NotImplementedError):
+    """An operator call (an argument's value) the ONNX export does not express."""
+
+
+def unsupported(op: str, arg: str, rule: str):
+    raise UnsupportedOnnxExport(f"{op}: argument '{arg}' {rule} (ONNX export)")
+
+
+# ScalarType codes (op_sdk.ops._common)
+UINT8, INT8, INT32, FLOAT16, FLOAT32, QINT8, QUINT8, BFLOAT16 = 0, 1, 3, 5, 6, 12, 13, 15
+
+
+# ---- the table the slices fill ------------------------------------------------------------
+
+# (overload packet name, overload) -> a function of the call's arguments returning a Call
+_CUSTOM: dict[tuple[str, str], Callable] = {}
+# (overload packet name, overload) -> a function writing standard ONNX into the trace
+_PLAIN: dict[tuple[str, str], Callable] = {}
+# the package's modules that are machinery, not a slice's translation
+MACHINERY = ("export", "fuse", "functions", "translation")
+_loaded = False
+
+
+def translates(name: str, overload: str = "default") -> Callable[[Callable], Callable]:
+    """Register the translation of ``torch.ops.npu.<name>.<overload>`` to a custom node."""
+    def register(fn: Callable) -> Callable:
+        _CUSTOM[(name, overload)] = fn
+        return fn
+    return register
+
+
+def writes_plain(name: str, overload: str = "default") -> Callable[[Callable], Callable]:
+    """Register a translation of ``torch.ops.npu.<name>.<overload>`` that writes standard
+    ONNX operators into the trace itself (no custom node, no function)."""
+    def register(fn: Callable) -> Callable:
+        _PLAIN[(name, overload)] = fn
+        return fn
+    return register
+
+
+def load_slices() -> None:
+    """Import every translation module of the package once (discovery by name)."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for mod in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        if mod.name not in MACHINERY and not mod.name.startswith("_"):
+            importlib.import_module(f"{__package__}.{mod.name}")
+
+
+def translations() -> tuple[dict, dict]:
+    """({(name, overload): custom-node translation}, {(name, overload): plain translation})."""
+    load_slices()
+    return dict(_CUSTOM), dict(_PLAIN)
+
+
+# ---- node building ---------------------------------------------------------------------------
+
+class Builder:
+    """Appends nodes to a node list (the exporter's current trace, or a function body)."""
+
+    def __init__(self, nodes: list):
+        import onnx_ir as ir
+
+        self.ir = ir
+        self.nodes = nodes
+        self._consts: dict = {}
+
+    def __call__(self, op_type: str, *inputs, _n: int = 1, _domain: str = "",
+                 _overload: str = "", **attrs):
+        ir = self.ir
+        attributes = ir.convenience.convert_attributes(
+            {k: v for k, v in attrs.items() if v is not None})
+        node = ir.Node(_domain, op_type, list(inputs), attributes, overload=_overload,
+                       num_outputs=_n, version=DOMAIN_VERSION if _domain else None)
+        self.nodes.append(node)
+        return node.outputs[0] if _n == 1 else tuple(node.outputs)
+
+    def const(self, value, dtype):
+        """A Constant of a numpy dtype (one node per distinct value within a builder)."""
+        import numpy as np
+
+        arr = np.asarray(value, dtype=dtype)
+        key = (arr.dtype.str, arr.shape, arr.tobytes())
+        if key not in self._consts:
+            self._consts[key] = self("Constant", value=self.ir.tensor(arr))
+        return self._consts[key]
+
+    def f32(self, v):
+        return self.const(v, "float32")
+
+    def i64(self, v):
+        return self.const(v, "int64")
+
+    def cast(self, v, dtype):
+        """Cast to an ir.DataType unless the value already has it."""
+        if v.dtype == dtype:
+            return v
+        return self("Cast", v, to=int(dtype))
+
+    def to_float(self, v):
+        return self.cast(v, self.ir.DataType.FLOAT)
+
+
+def dt(v):
+    """ir.DataType of a value (None when unknown)."""
+    return None if v is None else v.dtype
+
+
+def dtype_tag(dt) -> str:
+    return "none" if dt is None else dt.name.lower()
+
+
+def overload_key(*parts) -> str:
+    text = "_".join(str(p) for p in parts if p != "")
+    return re.sub(r"[^A-Za-z0-9_]", "_", text)
+
+
+def tracer():
+    """The exporter's current trace (onnxscript's default evaluator)."""
+    import onnxscript
+
+    return onnxscript.evaluator.default()
+
+
+def ge_int8() -> int:
+    from op_sdk.converters.ir import GE_DTYPE
+
+    return GE_DTYPE["DT_INT8"]
+
+
+# ---- composites (standard ONNX) shared by several operators ---------------------------------
+#
+# Each composite takes a builder and the operand values (typed: the value's dtype is the
+# operand's) and returns the operator's outputs. fp16 / bf16 operands are cast to fp32
+# first: the references compute in fp32 and round once at the end, as these do.
+
+def normalize(b, xf, gamma, epsilon):
+    """fp32 rms-norm of xf over gamma's dims -> (y fp32, rstd fp32 keep-dims)."""
+    axes = b.i64(list(range(-len(gamma.shape), 0)))
+    ms = b("ReduceMean", b("Mul", xf, xf), axes, keepdims=1)
+    rstd = b("Div", b.f32(1.0), b("Sqrt", b("Add", ms, b.f32(epsilon))))
+    y = b("Mul", b("Mul", xf, rstd), b.to_float(gamma))
+    return y, rstd
+
+
+def dynamic_int8(b, v, smooth):
+    """Symmetric per-token int8 of fp32 v (times smooth): (y int8, scale fp32 of
+    v.shape[:-1]); an all-zero row gives scale 0 and y 0."""
+    ir = b.ir
+    if smooth is not None:
+        v = b("Mul", v, b.to_float(smooth))
+    last = b.i64([-1])
+    amax = b("ReduceMax", b("Abs", v), last, keepdims=1)
+    inv = b("Where", b("Greater", amax, b.f32(0.0)), b("Div", b.f32(127.0), amax), b.f32(0.0))
+    q = b("Clip", b("Round", b("Mul", v, inv)), b.f32(-128.0), b.f32(127.0))
+    y = b("Cast", q, to=int(ir.DataType.INT8))
+    scale = b("Squeeze", b("Div", amax, b.f32(127.0)), last)
+    return y, scale
+
+
+def static_int8(b, y, scales, zero_points, div_mode, lo=-128.0, hi=127.0, to=None):
+    ir = b.ir
+    s = b.to_float(scales)
+    v = b("Div", y, s) if div_mode else b("Mul", y, s)
+    if zero_points is not None:
+        v = b("Add", v, b.to_float(zero_points))
+    q = b("Clip", b("Round", v), b.f32(lo), b.f32(hi))
+    return b("Cast", q, to=int(to if to is not None else ir.DataType.INT8))
+
+
+# ---- one call ------------------------------------------------------------------------------
+
+class Call:
+    """One operator call as the translation sees it: the Ascend IR node to write, its
+    inputs (prototype order, trailing absent ones dropped), attributes, overload key, and the
+    composite to compute it."""
+
+    def __init__(self, ir_type, inputs, attrs, key, composite, n_out):
+        self.ir_type, self.inputs, self.attrs = ir_type, inputs, attrs
+        self.key, self.composite, self.n_out = key, composite, n_out
+
+
+def proto_inputs(ir_type: str, named: dict) -> list:
+    from op_sdk.converters.ir import prototype
+
+    proto = prototype(ir_type)
+    unknown = set(named) - {i.name for i in proto.inputs}
+    assert not unknown, f"{ir_type}: no input {unknown}"
+    ins = [named.get(i.name) for i in proto.inputs]
+    while ins and ins[-1] is None:
+        ins.pop()
+    return ins
