@@ -1,7 +1,7 @@
 // CPU launcher of npu_add_rms_norm_dynamic_quant: the contract's checks (the same rules and
 // words as op_sdk/ops/add_rms_norm_dynamic_quant.py), layout, dtype dispatch and threading
 // around the row kernel of kernels/norm_quant.h (int8 outputs); int4 (quint4x2) and float8 /
-// HiFloat8 outputs as ATen calls (csrc/float8_out.h).
+// HiFloat8 outputs are routed to the reference, their one implementation.
 #include <torch/library.h>
 
 #include <array>
@@ -10,7 +10,7 @@
 #include "launch.h"
 #include "registry.h"
 #include "norm_quant.h"
-#include "float8_out.h"
+#include "float8_codes.h"
 
 namespace opsdk {
 namespace {
@@ -60,61 +60,6 @@ std::array<bool, 2> check_add_rms_norm_dynamic_quant(
   return mask;
 }
 
-// int4 packed 8 per int32 (element 0 in the lowest nibble): int8 (..., n) -> int32 (..., n/8).
-Tensor pack_int4(const Tensor& q) {
-  std::vector<int64_t> shape(q.sizes().begin(), q.sizes().end());
-  const int64_t n = shape.back();
-  shape.back() = n / 8;
-  const Tensor src = q.contiguous();
-  Tensor out = at::empty(shape, q.options().dtype(at::kInt));
-  const int8_t* in = src.data_ptr<int8_t>();
-  int32_t* o = out.data_ptr<int32_t>();
-  at::parallel_for(0, out.numel(), 4096, [&](int64_t w0, int64_t w1) {
-    for (int64_t w = w0; w < w1; ++w) {
-      uint32_t word = 0;
-      for (int j = 0; j < 8; ++j) word |= (uint32_t(uint8_t(in[w * 8 + j])) & 0xFu) << (4 * j);
-      o[w] = int32_t(word);
-    }
-  });
-  return out;
-}
-
-// int4 / float8 / HiFloat8 outputs: the reference's fp32 arithmetic as ATen calls.
-std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> add_rms_norm_dynamic_quant_aten(
-    const Tensor& x1, const Tensor& x2, const Tensor& gamma,
-    const std::optional<Tensor>& smooth_scale1, const std::optional<Tensor>& smooth_scale2,
-    const std::optional<Tensor>& beta, double epsilon, const std::array<bool, 2>& run,
-    int64_t code) {
-  // contiguous first: the reductions then sum in the reference's order, whatever the strides
-  const Tensor x = x1.contiguous().to(at::kFloat) + x2.contiguous().to(at::kFloat);
-  const Tensor rstd = 1.0 / at::sqrt(x.square().mean({-1}, /*keepdim=*/true) + epsilon);
-  Tensor y = x * rstd * gamma.to(at::kFloat);
-  if (beta.has_value()) y = y + beta->to(at::kFloat);
-  const c10::ScalarType ydt = code == kQUInt4x2 ? at::kInt : float8_storage(code);
-  std::array<Tensor, 2> ys, scales;
-  const std::array<const std::optional<Tensor>*, 2> smooth = {&smooth_scale1, &smooth_scale2};
-  for (int i = 0; i < 2; ++i) {
-    if (!run[i]) {  // a branch that does not run returns empty (0,) tensors
-      ys[i] = at::empty({0}, x1.options().dtype(ydt));
-      scales[i] = at::empty({0}, x1.options().dtype(at::kFloat));
-      continue;
-    }
-    const Tensor v = smooth[i]->has_value() ? y * (*smooth[i])->to(at::kFloat) : y;
-    const Tensor amax = absmax(v, -1);
-    if (code == kQUInt4x2) {
-      // one fp32 division 7 / amax, as the int8 path divides 127 / amax
-      const Tensor inv = at::where(amax > 0, at::full_like(amax, 7.0) / amax, at::zeros_like(amax));
-      ys[i] = pack_int4(quantize_round(v * inv, -8.0, 7.0, at::kChar));
-      scales[i] = (amax / 7.0).squeeze(-1);
-    } else {
-      auto [q, scale] = dynamic_quant_float8(v, amax, code, float(float8_max(code)));
-      ys[i] = q;
-      scales[i] = scale.squeeze(-1);
-    }
-  }
-  return {ys[0], ys[1], x.to(x1.scalar_type()), scales[0], scales[1]};
-}
-
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> npu_add_rms_norm_dynamic_quant(
     const Tensor& x1, const Tensor& x2, const Tensor& gamma,
     const std::optional<Tensor>& smooth_scale1, const std::optional<Tensor>& smooth_scale2,
@@ -123,9 +68,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> npu_add_rms_norm_dynamic_quan
   int64_t code = kInt8;
   const std::array<bool, 2> run = check_add_rms_norm_dynamic_quant(
       x1, x2, gamma, smooth_scale1, smooth_scale2, beta, output_mask, y_dtype, code);
-  if (code != kInt8 && code != kQInt8)
-    return add_rms_norm_dynamic_quant_aten(x1, x2, gamma, smooth_scale1, smooth_scale2, beta,
-                                           epsilon, run, code);
+  if (code != kInt8 && code != kQInt8) {  // int4 / float8 / HiFloat8: the reference, their one implementation
+    static const auto reference = reference_op<decltype(npu_add_rms_norm_dynamic_quant)>(
+        "npu_add_rms_norm_dynamic_quant");
+    return reference.call(x1, x2, gamma, smooth_scale1, smooth_scale2, beta, epsilon, output_mask,
+                          y_dtype);
+  }
   const Tensor a = x1.contiguous(), b = x2.contiguous(), g = gamma.contiguous();
   const int64_t n = a.size(-1), rows = leading_numel(a, 1);
   // contiguous whatever x1's layout, as torch_npu's Meta allocates them

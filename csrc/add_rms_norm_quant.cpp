@@ -1,7 +1,7 @@
 // CPU launcher of npu_add_rms_norm_quant: the contract's checks (the same rules and words
 // as op_sdk/ops/add_rms_norm_quant.py), layout, dtype dispatch and threading around the
-// row kernel of kernels/norm_quant.h (int8 outputs); float8 / hifloat8 outputs
-// (csrc/float8_out.h) as ATen calls.
+// row kernel of kernels/norm_quant.h (int8 outputs); float8 / hifloat8 outputs are routed to
+// the reference, their one implementation.
 #include <torch/library.h>
 
 #include <array>
@@ -9,7 +9,7 @@
 #include "checks.h"
 #include "launch.h"
 #include "registry.h"
-#include "float8_out.h"
+#include "float8_codes.h"
 #include "norm_quant.h"
 
 namespace opsdk {
@@ -102,31 +102,6 @@ std::optional<Tensor> fp32_or_none(const std::optional<Tensor>& t) {
   return t.has_value() ? std::optional<Tensor>(t->to(at::kFloat).contiguous()) : std::nullopt;
 }
 
-// float8 / hifloat8 outputs (Ascend 950): the reference's fp32 arithmetic as ATen calls
-// (op_sdk/ops/add_rms_norm_quant.py), then the saturating conversion of float8_out.h.
-// The fused row kernel covers the int8 output.
-std::tuple<Tensor, Tensor, Tensor> add_rms_norm_quant_float8(
-    const Tensor& x1, const Tensor& x2, const Tensor& gamma, const Tensor& scales1,
-    const std::optional<Tensor>& zero_points1, const std::optional<Tensor>& beta,
-    const std::optional<Tensor>& scales2, const std::optional<Tensor>& zero_points2,
-    double epsilon, bool div_mode, int64_t code) {
-  const Tensor x = x1.to(at::kFloat) + x2.to(at::kFloat);
-  std::vector<int64_t> dims;
-  for (int64_t d = x.dim() - gamma.dim(); d < x.dim(); ++d) dims.push_back(d);
-  const Tensor rstd = 1.0 / at::sqrt(x.square().mean(dims, /*keepdim=*/true) + epsilon);
-  Tensor y = x * rstd * gamma.to(at::kFloat);
-  if (beta.has_value()) y = y + beta->to(at::kFloat);
-  auto quant = [&](const Tensor& s, const std::optional<Tensor>& zp) {
-    Tensor v = div_mode ? y / s.to(at::kFloat) : y * s.to(at::kFloat);
-    if (zp.has_value()) v = v + zp->to(at::kFloat);
-    return float8_quant(v, code);
-  };
-  Tensor y1 = quant(scales1, zero_points1);
-  Tensor y2 = scales2.has_value() ? quant(*scales2, zero_points2) : at::zeros_like(y1);
-  // contiguous whatever x1's layout, as torch_npu's Meta allocates them
-  return {y1.contiguous(), y2.contiguous(), x.to(x1.scalar_type()).contiguous()};
-}
-
 std::tuple<Tensor, Tensor, Tensor> npu_add_rms_norm_quant(
     const Tensor& x1, const Tensor& x2, const Tensor& gamma, const Tensor& scales1,
     const std::optional<Tensor>& zero_points1, const std::optional<Tensor>& beta,
@@ -134,9 +109,12 @@ std::tuple<Tensor, Tensor, Tensor> npu_add_rms_norm_quant(
     int64_t axis, double epsilon, bool div_mode, std::optional<int64_t> dst_type) {
   const int64_t code = check_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1, beta,
                                                 scales2, zero_points2, axis, dst_type);
-  if (code != kInt8 && code != kQInt8)
-    return add_rms_norm_quant_float8(x1, x2, gamma, scales1, zero_points1, beta, scales2,
-                                     zero_points2, epsilon, div_mode, code);
+  if (code != kInt8 && code != kQInt8) {  // float8 / hifloat8: the reference, their one implementation
+    static const auto reference =
+        reference_op<decltype(npu_add_rms_norm_quant)>("npu_add_rms_norm_quant");
+    return reference.call(x1, x2, gamma, scales1, zero_points1, beta, scales2, zero_points2, axis,
+                          epsilon, div_mode, dst_type);
+  }
   const Tensor a = x1.contiguous(), b = x2.contiguous(), g = gamma.contiguous();
   const int64_t n = g.numel(), rows = leading_numel(a, g.dim());
   // contiguous whatever x1's layout, as torch_npu's Meta allocates them

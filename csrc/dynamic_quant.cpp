@@ -12,7 +12,7 @@
 #include "launch.h"
 #include "registry.h"
 #include "quant.h"
-#include "float8_out.h"
+#include "float8_codes.h"
 
 namespace opsdk {
 namespace {
@@ -28,7 +28,6 @@ struct DynamicQuantPlan {
   bool int4;
   QuantMode mode;
   int64_t code;
-  float dmax;  // DTYPE_MAX of an 8-bit float output
 };
 
 DynamicQuantPlan check_dynamic_quant(const Tensor& input, const std::optional<Tensor>& smooth,
@@ -49,17 +48,13 @@ DynamicQuantPlan check_dynamic_quant(const Tensor& input, const std::optional<Te
   else
     TORCH_CHECK(false, op, ": argument 'quant_mode' must be one of pertoken, pertensor, "
                 "perchannel, got '", std::string(mode), "'");
-  float dmax = 0.0f;
   if (code == kHiFloat8) {
     OPK_CHECK(dst_type_max >= 0.0 && dst_type_max <= 32768.0, op, "dst_type_max",
               "must be in [0, 32768] for hifloat8 output (0: 32768), got ", dst_type_max);
-    // |dst_type_max| below 1e-6 means "not given", as the 950 tiling reads it
-    dmax = std::fabs(dst_type_max) < 1e-6 ? 32768.0f : float(dst_type_max);
   } else {
     OPK_CHECK(dst_type_max == 0.0, op, "dst_type_max",
               "must be 0.0 for int8 / int4 / float8 outputs (it sets hifloat8's range only), got ",
               dst_type_max);
-    if (is_float8_code(code)) dmax = float(float8_max(code));
   }
   const int64_t h = input.size(-1);
   if (code == kQUInt4x2)
@@ -86,7 +81,7 @@ DynamicQuantPlan check_dynamic_quant(const Tensor& input, const std::optional<Te
   } else if (smooth.has_value()) {
     check_1d(*smooth, op, "smooth_scales", h);
   }
-  return {code == kQUInt4x2, qm, code, dmax};
+  return {code == kQUInt4x2, qm, code};
 }
 
 // Data rules of group_index (cumulative END row of each group); returns its values.
@@ -103,50 +98,6 @@ std::vector<int64_t> group_ends(const Tensor& group_index, int64_t rows) {
   return ends;
 }
 
-// float8 / HiFloat8 outputs (Ascend 950): the reference's fp32 arithmetic as ATen calls
-// (op_sdk/ops/dynamic_quant.py), then float8_out.h's quantisation.
-std::tuple<Tensor, Tensor> dynamic_quant_float8_out(const Tensor& input,
-                                                    const std::optional<Tensor>& smooth,
-                                                    const std::optional<Tensor>& group_index,
-                                                    const DynamicQuantPlan& plan) {
-  const int64_t h = input.size(-1);
-  Tensor s = input.contiguous().to(at::kFloat);  // the reductions in the reference's order
-  if (group_index.has_value()) {
-    const Tensor rows = s.reshape({leading_numel(s, 1), h});
-    const std::vector<int64_t> ends = group_ends(*group_index, rows.size(0));
-    std::vector<int64_t> group_of_row;
-    group_of_row.reserve(size_t(rows.size(0)));
-    int64_t start = 0;
-    for (size_t g = 0; g < ends.size(); ++g) {
-      for (int64_t r = start; r < ends[g]; ++r) group_of_row.push_back(int64_t(g));
-      start = ends[g];
-    }
-    const Tensor idx = at::tensor(group_of_row, input.options().dtype(at::kLong));
-    s = (rows * smooth->to(at::kFloat).index_select(0, idx)).reshape(input.sizes());
-  } else if (smooth.has_value() && plan.mode == QuantMode::kPerChannel) {
-    s = s * smooth->to(at::kFloat).unsqueeze(-1);
-  } else if (smooth.has_value()) {
-    s = s * smooth->to(at::kFloat);
-  }
-  Tensor amax;
-  std::vector<int64_t> s_shape;
-  if (plan.mode == QuantMode::kPerToken) {
-    amax = absmax(s, -1);
-    s_shape.assign(input.sizes().begin(), input.sizes().end() - 1);
-  } else if (plan.mode == QuantMode::kPerTensor) {
-    amax = (s.numel() > 0 ? s.abs().max() : at::zeros({}, s.options()))
-               .reshape(std::vector<int64_t>(size_t(s.dim()), 1));
-    s_shape = {1};
-  } else {
-    amax = absmax(s, -2);
-    s_shape.assign(input.sizes().begin(), input.sizes().end() - 2);
-    s_shape.push_back(h);
-  }
-  auto [y, scale] = dynamic_quant_float8(s, amax, plan.code, plan.dmax);
-  // y in the input's layout, as torch_npu's Meta (empty_like) allocates it
-  return {in_layout_of(input, y.contiguous()), scale.reshape(s_shape)};
-}
-
 std::tuple<Tensor, Tensor> npu_dynamic_quant(const Tensor& input,
                                              const std::optional<Tensor>& smooth_scales,
                                              const std::optional<Tensor>& group_index,
@@ -154,8 +105,10 @@ std::tuple<Tensor, Tensor> npu_dynamic_quant(const Tensor& input,
                                              c10::string_view quant_mode, double dst_type_max) {
   const DynamicQuantPlan plan = check_dynamic_quant(input, smooth_scales, group_index, dst_type,
                                                     quant_mode, dst_type_max);
-  if (is_float8_code(plan.code))
-    return dynamic_quant_float8_out(input, smooth_scales, group_index, plan);
+  if (is_float8_code(plan.code)) {  // off the CPU hot path: the reference, its one implementation
+    static const auto reference = reference_op<decltype(npu_dynamic_quant)>("npu_dynamic_quant");
+    return reference.call(input, smooth_scales, group_index, dst_type, quant_mode, dst_type_max);
+  }
   // per channel: the smoothing factor of row s multiplies row s, in fp32 as the reference
   // does; the column kernels then run on the smoothed fp32 rows
   const bool row_smooth = plan.mode == QuantMode::kPerChannel && smooth_scales.has_value();

@@ -107,17 +107,6 @@ inline at::Tensor quantize_s9(const at::Tensor& v) {
   return at::round(at::nan_to_num(v.to(at::kFloat), -256.0).clamp(-256.0, 255.0)).contiguous();
 }
 
-// max |v| over dim (kept as size 1): NaN propagates, an empty reduction is 0 (absmax of
-// op_sdk/ops/_common.py).
-inline at::Tensor absmax(const at::Tensor& v, int64_t dim) {
-  if (v.size(dim) == 0) {
-    std::vector<int64_t> shape(v.sizes().begin(), v.sizes().end());
-    shape[size_t(dim < 0 ? dim + v.dim() : dim)] = 1;
-    return at::zeros(shape, v.options());
-  }
-  return v.abs().amax({dim}, /*keepdim=*/true);
-}
-
 // A float -> integer quantised store in ATen calls (quantize_round of op_sdk/ops/_common.py,
 // and kernels/simd.h's store_q): round half to even, saturate to [lo, hi], NaN to 0.
 inline at::Tensor quantize_round(const at::Tensor& v, double lo, double hi,

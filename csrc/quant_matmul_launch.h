@@ -1,6 +1,6 @@
 // The int8 operator shared by npu_quant_matmul (csrc/quant_matmul.cpp) and
 // quant_matmul_packed (csrc/quant_matmul_packed.cpp): its checks (check_quant_matmul, the
-// rules of op_sdk/ops/quant_matmul.py in the same words), the exact int32 product
+// rules of op_sdk/ops/_quant_matmul_common.py in the same words), the exact int32 product
 // (int8_product: the kernels of kernels/quant_matmul.h, kernels/quant_matmul_amx.h and
 // kernels/quant_matmul_avx2.h, kernels/quant_matmul_packed.h, or ATen's int8 GEMM) and the dequantisation epilogue of
 // kernels/quant_matmul.h, per (broadcast) batch (quant_matmul_impl).
@@ -63,7 +63,7 @@ inline std::pair<int64_t, int64_t> check_matmul_shapes(const char* op, const at:
 }
 
 // bias (n,), or (batch, 1, n) with a 3-D output: one bias row per batch (torch_npu's
-// documented form); _check_bias_shape of op_sdk/ops/quant_matmul.py.
+// documented form); _check_bias_shape of op_sdk/ops/_quant_matmul_common.py.
 inline void check_bias_shape(const char* op, const at::Tensor& x1, const at::Tensor& x2,
                              const at::Tensor& bias, int64_t n) {
   const std::vector<int64_t> batch =
@@ -108,7 +108,7 @@ inline int64_t check_quant_matmul(const char* op, const at::Tensor& x1, const at
             "must be float32, bfloat16, or int64 / uint64 (npu_trans_quant_param's packed "
             "value), got ",
             dtype_name(scale.scalar_type()));
-  if (packed) {  // the int64-scale rules and their sources: op_sdk/ops/quant_matmul.py
+  if (packed) {  // the int64-scale rules and their sources: op_sdk/ops/_quant_matmul_common.py
     OPK_CHECK(code != kInt32, op, "output_dtype",
               "must be int8, float16 or bfloat16 with an int64 / uint64 scale, got int32");
     QMM_UNSUPPORTED(!pertoken.has_value(), "pertoken_scale",

@@ -9,6 +9,7 @@
 // block, and a failure reaches Python as a message naming the operator and dispatch key.
 #pragma once
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
 #include <functional>
@@ -41,6 +42,18 @@ const std::vector<NativeOp>& native_ops();
 // operators give an empty list. Never throws.
 std::vector<std::pair<std::string, std::string>> register_native_op(const std::string& ns,
                                                                      const std::string& name);
+
+// The operator's reference, registered by define_op(..., reference_op=True) as
+// op_sdk_reference::<name> with the operator's schema: where a launcher routes a form off
+// its hot path, so that the form's rules and formula have one implementation (the
+// reference). `Sig` is the launcher's own signature (the schema's C++ one). Call once into
+// a function-local static: the lookup throws until Python has registered the operator.
+template <class Sig>
+c10::TypedOperatorHandle<Sig> reference_op(const char* name) {
+  return c10::Dispatcher::singleton()
+      .findSchemaOrThrow((std::string("op_sdk_reference::") + name).c_str(), "")
+      .template typed<Sig>();
+}
 
 // Autograd kernels of one operator (csrc/autograd.cpp).
 void register_autograd(torch::Library& m, const char* name, Autograd kind);

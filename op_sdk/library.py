@@ -120,6 +120,8 @@ class OpDef:
     backward_name: str | None = None
     # its declared GE converter (op_sdk.converters.GeIr), or None
     ge: Any = None
+    # whether its reference is also the operator op_sdk_reference::<name> (reference_op=True)
+    reference_op: bool = False
 
     @property
     def slice(self) -> str:
@@ -181,6 +183,7 @@ def define_op(
     ge=None,
     composite=None,
     backward_name: str | None = None,
+    reference_op: bool = False,
 ) -> OpDef:
     """Declare and register one operator.
 
@@ -209,6 +212,10 @@ def define_op(
                    Nothing is traced here.
     backward_name: the class name of its autograd node (``y.grad_fn``), as torch_npu names
                    its own (``NpuDtypeCastBackward0``); torch.library's otherwise.
+    reference_op:  also register the reference as the operator
+                   ``op_sdk_reference::<name>`` (the same schema), which a native launcher
+                   calls for the forms it routes off its hot path (csrc/registry.h,
+                   ``reference_op``): those forms then have one implementation, the reference.
     """
     name = schema.split("(", 1)[0].strip()
     qualname = f"{namespace}::{name}"
@@ -260,6 +267,9 @@ def define_op(
                 lib.impl(name, reference, key)  # also where a native kernel is missing
         _register_autograd(opdef, lib)
 
+    if reference_op:
+        _define_reference_op(opdef)
+        opdef.reference_op = True
     _REGISTRY[qualname] = opdef
     if aclnn is not None and torch_npu_module() is not None:
         from op_sdk.npu.build import load_bindings
@@ -269,6 +279,21 @@ def define_op(
     for hook in list(_DEFINE_HOOKS):
         hook(opdef)
     return opdef
+
+
+REFERENCE_NAMESPACE = "op_sdk_reference"
+
+
+def _define_reference_op(opdef: OpDef) -> None:
+    """``op_sdk_reference::<name>``: the operator's reference as an operator of its own, for
+    the native launcher to call (a CompositeExplicitAutograd kernel, so the call runs the
+    reference whatever the inputs' device; fake: the operator's)."""
+    lib = _library(REFERENCE_NAMESPACE)
+    if not _has_schema(REFERENCE_NAMESPACE, opdef.name):
+        lib.define(opdef.schema)
+    lib.impl(opdef.name, opdef.reference, "CompositeExplicitAutograd")
+    torch.library.register_fake(f"{REFERENCE_NAMESPACE}::{opdef.name}", opdef.fake or opdef.reference,
+                                lib=lib)
 
 
 def on_define(hook: Callable[[OpDef], None]) -> None:

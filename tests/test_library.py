@@ -56,6 +56,26 @@ def test_define_op_rejects_duplicates_and_unknown_devices():
                   reference=lambda x: x.clone(), kernels={"tpu": lambda x: x})
 
 
+def test_reference_op_registers_the_reference_under_its_own_name():
+    calls = []
+
+    def reference(x, *, alpha=2.0):
+        calls.append(alpha)
+        return x * alpha
+
+    define_op("scaled_ref(Tensor x, *, float alpha=2.0) -> Tensor", namespace="op_sdk_test_refop",
+              reference=reference, reference_op=True)
+    x = torch.arange(4.0)
+    # the operator of the reference namespace: the same schema, the reference as its kernel
+    schema = torch._C._get_schema("op_sdk_reference::scaled_ref", "")
+    assert str(schema) == "op_sdk_reference::scaled_ref(Tensor x, *, float alpha=2.) -> Tensor"
+    assert torch.equal(torch.ops.op_sdk_reference.scaled_ref(x, alpha=3.0), x * 3.0)
+    assert calls == [3.0]
+    # and its fake is the operator's
+    with torch._subclasses.fake_tensor.FakeTensorMode():
+        assert torch.ops.op_sdk_reference.scaled_ref(torch.empty(5)).shape == (5,)
+
+
 def test_user_inplace_pair_through_define_op():
     ns = "op_sdk_test_inplace"
     define_op("add_one(Tensor x, Tensor mask) -> Tensor", namespace=ns,

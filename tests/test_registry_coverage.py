@@ -74,3 +74,32 @@ def test_native_kernel_matches_reference_on_samples(i):
             assert_float_close(o, r)
         else:
             assert_bits_equal(o, r)
+
+
+ROUTING = [o for o in NATIVE_OPS if o.reference_op]
+
+
+@pytest.mark.parametrize("op", ROUTING, ids=lambda o: o.qualname)
+def test_routed_forms_run_the_reference(op):
+    """An operator whose launcher routes forms to its reference (reference_op=True): the
+    reference operator has the operator's schema, some sample takes the route, and a routed
+    call computes exactly what the reference does."""
+    ours = torch._C._get_schema(op.qualname, "")
+    theirs = torch._C._get_schema(f"op_sdk_reference::{op.name}", "")
+    assert str(theirs).split("::", 1)[1] == str(ours).split("::", 1)[1]
+    routed = 0
+    for name, args, kwargs in gather("samples"):
+        if opdef(name) is not op:
+            continue
+        with torch.profiler.profile() as prof:
+            out = _call(op.op, op, args, kwargs)
+        if f"op_sdk_reference::{op.name}" not in {e.name for e in prof.events()}:
+            continue
+        routed += 1
+        for o, r in zip(out, _call(op.reference, op, args, kwargs)):
+            assert o.dtype == r.dtype and o.shape == r.shape, (o.dtype, r.dtype)
+            if o.is_floating_point():  # bit for bit, NaN included
+                o, r = (t.contiguous().view({1: torch.uint8, 2: torch.int16, 4: torch.int32,
+                                             8: torch.int64}[t.element_size()]) for t in (o, r))
+            assert torch.equal(o, r)
+    assert routed, f"no sample of {op.qualname} takes a form its launcher routes to the reference"

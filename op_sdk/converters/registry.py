@@ -2,18 +2,18 @@
 
 Filled by ``@register_fx_node_ge_converter(op)`` (each slice's converter module, the
 declared ``ge=GeIr(...)`` converters of op_sdk.converters.spec, a user's own) and read by
-op_sdk.converters' graph conversion; it imports nothing of op_sdk.
+op_sdk.converters' graph conversion; it imports nothing of op_sdk but the slice discovery.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from op_sdk._slices import import_slices
 
 __all__ = ["register_fx_node_ge_converter", "torchair_converts", "load_slices"]
 
@@ -24,15 +24,12 @@ _loaded = False
 
 def load_slices() -> None:
     """Import every converter module of the package (each slice's, and the aten / air
-    ones) once: they register their converters and declare their IR prototypes. Discovery
-    by name, as op_sdk.ops and op_sdk.patterns collect their slices."""
+    ones) once: they register their converters and declare their IR prototypes."""
     global _loaded
     if _loaded:
         return
     _loaded = True
-    for mod in pkgutil.iter_modules([str(Path(__file__).parent)]):
-        if mod.name not in MACHINERY and not mod.name.startswith("_"):
-            importlib.import_module(f"{__package__}.{mod.name}")
+    import_slices(__package__, [str(Path(__file__).parent)], MACHINERY)
 
 _CONVERTERS: dict[Any, Callable] = {}
 # the operators whose converter writes what TorchAir's own converter of them writes (TorchAir

@@ -14,12 +14,11 @@ node). onnx / onnxscript / onnx_ir are imported inside the functions only.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import re
 from collections.abc import Callable
 from pathlib import Path
 
+from op_sdk._slices import import_slices
 from op_sdk.onnx.functions import DOMAIN_VERSION
 
 __all__ = ["UnsupportedOnnxExport", "unsupported", "Builder", "Call", "translates",
@@ -68,14 +67,12 @@ def writes_plain(name: str, overload: str = "default") -> Callable[[Callable], C
 
 
 def load_slices() -> None:
-    """Import every translation module of the package once (discovery by name)."""
+    """Import every translation module of the package once."""
     global _loaded
     if _loaded:
         return
     _loaded = True
-    for mod in pkgutil.iter_modules([str(Path(__file__).parent)]):
-        if mod.name not in MACHINERY and not mod.name.startswith("_"):
-            importlib.import_module(f"{__package__}.{mod.name}")
+    import_slices(__package__, [str(Path(__file__).parent)], MACHINERY)
 
 
 def translations() -> tuple[dict, dict]:

@@ -2,11 +2,9 @@
 (``define_op``), and importing the package imports them all, in name order. A new operator
 is a new module here: nothing else lists it."""
 
-import importlib
-import pkgutil
+from op_sdk._slices import import_slices
 
-for _module in sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")):
-    importlib.import_module(f"{__name__}.{_module}")
+import_slices(__name__, __path__)
 
 
 # TorchAir's ``torchair.ops`` forms of the air event operators (op_sdk/_air.py); they are not

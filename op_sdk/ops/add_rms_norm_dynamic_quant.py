@@ -110,7 +110,9 @@ def add_rms_norm_dynamic_quant_reference(x1, x2, gamma, *, smooth_scale1=None,
                                          output_mask=None, y_dtype=None):
     run, code = check_add_rms_norm_dynamic_quant(x1, x2, gamma, smooth_scale1, smooth_scale2,
                                                  beta, output_mask, y_dtype)
-    x = x1.float() + x2.float()
+    # contiguous: the reductions sum in one order whatever x1's strides, and x is returned
+    # contiguous, as the fake (torch_npu's Meta) allocates it
+    x = (x1.float() + x2.float()).contiguous()
     y, _ = _normalize(x, gamma, epsilon)
     if beta is not None:
         y = y + beta.float()
@@ -178,6 +180,8 @@ npu_add_rms_norm_dynamic_quant = define_op(
                        requires={"beta": None, "output_mask": None, "y_dtype": None}),
     reference=add_rms_norm_dynamic_quant_reference, fake=add_rms_norm_dynamic_quant_fake,
     native=("cpu",),
+    # int4 / float8 / HiFloat8 outputs: csrc/add_rms_norm_dynamic_quant.cpp routes them here
+    reference_op=True,
     doc="add + rms_norm (+ beta) + per-token dynamic quantisation (int8, int4, float8, "
         "hifloat8), up to two branches.",
     benchmarks=(Benchmark(lambda t, h, dt: (bench_norm_inputs(t, h, dt),

@@ -90,7 +90,9 @@ def add_rms_norm_quant_reference(x1, x2, gamma, scales1, zero_points1, beta=None
                                  dst_type=None):
     code = check_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1, beta, scales2,
                                     zero_points2, axis, dst_type)
-    x = x1.float() + x2.float()
+    # contiguous: the reductions sum in one order whatever x1's strides, and the outputs are
+    # contiguous, as the fake (torch_npu's Meta) allocates them
+    x = (x1.float() + x2.float()).contiguous()
     y, _ = _normalize(x, gamma, epsilon)
     if beta is not None:
         y = y + beta.float()
@@ -156,6 +158,8 @@ npu_add_rms_norm_quant = define_op(
     aclnn=AclnnBinding("aclnnAddRmsNormQuant", outputs=("y1", "y2", "x"),
                        requires={"beta": None, "dst_type": None}),
     reference=add_rms_norm_quant_reference, fake=add_rms_norm_quant_fake, native=("cpu",),
+    # float8 / HiFloat8 outputs: csrc/add_rms_norm_quant.cpp routes them here
+    reference_op=True,
     doc="add + rms_norm (+ beta) + static quantisation (int8, float8, hifloat8), one or two "
         "scale sets.",
     benchmarks=(Benchmark(_bench_inputs, _unfused, "npu_add_rms_norm + npu_quantize"),),

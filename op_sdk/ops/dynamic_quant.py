@@ -119,6 +119,12 @@ def _dynamic_quant_shapes(input, quant_mode, code):
     return y_shape, s_shape
 
 
+def _y_out(input, y_shape, dtype, code):
+    """y as torch_npu's Meta allocates it: in the input's layout (int4: packed, contiguous)."""
+    return input.new_empty(y_shape, dtype=dtype) if code == QUINT4X2 else \
+        torch.empty_like(input, dtype=dtype)
+
+
 def dynamic_quant_reference(input, *, smooth_scales=None, group_index=None, dst_type=None,
                             quant_mode="pertoken", dst_type_max=0.0):
     code = check_dynamic_quant(input, smooth_scales, group_index, dst_type, quant_mode,
@@ -139,10 +145,10 @@ def dynamic_quant_reference(input, *, smooth_scales=None, group_index=None, dst_
         s = s * smooth_scales.float()
     amax = absmax(s, -1 if quant_mode == "pertoken" else
                   None if quant_mode == "pertensor" else -2)
-    _, s_shape = _dynamic_quant_shapes(input, quant_mode, code)
+    y_shape, s_shape = _dynamic_quant_shapes(input, quant_mode, code)
     if code in FLOAT8_OUT_CODES:
         y, scale = dynamic_quant_float8(s, amax, code, float8_dmax(code, dst_type_max))
-        return y, scale.reshape(s_shape)
+        return _y_out(input, y_shape, y.dtype, code).copy_(y), scale.reshape(s_shape)
     dmax = INT4_MAX if code == QUINT4X2 else INT8_MAX
     # All-zero rows: scale 0 and y 0 (the contract's choice), never NaN.
     # one fp32 division dmax / amax (a Python scalar / tensor is reciprocal(amax) * dmax,
@@ -151,7 +157,7 @@ def dynamic_quant_reference(input, *, smooth_scales=None, group_index=None, dst_
     q = quantize_round(s * inv, -dmax - 1, dmax, torch.int8)
     scale = amax / dmax
     y = pack_int4(q) if code == QUINT4X2 else q
-    return y, scale.reshape(s_shape)
+    return _y_out(input, y_shape, y.dtype, code).copy_(y), scale.reshape(s_shape)
 
 
 def dynamic_quant_fake(input, *, smooth_scales=None, group_index=None, dst_type=None,
@@ -161,10 +167,7 @@ def dynamic_quant_fake(input, *, smooth_scales=None, group_index=None, dst_type=
     y_shape, s_shape = _dynamic_quant_shapes(input, quant_mode, code)
     ydt = (torch.int32 if code == QUINT4X2 else
            storage_dtype(code) if code in FLOAT8_OUT_CODES else torch.int8)
-    # y in the input's layout (int4: packed, contiguous), as torch_npu's Meta allocates it
-    y = input.new_empty(y_shape, dtype=ydt) if code == QUINT4X2 else \
-        torch.empty_like(input, dtype=ydt)
-    return y, input.new_empty(s_shape, dtype=torch.float32)
+    return _y_out(input, y_shape, ydt, code), input.new_empty(s_shape, dtype=torch.float32)
 
 
 # the aclnn API the binding calls: its GetWorkspaceSize prototype, as CANN declares it
@@ -182,6 +185,8 @@ npu_dynamic_quant = define_op(
                        requires={"group_index": None, "dst_type": (None, 1),
                                  "quant_mode": "pertoken", "dst_type_max": 0.0}),
     reference=dynamic_quant_reference, fake=dynamic_quant_fake, native=("cpu",),
+    # float8 / HiFloat8 outputs: csrc/dynamic_quant.cpp routes them here
+    reference_op=True,
     doc="Symmetric dynamic quantisation per token (or tensor / channel) to int8, int4, "
         "float8 or hifloat8.",
     benchmarks=(Benchmark(lambda t, h, dt: ((bench_randn(t, h, dtype=dt),),

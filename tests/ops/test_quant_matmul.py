@@ -1127,6 +1127,28 @@ def test_per_block_scales(form, shape):
     assert fk.shape == got.shape and fk.dtype == got.dtype
 
 
+def test_native_kernel_routes_the_forms_off_its_hot_path_to_the_reference():
+    """float8 / HiFloat8, per-block and MX calls have one implementation, the reference:
+    csrc/quant_matmul.cpp calls op_sdk_reference::npu_quant_matmul for them, and its own
+    kernels for the int8 / int4 forms."""
+    import op_sdk
+
+    if "cpu" in op_sdk.get_op("npu_quant_matmul").native_missing:
+        pytest.skip("the native kernel is not loaded")
+    f8 = _f8(3, 64, dtype=E4M3), _f8(64, 16, dtype=E4M3)
+    gb = rand_i8(2, 256), rand_i8(256, 256), torch.rand(2, 2) + 0.05
+    routed = [lambda: npu.npu_quant_matmul(*f8, torch.rand(16), output_dtype=fp16),
+              lambda: npu.npu_quant_matmul(*gb, pertoken_scale=torch.rand(2, 2) + 0.05,
+                                           output_dtype=bf16, group_sizes=[1, 128, 128])]
+    for call in routed:
+        with torch.profiler.profile() as prof:
+            call()
+        assert "op_sdk_reference::npu_quant_matmul" in {e.name for e in prof.events()}
+    with torch.profiler.profile() as prof:
+        npu.npu_quant_matmul(rand_i8(3, 64), rand_i8(64, 16), torch.rand(16), output_dtype=bf16)
+    assert "op_sdk_reference::npu_quant_matmul" not in {e.name for e in prof.events()}
+
+
 def test_per_block_formula():
     """Hand values: the scales multiply each block's product, blocks sum in order, the bias
     comes last; group_sizes 0 is inferred (k = 256 and n = 256: 2 groups each)."""
