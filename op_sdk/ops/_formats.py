@@ -23,6 +23,8 @@ HiFloat8 (one byte: sign, a prefix-coded "dot" field, exponent, mantissa), decod
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 HIFLOAT8 = 290
@@ -40,31 +42,25 @@ def storage_dtype(code: int) -> torch.dtype:
     return torch.uint8 if code == HIFLOAT8 else FLOAT8_CODES[code]
 
 
+@functools.cache
+def _hif8_grid() -> tuple[torch.Tensor, torch.Tensor]:
+    """The non-negative finite HiFloat8 codes in order of value (hif8_to_float decodes them),
+    and the rounding boundaries between neighbours: their midpoints, exact in fp32 (each
+    value has at most 4 significant bits)."""
+    codes = torch.tensor([c for c in range(128) if c != 111], dtype=torch.int32)  # 111: inf
+    values = hif8_to_float(codes)
+    order = torch.argsort(values)
+    values = values[order]
+    return codes[order], (values[:-1] + values[1:]) * 0.5
+
+
 def _encode_hif8(x: torch.Tensor) -> torch.Tensor:
-    a = x.abs()
-    neg = x < 0
-    mant, exp = torch.frexp(a)  # a = mant * 2^exp, mant in [0.5, 1)
-    e = (exp - 1).to(torch.int32)
-    frac = mant * 2.0 - 1.0  # in [0, 1), exact
-    ae = e.abs()
-    fbits = torch.where(e < -15, 0, torch.where(ae <= 3, 3, torch.where(ae <= 7, 2, 1)))
-    step = torch.pow(2.0, fbits.to(torch.float32))
-    q = torch.floor(frac * step + 0.5).to(torch.int32)  # half away from zero (a >= 0)
-    carry = q >= step.to(torch.int32)
-    e = torch.where(carry, e + 1, e)
-    q = torch.where(carry, 0, q)
-    ae, en = e.abs(), (e < 0).to(torch.int32)
-    code = torch.where(
-        e < -15, e + 23,
-        torch.where(e == 0, 8 + q,
-                    torch.where(ae == 1, 16 + 8 * en + q,
-                                torch.where(ae <= 3, 32 + 16 * en + 8 * (ae - 2) + q,
-                                            torch.where(ae <= 7, 64 + 16 * en + 4 * (ae - 4) + q,
-                                                        96 + 16 * en + 2 * (ae - 8) + q)))))
-    # [2^-23, 2^-22) rounds up to 2^-22 (code 1); below is zero
-    code = torch.where(a < 2.0 ** -23, 0, torch.where(a < 2.0 ** -22, 1, code))
-    code = torch.where(a >= HIF8_SATURATE_AT, 110, code)  # +-inf too
-    code = torch.where((code != 0) & neg, code + 128, code)
+    # the nearest HiFloat8 value, a tie to the larger magnitude (half away from zero); from
+    # the midpoint below 2^-22 (2^-23) down, 0; from the one above the largest value
+    # (HIF8_SATURATE_AT ... inf) up, the largest value (code 110)
+    codes, bounds = _hif8_grid()
+    code = codes[torch.bucketize(x.abs(), bounds, right=True).clamp_(max=codes.numel() - 1)]
+    code = torch.where((code != 0) & (x < 0), code + 128, code)
     return torch.where(torch.isnan(x), 0, code).to(torch.uint8)
 
 
