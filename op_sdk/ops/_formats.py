@@ -54,13 +54,26 @@ def _hif8_grid() -> tuple[torch.Tensor, torch.Tensor]:
     return codes[order], (values[:-1] + values[1:]) * 0.5
 
 
-def _encode_hif8(x: torch.Tensor) -> torch.Tensor:
-    # the nearest HiFloat8 value, a tie to the larger magnitude (half away from zero); from
-    # the midpoint below 2^-22 (2^-23) down, 0; from the one above the largest value
-    # (HIF8_SATURATE_AT ... inf) up, the largest value (code 110)
+def _nearest_hif8(a: torch.Tensor) -> torch.Tensor:
+    """The code of the nearest HiFloat8 value to each magnitude ``a`` >= 0, a tie to the
+    larger one (half away from zero): from the midpoint below 2^-22 (2^-23) down, 0; from the
+    one above the largest value (HIF8_SATURATE_AT ... inf) up, the largest (code 110)."""
     codes, bounds = _hif8_grid()
-    code = codes[torch.bucketize(x.abs(), bounds, right=True).clamp_(max=codes.numel() - 1)]
-    code = torch.where((code != 0) & (x < 0), code + 128, code)
+    return codes[torch.bucketize(a, bounds, right=True).clamp_(max=codes.numel() - 1)]
+
+
+@functools.cache
+def _hif8_lut() -> torch.Tensor:
+    """The code of every fp32 magnitude by its top 12 bits (exponent and 4 mantissa bits).
+    HiFloat8 keeps at most 3 mantissa bits and rounds half away from zero, so whether a value
+    rounds up is its first dropped bit: the 12 bits decide the code."""
+    return _nearest_hif8((torch.arange(4096, dtype=torch.int32) << 19).view(torch.float32))
+
+
+def _encode_hif8(x: torch.Tensor) -> torch.Tensor:
+    bits = x.view(torch.int32)
+    code = _hif8_lut()[(bits & 0x7FFFFFFF) >> 19]
+    code = torch.where((code != 0) & (bits < 0), code + 128, code)
     return torch.where(torch.isnan(x), 0, code).to(torch.uint8)
 
 
