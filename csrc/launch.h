@@ -183,14 +183,6 @@ struct LikeOutput {
   }
   static LikeOutput itself(const at::Tensor& t) { return {t, t}; }  // written in place
 };
-// y (contiguous, of x's shape) in the layout empty_like(x) gives: y itself where that is
-// contiguous, else a copy (LikeOutput::finish for an output computed elsewhere).
-inline at::Tensor in_layout_of(const at::Tensor& x, const at::Tensor& y) {
-  const at::Tensor like = at::empty_like(x, y.options().device(at::kMeta));
-  if (like.is_contiguous()) return y;
-  return at::empty_strided(like.sizes(), like.strides(), y.options()).copy_(y);
-}
-
 // An output of x's shape with standard (contiguous) strides whatever x's layout, as
 // torch_npu's Meta allocates the fused quantising norms' outputs (torch.empty(x.size())).
 inline LikeOutput contiguous_output(const at::Tensor& x, c10::ScalarType dtype) {

@@ -6,16 +6,24 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import sys
 from collections.abc import Iterable
 
 __all__ = ["import_slices"]
 
+# the packages whose slices are imported (or being imported: a slice may look the table up
+# while the others load)
+_IMPORTED: set[str] = set()
 
-def import_slices(package: str, path: Iterable[str], skip: Iterable[str] = ()) -> list:
-    """Import, in name order, every module of ``package`` (whose ``__path__`` is ``path``)
-    that is not private (``_name``) and not in ``skip`` (the package's machinery); returns
-    the modules."""
+
+def import_slices(package: str, skip: Iterable[str] = ()) -> None:
+    """Import, once and in name order, every module of ``package`` (already imported, or
+    being imported) that is not private (``_name``) and not in ``skip`` (the package's
+    machinery)."""
+    if package in _IMPORTED:
+        return
+    _IMPORTED.add(package)
     skip = set(skip)
-    names = sorted(m.name for m in pkgutil.iter_modules(list(path))
-                   if not m.name.startswith("_") and m.name not in skip)
-    return [importlib.import_module(f"{package}.{name}") for name in names]
+    for name in sorted(m.name for m in pkgutil.iter_modules(sys.modules[package].__path__)
+                       if not m.name.startswith("_") and m.name not in skip):
+        importlib.import_module(f"{package}.{name}")

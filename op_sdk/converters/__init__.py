@@ -47,18 +47,14 @@ __all__ = ["ge", "register_fx_node_ge_converter", "converter_for", "converters",
 # "_fx_target" naming the PyTorch operator.
 UNCONVERTED = "OpSdkUnconverted"
 
-def _load_builtin() -> None:
-    load_slices()
-
-
 def converter_for(op) -> Callable | None:
-    _load_builtin()
+    load_slices()
     return _CONVERTERS.get(op)
 
 
 def converters() -> dict[Any, Callable]:
     """Every registered converter: op_sdk's and the user's."""
-    _load_builtin()
+    load_slices()
     return dict(_CONVERTERS)
 
 
@@ -183,7 +179,7 @@ def convert_fx(gm: torch.fx.GraphModule, name: str = "graph", *, strict: bool = 
     as a GE graph. ``strict``: a node with no converter raises :class:`ConversionError`
     naming it; otherwise it becomes an :data:`UNCONVERTED` placeholder node and is listed
     in ``graph.notes``."""
-    _load_builtin()
+    load_slices()
     env: dict[torch.fx.Node, Any] = {}
     missing: dict[str, int] = {}
 

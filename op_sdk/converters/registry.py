@@ -8,7 +8,6 @@ op_sdk.converters' graph conversion; it imports nothing of op_sdk but the slice 
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -19,17 +18,13 @@ __all__ = ["register_fx_node_ge_converter", "torchair_converts", "load_slices"]
 
 # the package's modules that are machinery, not a slice's converters
 MACHINERY = ("ir", "graph", "pbtxt", "registry", "torchair_bridge", "spec")
-_loaded = False
 
 
 def load_slices() -> None:
     """Import every converter module of the package (each slice's, and the aten / air
     ones) once: they register their converters and declare their IR prototypes."""
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    import_slices(__package__, [str(Path(__file__).parent)], MACHINERY)
+    import_slices(__package__, MACHINERY)
+
 
 _CONVERTERS: dict[Any, Callable] = {}
 # the operators whose converter writes what TorchAir's own converter of them writes (TorchAir

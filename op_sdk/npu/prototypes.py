@@ -36,7 +36,7 @@ __all__ = ["AclnnParam", "AclnnPrototype", "PROTOTYPES", "CANN_VERSION", "declar
 
 CANN_VERSION = "8.1.RC1"
 CANN_HEADERS = (f"CANN {CANN_VERSION} toolkit, "
-            "opp/built-in/op_impl/ai_core/tbe/op_api/include/aclnnop/")
+                "opp/built-in/op_impl/ai_core/tbe/op_api/include/aclnnop/")
 
 # The C types a GetWorkspaceSize parameter can have here, and what EXEC_NPU_CMD_EXT
 # converts a C++ argument to (op-plugin's ConvertType): pointers accept their non-const

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from pathlib import Path
 
 from op_sdk._slices import import_slices
 from op_sdk.onnx.functions import DOMAIN_VERSION
@@ -46,7 +45,6 @@ _CUSTOM: dict[tuple[str, str], Callable] = {}
 _PLAIN: dict[tuple[str, str], Callable] = {}
 # the package's modules that are machinery, not a slice's translation
 MACHINERY = ("export", "fuse", "functions", "translation")
-_loaded = False
 
 
 def translates(name: str, overload: str = "default") -> Callable[[Callable], Callable]:
@@ -68,11 +66,7 @@ def writes_plain(name: str, overload: str = "default") -> Callable[[Callable], C
 
 def load_slices() -> None:
     """Import every translation module of the package once."""
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    import_slices(__package__, [str(Path(__file__).parent)], MACHINERY)
+    import_slices(__package__, MACHINERY)
 
 
 def translations() -> tuple[dict, dict]:

@@ -4,7 +4,7 @@ is a new module here: nothing else lists it."""
 
 from op_sdk._slices import import_slices
 
-import_slices(__name__, __path__)
+import_slices(__name__)
 
 
 # TorchAir's ``torchair.ops`` forms of the air event operators (op_sdk/_air.py); they are not

@@ -34,7 +34,6 @@ HIF8_MAX = 32768.0
 # the largest finite value of each 8-bit float output code (DTYPE_MAX of dynamic quantisation)
 FLOAT8_MAX = {23: 57344.0, 291: 57344.0, 24: 448.0, 292: 448.0, HIFLOAT8: HIF8_MAX}
 FLOAT8_OUT_CODES = (23, 24, HIFLOAT8, 291, 292)
-HIF8_SATURATE_AT = 40960.0  # 1.25 * 2^15: everything from here up rounds past the largest value
 
 
 def storage_dtype(code: int) -> torch.dtype:
@@ -57,7 +56,7 @@ def _hif8_grid() -> tuple[torch.Tensor, torch.Tensor]:
 def _nearest_hif8(a: torch.Tensor) -> torch.Tensor:
     """The code of the nearest HiFloat8 value to each magnitude ``a`` >= 0, a tie to the
     larger one (half away from zero): from the midpoint below 2^-22 (2^-23) down, 0; from the
-    one above the largest value (HIF8_SATURATE_AT ... inf) up, the largest (code 110)."""
+    one above the largest value (1.25 * 2^15 ... inf) up, the largest (code 110)."""
     codes, bounds = _hif8_grid()
     return codes[torch.bucketize(a, bounds, right=True).clamp_(max=codes.numel() - 1)]
 
