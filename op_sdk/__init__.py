@@ -10,6 +10,7 @@ from op_sdk.library import torch_npu_module as _torch_npu_module  # noqa: E402
 _air.define(_torch_npu_module() is not None)  # torch.ops.air.scope_enter / scope_exit / record / wait
 
 from op_sdk._version import __version__  # noqa: E402,F401
+from op_sdk._slices import import_slices  # noqa: E402
 from op_sdk._native import cpu_output_pool  # noqa: E402,F401
 
 import logging as _logging  # noqa: E402
@@ -19,7 +20,8 @@ logger = _logging.getLogger("op_sdk")
 __all__ = ["include_dirs", "AclnnBinding", "BindingError", "Benchmark", "OpDef", "define_op", "functionalize_inplace", "get_op", "registered_ops",  # noqa: E501
            "CompilerConfig", "get_npu_backend", "register_replacement", "verify_replacement",
            "PatternRegistry", "explain", "scope", "logger", "quantize_w8a8", "W8A8Linear",
-           "export_onnx", "Composite", "Spelling", "register_fusion", "cpu_output_pool"]
+           "export_onnx", "Composite", "Spelling", "register_fusion", "cpu_output_pool",
+           "import_slices"]
 
 # The compiler API is imported on first use: `import op_sdk` stays free of torch._dynamo /
 # torch._inductor and registers no fusion pattern.

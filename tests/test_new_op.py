@@ -1,12 +1,21 @@
-"""`op-sdk new-op`: the deliverables it writes pass their own tests as written (pytest in a
-subprocess, per schema kind: one output with an optional tensor and attributes, several
-outputs, an in-place schema), the files are those the issue lists, and bad names / schemas
-are refused with errors naming the rule."""
+"""`op-sdk new-op`: one scaffold, in the layout of op_sdk's own slices.
+
+* a user project (outside the tree): three slices of three schema kinds (one output with an
+  optional tensor, a float and an int list; two outputs; an in-place schema) written into one
+  project, whose tests pass as written (pytest in a subprocess; only the torch_npu binding
+  compile may skip);
+* in the tree (``--in-tree``, on a copy of the source tree): the slice's files only (and the
+  regenerated operator table), the slice's tests and the registry-wide tests pass with it,
+  and deleting its files + ``op-sdk docs`` leaves the tree as it was;
+* bad names / schemas are refused with errors naming the rule.
+"""
 
 from __future__ import annotations
 
 import os
 import pathlib
+import re
+import shutil
 import subprocess
 import sys
 
@@ -24,48 +33,104 @@ KINDS = [
 ]
 
 
-@pytest.mark.parametrize("name,schema", KINDS, ids=[k[0] for k in KINDS])
-def test_generated_operator_passes_its_tests(tmp_path, name, schema, capsys):
-    assert main(["new-op", name, "--schema", schema, "--namespace", f"gen_{name.strip('_')}",
-                 "--out", str(tmp_path)]) == 0
-    root = tmp_path / name
-    base = name.rstrip("_")
+def _slice_files(pkg: str, slice_: str) -> set[str]:
+    return {f"{pkg}/ops/{slice_}.py", f"{pkg}/converters/{slice_}.py", f"{pkg}/onnx/{slice_}.py",
+            f"csrc/npu/{slice_}.cpp", f"tests/ops/test_{slice_}.py", f"tests/ascendc/driver_{slice_}.cpp",
+            f"tests/ascendc/test_{slice_}_kernel.py",
+            *(f"kernels/ascendc/{slice_}/{f}" for f in (
+                f"op_host/{slice_}_tiling.h", f"op_host/{slice_}_tiling.cpp", f"op_host/{slice_}_def.cpp",
+                f"op_host/{slice_}_infershape.cpp", f"op_kernel/{slice_}.cpp", f"op_graph/{slice_}_proto.h"))}
+
+
+def _pytest(args, cwd, env_path):
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", *args],
+                          capture_output=True, text=True, cwd=str(cwd),
+                          env={**os.environ, "PYTHONPATH": str(env_path)}, timeout=1800)
+
+
+def test_user_project_with_three_slices_passes_its_tests(tmp_path, capsys):
+    for name, schema in KINDS:
+        assert main(["new-op", name, "--schema", schema, "--namespace", "gen_project",
+                     "--out", str(tmp_path)]) == 0
+    root = tmp_path / "gen_project"
     files = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
-    assert {f"{name}.py", f"test_{name}.py", "ascendc/CMakeLists.txt", "ascendc/driver.cpp",
-            f"ascendc/{base}/op_host/{base}_tiling.h", f"ascendc/{base}/op_host/{base}_tiling.cpp",
-            f"ascendc/{base}/op_host/{base}_def.cpp", f"ascendc/{base}/op_host/{base}_infershape.cpp",
-            f"ascendc/{base}/op_kernel/{base}.cpp", f"ascendc/{base}/op_graph/{base}_proto.h",
-            f"npu/{base}_opplugin.cpp"} <= files
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          "-o", "addopts=", "-rs", str(root)], capture_output=True, text=True,
-                         cwd=str(tmp_path), env={**os.environ, "PYTHONPATH": str(ROOT)},
-                         timeout=900)
+    for name, _ in KINDS:
+        assert _slice_files("gen_project", name.rstrip("_")) <= files, name
+    assert {"gen_project/__init__.py", "gen_project/ops/__init__.py", "tests/conftest.py"} <= files
+    out = _pytest(["-o", "addopts=", "tests"], root, f"{root}{os.pathsep}{ROOT}")
     assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-2000:]
-    # the Ascend C kernel ran on the CPU model (only the torch_npu binding may skip)
-    assert "test_ascendc_kernel_matches_reference" not in out.stdout
+    for name, _ in KINDS:  # every slice's Ascend C kernel ran on the CPU model
+        assert f"test_{name.rstrip('_')}_kernel_matches_reference" not in out.stdout
     skipped = [line for line in out.stdout.splitlines() if line.startswith("SKIPPED")]
     assert all("torch_npu" in line for line in skipped), skipped
-    assert " passed" in out.stdout
+    assert re.search(r"\b(\d{3,}) passed", out.stdout), out.stdout[-2000:]
 
 
-def test_generated_prototype_matches_the_converter(tmp_path):
-    """The op_graph prototype the scaffold writes is the one its GeIr declaration derives."""
-    import importlib.util
-    import re
-
+def test_generated_prototype_header_is_the_declared_one(tmp_path):
+    """The op_graph prototype the scaffold writes is the one its converter declares."""
     from op_sdk.converters import ir
 
     new_op.write("fused_scale", KINDS[0][1], str(tmp_path), namespace="gen_proto")
-    spec = importlib.util.spec_from_file_location("gen_proto_fused_scale",
-                                                  tmp_path / "fused_scale" / "fused_scale.py")
-    spec.loader.exec_module(importlib.util.module_from_spec(spec))
-    header = (tmp_path / "fused_scale" / "ascendc" / "fused_scale" / "op_graph" /
+    sys.path.insert(0, str(tmp_path / "gen_proto"))
+    try:
+        import gen_proto  # noqa: F401
+    finally:
+        sys.path.pop(0)
+    header = (tmp_path / "gen_proto" / "kernels" / "ascendc" / "fused_scale" / "op_graph" /
               "fused_scale_proto.h").read_text()
     proto = ir.prototype("FusedScale")
     names = re.findall(r"\.(?:OPTIONAL_INPUT|INPUT|OUTPUT|ATTR|REQUIRED_ATTR)\((\w+)", header)
     assert names == [i.name for i in proto.inputs] + list(proto.outputs) + [a.name for a in proto.attrs]
     assert "OPTIONAL_INPUT(bias" in header and ".ATTR(alpha, Float, 1.0f)" in header
     assert ".ATTR(dims, ListInt, {})" in header
+
+
+def _in_tree_ready() -> bool:
+    return new_op.find_tree(str(ROOT)) == str(ROOT) and any((ROOT / "op_sdk").glob("_C*.so"))
+
+
+@pytest.mark.skipif(not _in_tree_ready(), reason="needs op_sdk's source tree with its built extension")
+def test_in_tree_slice_touches_only_its_files_and_passes_the_suite(tmp_path):
+    tree = tmp_path / "tree"
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
+                            text=True, check=True).stdout.split()
+    for rel in listed:
+        if (ROOT / rel).is_file() and not rel.startswith("build/"):
+            (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, tree / rel)
+    for so in (ROOT / "op_sdk").glob("_C*.so"):
+        shutil.copy2(so, tree / "op_sdk" / so.name)
+    before = {p: p.read_bytes() for p in tree.rglob("*") if p.is_file()}
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    schema = "fused_scale(Tensor x, Tensor? bias=None, float alpha=1.0, int[] dims=[]) -> Tensor"
+    r = subprocess.run([sys.executable, "-m", "op_sdk", "new-op", "fused_scale", "--in-tree", "--schema",
+                        schema], cwd=tree / "tests", env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    after = {p: p.read_bytes() for p in tree.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    added = {str(p.relative_to(tree)) for p in after.keys() - before.keys()}
+    changed = {str(p.relative_to(tree)) for p in after.keys() & before.keys() if after[p] != before[p]}
+    assert added == _slice_files("op_sdk", "fused_scale"), added ^ _slice_files("op_sdk", "fused_scale")
+    assert changed == {"docs/operators.md"}, changed  # the generated operator table
+    assert "`op_sdk::fused_scale`" in (tree / "docs" / "operators.md").read_text()
+    # the slice's tests and the registry-wide tests that read every slice
+    out = _pytest(["tests/ops/test_fused_scale.py", "tests/ascendc/test_fused_scale_kernel.py",
+                   "tests/ascendc/test_coverage.py", "tests/test_registry_coverage.py", "tests/test_opcheck.py",
+                   "tests/test_ops_constraints.py", "tests/test_ops_schema.py", "tests/npu/test_bindings.py",
+                   "tests/test_docs.py", "tests/test_converters.py", "-k", "not torch_npu_real"],
+                  tree, tree)
+    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-2000:]
+    assert "fused_scale" in subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider",
+         "tests/test_opcheck.py"], cwd=tree, env=env, capture_output=True, text=True).stdout
+    # deleting the slice's files and regenerating the docs leaves the tree as it was
+    for rel in added:
+        (tree / rel).unlink()
+    r = subprocess.run([sys.executable, "-m", "op_sdk", "docs"], cwd=tree, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    final = {p: p.read_bytes() for p in tree.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+             and ".pytest_cache" not in p.parts}
+    assert final.keys() - before.keys() <= {p for p in final if p.is_dir()}
+    assert {str(p.relative_to(tree)) for p in before if final.get(p) != before[p]} == set()
 
 
 @pytest.mark.parametrize("name,schema,match", [
@@ -76,6 +141,7 @@ def test_generated_prototype_matches_the_converter(tmp_path):
     ("f", "f(Tensor x) -> int", "return one or more Tensors"),
     ("f", "f(Tensor(a!) x) -> Tensor(a!)", "name ends with '_'"),
     ("f_", "f_(Tensor x, Tensor(a!) y) -> Tensor(a!)", "only the first argument"),
+    ("f", "f(Tensor x, str mode) -> Tensor", "argument 'mode' has type str"),
 ])
 def test_refuses_bad_input(tmp_path, name, schema, match, capsys):
     assert main(["new-op", name, "--schema", schema, "--out", str(tmp_path)]) == 2
@@ -83,15 +149,23 @@ def test_refuses_bad_input(tmp_path, name, schema, match, capsys):
 
 
 def test_refuses_to_overwrite(tmp_path, capsys):
-    assert main(["new-op", "f", "--schema", "f(Tensor x) -> Tensor", "--out", str(tmp_path)]) == 0
-    assert main(["new-op", "f", "--schema", "f(Tensor x) -> Tensor", "--out", str(tmp_path)]) == 2
-    assert "exists and is not empty" in capsys.readouterr().err
+    assert main(["new-op", "f", "--schema", "f(Tensor x) -> Tensor", "--namespace", "gen_over",
+                 "--out", str(tmp_path)]) == 0
+    assert main(["new-op", "f", "--schema", "f(Tensor x) -> Tensor", "--namespace", "gen_over",
+                 "--out", str(tmp_path)]) == 2
+    assert "the slice 'f' exists" in capsys.readouterr().err
+
+
+def test_in_tree_needs_the_tree(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["new-op", "f", "--in-tree", "--schema", "f(Tensor x) -> Tensor"]) == 2
+    assert "inside op_sdk's source tree" in capsys.readouterr().err
 
 
 @pytest.mark.torch_npu_real
 @pytest.mark.parametrize("name,schema", KINDS, ids=[k[0] for k in KINDS])
 def test_generated_binding_compiles_against_torch_npu(tmp_path, name, schema):
-    """The OpPlugin binding `op-sdk new-op` writes compiles against the torch-npu wheel's
+    """The OpPlugin binding the scaffold generates compiles against the torch-npu wheel's
     headers (op-plugin's EXEC_NPU_CMD_EXT, TORCH_LIBRARY_IMPL for PrivateUse1)."""
     from op_sdk.app.ascendc_run import compile_binding
     from tests.npu.torch_npu_env import prepare
@@ -99,9 +173,8 @@ def test_generated_binding_compiles_against_torch_npu(tmp_path, name, schema):
     env, why = prepare()
     if env is None:
         pytest.skip(why)
-    new_op.write(name, schema, str(tmp_path), namespace="gen_binding")
-    base = name.rstrip("_")
-    source = tmp_path / name / "npu" / f"{base}_opplugin.cpp"
+    new_op.write(name, schema, str(tmp_path), namespace=f"gen_binding_{name.strip('_')}")
+    source = tmp_path / f"gen_binding_{name.strip('_')}" / "csrc" / "npu" / f"{name.rstrip('_')}.cpp"
     compile_binding(source, env.include_dirs[0])
     broken = tmp_path / "broken.cpp"  # the check compiles for real: a misspelt macro fails
     broken.write_text(source.read_text().replace("EXEC_NPU_CMD_EXT(", "EXEC_NPU_CMD_EXTX(", 1))

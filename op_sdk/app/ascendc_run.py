@@ -30,8 +30,13 @@ def ascendc_include() -> Path:
 
 
 class Builder:
-    def __init__(self, source_root, outdir, cxx: str | None = None):
+    """Compiles drivers of Ascend C kernels against the CPU model (once per driver and
+    defines) into ctypes libraries: ``source_root`` holds the kernels' folders,
+    ``drivers`` the ``driver_<name>.cpp`` files :meth:`lib` finds by name."""
+
+    def __init__(self, source_root, outdir, cxx: str | None = None, drivers=None):
         self.source_root, self.outdir = Path(source_root), Path(outdir)
+        self.drivers = Path(drivers) if drivers is not None else None
         self.cxx = shutil.which(cxx or os.environ.get("CXX", "g++"))
         self.libs: dict = {}
 
@@ -49,6 +54,10 @@ class Builder:
             self.libs[key] = ctypes.CDLL(str(out))
         return self.libs[key]
 
+    def lib(self, name: str, **defines) -> ctypes.CDLL:
+        """The library of ``drivers/driver_<name>.cpp`` built with ``defines``."""
+        return self.library(self.drivers / f"driver_{name}.cpp", **defines)
+
 
 def torch_npu_include() -> str | None:
     """torch_npu's include directory, found without importing torch_npu (None when it is
@@ -65,8 +74,10 @@ def compile_binding(source, include: str, cxx: str | None = None) -> None:
     headers; raises with the compiler's message."""
     import torch.utils.cpp_extension as ext
 
+    from op_sdk.npu.binding import SOURCE_DIR
+
     cxx = shutil.which(cxx or os.environ.get("CXX", "g++"))
-    incs = ext.include_paths() + [include, os.path.join(include, "third_party", "op-plugin"),
+    incs = ext.include_paths() + [SOURCE_DIR, include, os.path.join(include, "third_party", "op-plugin"),
                                   os.path.join(include, "third_party", "op-plugin", "op_plugin",
                                                "include"), sysconfig.get_paths()["include"]]
     cmd = [cxx, "-std=c++17", "-fsyntax-only", "-DCURRENT_VERSION=12",

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from op_sdk.onnx.functions import DOMAIN, DOMAIN_VERSION
-from op_sdk.onnx.translation import Builder, Call, UnsupportedOnnxExport, tracer, translations
+from op_sdk.onnx.translation import Builder, Call, UnsupportedOnnxExport, target, tracer, translations
 
 __all__ = ["export_onnx", "DOMAIN", "UnsupportedOnnxExport", "translation_table"]
 
@@ -108,18 +108,17 @@ def translation_table(composite_only: bool = False) -> dict:
     custom, plain = translations()
     table = {}
     for (name, overload), spec in custom.items():
-        table[getattr(getattr(torch.ops.npu, name), overload)] = _translation(name, spec,
-                                                                              composite_only)
+        table[target(name, overload)] = _translation(name.split("::")[-1], spec, composite_only)
     for (name, overload), fn in plain.items():
-        table[getattr(getattr(torch.ops.npu, name), overload)] = fn
+        table[target(name, overload)] = fn
     covered = sorted(n for n, _ in (*custom, *plain))
     # every other op_sdk operator: a clear error instead of the exporter's dispatch failure
     from op_sdk.library import registered_ops
 
     for opdef in registered_ops():
-        target = getattr(getattr(getattr(torch.ops, opdef.namespace), opdef.name), "default")
-        if target not in table and opdef.functional is None:
-            table[target] = _no_translation(f"{opdef.namespace}::{opdef.name}", covered)
+        op = getattr(getattr(getattr(torch.ops, opdef.namespace), opdef.name), "default")
+        if op not in table and opdef.functional is None:
+            table[op] = _no_translation(f"{opdef.namespace}::{opdef.name}", covered)
     return table
 
 

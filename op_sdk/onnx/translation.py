@@ -21,7 +21,7 @@ from op_sdk._slices import import_slices
 from op_sdk.onnx.functions import DOMAIN_VERSION
 
 __all__ = ["UnsupportedOnnxExport", "unsupported", "Builder", "Call", "translates",
-           "writes_plain", "proto_inputs", "overload_key", "dt", "dtype_tag", "normalize",
+           "writes_plain", "target", "proto_inputs", "overload_key", "dt", "dtype_tag", "normalize",
            "dynamic_int8", "static_int8", "ge_int8", "tracer", "translations", "load_slices"]
 
 
@@ -39,27 +39,41 @@ UINT8, INT8, INT32, FLOAT16, FLOAT32, QINT8, QUINT8, BFLOAT16 = 0, 1, 3, 5, 6, 1
 
 # ---- the table the slices fill ------------------------------------------------------------
 
-# (overload packet name, overload) -> a function of the call's arguments returning a Call
+# (operator, overload) -> a function of the call's arguments returning a Call; the operator
+# is its name in the npu namespace, "<namespace>::<name>" in another
 _CUSTOM: dict[tuple[str, str], Callable] = {}
-# (overload packet name, overload) -> a function writing standard ONNX into the trace
+# (operator, overload) -> a function writing standard ONNX into the trace
 _PLAIN: dict[tuple[str, str], Callable] = {}
 # the package's modules that are machinery, not a slice's translation
 MACHINERY = ("export", "fuse", "functions", "translation")
 
 
-def translates(name: str, overload: str = "default") -> Callable[[Callable], Callable]:
-    """Register the translation of ``torch.ops.npu.<name>.<overload>`` to a custom node."""
+def _key(namespace: str, name: str) -> str:
+    return name if namespace == "npu" else f"{namespace}::{name}"
+
+
+def target(key: str, overload: str = "default"):
+    """The OpOverload a table key names."""
+    import torch
+
+    namespace, _, name = key.rpartition("::")
+    return getattr(getattr(getattr(torch.ops, namespace or "npu"), name), overload)
+
+
+def translates(name: str, overload: str = "default", namespace: str = "npu") -> Callable[[Callable], Callable]:
+    """Register the translation of ``torch.ops.<namespace>.<name>.<overload>`` to a custom
+    node."""
     def register(fn: Callable) -> Callable:
-        _CUSTOM[(name, overload)] = fn
+        _CUSTOM[(_key(namespace, name), overload)] = fn
         return fn
     return register
 
 
-def writes_plain(name: str, overload: str = "default") -> Callable[[Callable], Callable]:
-    """Register a translation of ``torch.ops.npu.<name>.<overload>`` that writes standard
-    ONNX operators into the trace itself (no custom node, no function)."""
+def writes_plain(name: str, overload: str = "default", namespace: str = "npu") -> Callable[[Callable], Callable]:
+    """Register a translation of ``torch.ops.<namespace>.<name>.<overload>`` that writes
+    standard ONNX operators into the trace itself (no custom node, no function)."""
     def register(fn: Callable) -> Callable:
-        _PLAIN[(name, overload)] = fn
+        _PLAIN[(_key(namespace, name), overload)] = fn
         return fn
     return register
 

@@ -3,6 +3,8 @@
 is a new module here: nothing else lists it."""
 
 from op_sdk._slices import import_slices
+# the argument checks every slice raises with (operator, argument, rule)
+from op_sdk.ops._common import OpArgumentError, check  # noqa: F401
 
 import_slices(__name__)
 
