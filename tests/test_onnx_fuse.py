@@ -276,13 +276,57 @@ def test_custom_domain_groups_with_function_fallback(swiglu, quant, kind, op, op
         amax.attribute.append(h.make_attribute("axes", [-1]))
     fused, report = fuse_model(model)
     assert [(g.kind, g.status) for g in report.groups] == [(kind, "fused")], report.format()
-    assert _ops(fused) == [("op_sdk.npu", op)]
+    # a quant's node gives a float32 scale of the rows' shape: unsqueezed back to the graph's
+    assert _ops(fused) == [("op_sdk.npu", op)] + ([("", "Unsqueeze")] if quant else [])
     assert [(f.domain, f.name) for f in fused.functions] == [("op_sdk.npu", op)]
     check(fused)
     if quant:
         _quant_outputs_match(model, fused)
     else:
         _same_outputs(model, fused)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_fused_dynamic_quant_is_the_exported_one(tmp_path, dtype):
+    """One definition of op_sdk.npu.DynamicQuant: the node, overload and function the fusion
+    writes are those op_sdk.export_onnx writes for torch.ops.npu.npu_dynamic_quant."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("onnxscript")
+    import op_sdk
+
+    model = _silu_quant_model(swiglu=False)
+    if dtype == "float16":
+        for vi in list(model.graph.input) + [model.graph.output[1]]:
+            vi.type.tensor_type.elem_type = T.FLOAT16
+        for init in model.graph.initializer:
+            if init.name in ("c127", "lo", "hi"):
+                init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init).astype(np.float16), init.name))
+    fused, report = fuse_model(model)
+    assert [g.status for g in report.groups] == ["fused"], report.format()
+    (node,) = [n for n in fused.graph.node if n.domain == "op_sdk.npu"]
+    (fn,) = fused.functions
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.ops.npu.npu_dynamic_quant(x)
+
+    x = torch.randn(4, 3, D, dtype=getattr(torch, dtype))
+    exported = op_sdk.export_onnx(M().eval(), (x,)).model_proto
+    (enode,) = [n for n in exported.graph.node if n.domain == "op_sdk.npu"]
+    (efn,) = [f for f in exported.functions if f.name == "DynamicQuant"]
+    assert (node.op_type, node.overload, list(node.attribute)) == (enode.op_type, enode.overload,
+                                                                   list(enode.attribute))
+    assert [n.op_type for n in fn.node] == [n.op_type for n in efn.node]
+    assert (list(fn.input), list(fn.output), fn.overload) == (list(efn.input), list(efn.output), efn.overload)
+    check(fused)
+    feeds = {k: v.astype(dtype) for k, v in _feeds(model, seed=2).items()}
+    feeds["g"][1, 2] = 0  # an all-zero row: scale 0 and y 0, as the operator defines it
+    q, scale = _run(fused, feeds)
+    assert scale.dtype == np.dtype(dtype) and scale.shape == (4, 3, 1)
+    assert scale[1, 2, 0] == 0 and (q[1, 2] == 0).all()
+    want_y, want_scale = torch.ops.npu.npu_dynamic_quant(torch.from_numpy(feeds["g"]))
+    np.testing.assert_array_equal(q, want_y.numpy())
+    np.testing.assert_array_equal(scale[..., 0], want_scale.numpy().astype(dtype))
 
 
 def test_dynamic_quant_refused_divisor():

@@ -32,7 +32,8 @@ from typing import Any
 import torch
 
 from op_sdk.onnx.functions import DOMAIN, DOMAIN_VERSION
-from op_sdk.onnx.translation import Builder, Call, UnsupportedOnnxExport, target, tracer, translations
+from op_sdk.onnx.translation import (
+    Builder, Call, UnsupportedOnnxExport, local_function, target, tracer, translations)
 
 __all__ = ["export_onnx", "DOMAIN", "UnsupportedOnnxExport", "translation_table"]
 
@@ -56,42 +57,6 @@ def _emit(call: Call, composite_only: bool):
         _PENDING.setdefault((DOMAIN, call.ir_type, call.key), call)
     outs = tuple(outs)
     return outs[0] if len(outs) == 1 else outs
-
-
-def _function(call: Call, opset: int):
-    """The local function of one overload: formal inputs named after the prototype, typed
-    like the call's operands (the body picks its casts from them)."""
-    import onnx_ir as ir
-
-    from op_sdk.converters.ir import prototype
-
-    proto = prototype(call.ir_type)
-    formals = []
-    for spec, actual in zip(proto.inputs, call.inputs):
-        v = ir.Value(name=spec.name)
-        if actual is not None:
-            v.dtype = actual.dtype
-            v.shape = ir.Shape([None] * len(actual.shape))
-        formals.append(v)
-    nodes: list = []
-    b = Builder(nodes)
-    outs = call.composite(b, *[f if a is not None else None
-                               for f, a in zip(formals, call.inputs)])
-    results = []
-    for name, v in zip(proto.outputs, outs):
-        if v.producer() is None or v in results:  # a formal passed through, or repeated
-            v = b("Identity", v)
-        v.name = name if name not in {f.name for f in formals} else f"{name}_out"
-        results.append(v)
-    # intermediate values: unique names inside the body
-    for i, node in enumerate(nodes):
-        for j, out in enumerate(node.outputs):
-            if out.name is None:
-                out.name = f"_{i}_{j}"
-    graph = ir.Graph(formals, results, nodes=nodes, opset_imports={"": opset},
-                     name=f"{call.ir_type}_{call.key}")
-    attrs = [ir.convenience.convert_attribute(k, v) for k, v in call.attrs.items()]
-    return ir.Function(DOMAIN, call.ir_type, call.key, graph=graph, attributes=attrs)
 
 
 def _translation(name: str, spec, composite_only: bool):
@@ -189,5 +154,5 @@ def _add_functions(model) -> None:
     opset = model.opset_imports.get("", 18)
     for ident, call in _PENDING.items():
         if ident not in model.functions:
-            model.functions[ident] = _function(call, opset)
+            model.functions[ident] = local_function(call, opset)
     model.opset_imports[DOMAIN] = DOMAIN_VERSION

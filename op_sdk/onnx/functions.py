@@ -1,79 +1,52 @@
-"""The model-local ONNX functions behind op_sdk's custom-domain nodes.
+"""The ``op_sdk.npu`` custom domain, and the calls behind the nodes ``op-sdk fuse`` writes.
 
-A fused group with no standard ONNX operator (SwiGLU, per-token dynamic int8
-quantisation, both together) becomes one node in the ``op_sdk.npu`` domain
-(``SiluMul``, ``DynamicQuant``, ``SiluMulQuant``). The model carries, in
-``model.functions``, a FunctionProto of the same domain and name whose body is the
-standard-operator composite the group was made of: onnxruntime (and any runtime that
-implements ONNX functions) inlines it, so the model runs everywhere, while an NPU
-toolchain maps the node to its fused kernel. The functions take no attributes; they are
-polymorphic in the float type (constants are ``CastLike`` the input), so they need
-opset >= 15 (``CastLike``), and the ``ReduceMax`` axes are an input from opset 18 on.
+Every ``op_sdk.npu`` node comes with a model-local function of the same domain, name and
+overload (``FunctionProto``) whose body is the standard-ONNX composite of the node's
+semantics: onnxruntime (and any runtime that implements ONNX functions) inlines it, an NPU
+toolchain maps the node to its fused kernel. Each node type has one definition, a
+:class:`~op_sdk.onnx.translation.Call` (inputs, attributes, overload, composite):
+
+* an op_sdk operator's node (``DynamicQuant``, ...) is its slice's translation
+  (``op_sdk/onnx/<slice>.py``): the export and the fusion write the same node, overloads and
+  function;
+* the groups with no op_sdk operator of their own, ``SiluMul`` (``silu(gate) * up``) and
+  ``SiluMulQuant`` (``SiluMul`` then ``DynamicQuant``'s per-token int8 composite: the
+  plugin example's ``silu_mul_quant``), are defined here from the same pieces.
 """
 
 from __future__ import annotations
 
-__all__ = ["DOMAIN", "DOMAIN_VERSION", "FUNCTIONS", "MIN_OPSET", "make_function"]
+__all__ = ["DOMAIN", "DOMAIN_VERSION", "MIN_OPSET", "FUSED", "fused_call"]
 
-DOMAIN = "op_sdk.npu"  # the custom domain of op_sdk's nodes, written by export and fuse
-DOMAIN_VERSION = 1
-MIN_OPSET = 15  # CastLike
+from op_sdk.onnx.translation import (
+    DOMAIN, DOMAIN_VERSION, Call, dt, dtype_tag, dynamic_int8, translations)
 
-# name -> (inputs, outputs)
-FUNCTIONS = {
+# the composites' opset floor: Squeeze takes its axes as an input from opset 13 on
+MIN_OPSET = 13
+
+# node type -> (formal inputs, outputs) of the nodes the fusion writes
+FUSED = {
     "SiluMul": (["gate", "up"], ["y"]),
-    "DynamicQuant": (["x"], ["y", "scale"]),
+    "DynamicQuant": (["x", "smooth_scales"], ["y", "scale"]),
     "SiluMulQuant": (["gate", "up"], ["y", "scale"]),
 }
 
 
-def _silu_mul(helper, gate: str, up: str, out: str) -> list:
-    return [helper.make_node("Sigmoid", [gate], ["sig"]),
-            helper.make_node("Mul", [gate, "sig"], ["silu"]),
-            helper.make_node("Mul", ["silu", up], [out])]
+def _silu_mul(b, gate, up):
+    return b("Mul", b("Mul", gate, b("Sigmoid", gate)), up)
 
 
-def _dynamic_quant(helper, x: str, y: str, scale: str, opset: int) -> list:
-    """amax = |x|.max(-1, keepdims); scale = amax / 127; y = int8(clip(round(x / scale),
-    -128, 127)), as plain PyTorch writes it (and exports it)."""
-    from onnx import TensorProto
-
-    nodes = [helper.make_node("Abs", [x], ["abs"])]
-    if opset >= 18:
-        nodes.append(helper.make_node("Constant", [], ["axes"], value_ints=[-1]))
-        nodes.append(helper.make_node("ReduceMax", ["abs", "axes"], ["amax"], keepdims=1))
-    else:
-        nodes.append(helper.make_node("ReduceMax", ["abs"], ["amax"], axes=[-1], keepdims=1))
-    for name, value in (("c127", 127.0), ("cmin", -128.0), ("cmax", 127.0)):
-        nodes.append(helper.make_node("Constant", [], [name + "_f"], value_float=value))
-        nodes.append(helper.make_node("CastLike", [name + "_f", x], [name]))
-    nodes += [helper.make_node("Div", ["amax", "c127"], [scale]),
-              helper.make_node("Div", [x, scale], ["scaled"]),
-              helper.make_node("Round", ["scaled"], ["rounded"]),
-              helper.make_node("Clip", ["rounded", "cmin", "cmax"], ["clipped"]),
-              helper.make_node("Cast", ["clipped"], [y], to=TensorProto.INT8)]
-    return nodes
-
-
-def make_function(name: str, opset: int):
-    """The FunctionProto ``op_sdk.npu.<name>`` for a model whose default-domain opset is
-    ``opset``."""
-    from onnx import helper
-
-    if opset < MIN_OPSET:
-        raise ValueError(f"op_sdk.onnx: function {DOMAIN}.{name} needs opset >= {MIN_OPSET} "
-                         f"(CastLike), the model has {opset}")
-    inputs, outputs = FUNCTIONS[name]
-    if name == "SiluMul":
-        body = _silu_mul(helper, "gate", "up", "y")
-    elif name == "DynamicQuant":
-        body = _dynamic_quant(helper, "x", "y", "scale", opset)
-    elif name == "SiluMulQuant":
-        body = _silu_mul(helper, "gate", "up", "h") + _dynamic_quant(helper, "h", "y", "scale",
-                                                                      opset)
-    else:
-        raise ValueError(f"op_sdk.onnx: no function {DOMAIN}.{name}; known: {sorted(FUNCTIONS)}")
-    return helper.make_function(DOMAIN, name, inputs, outputs, body,
-                                [helper.make_opsetid("", opset)],
-                                doc_string=f"{DOMAIN}.{name}: the standard-operator composite "
-                                           "it fuses (the fallback where no fused kernel)")
+def fused_call(op: str, *values):
+    """The Call of node type ``op`` on typed values (onnx_ir Values: dtype, and shape or
+    None): the node's inputs, attributes, overload key and composite."""
+    if op == "DynamicQuant":
+        custom, _ = translations()
+        return custom[("npu_dynamic_quant", "default")](*values)
+    gate, up = values
+    if op == "SiluMul":
+        return Call("SiluMul", [gate, up], {}, "", lambda b, g, u: (_silu_mul(b, g, u),), 1)
+    if op == "SiluMulQuant":
+        key = dtype_tag(dt(gate))
+        return Call("SiluMulQuant", [gate, up], {}, key,
+                    lambda b, g, u: dynamic_int8(b, _silu_mul(b, b.to_float(g), b.to_float(u)), None), 2)
+    raise ValueError(f"op_sdk.onnx: no fused node {DOMAIN}.{op}; known: {sorted(FUSED)}")

@@ -28,7 +28,7 @@ import dataclasses
 import json
 import os
 
-from op_sdk.onnx.functions import DOMAIN, MIN_OPSET, make_function
+from op_sdk.onnx.functions import DOMAIN, FUSED, MIN_OPSET, fused_call
 
 __all__ = ["fuse_model", "FuseReport", "Group", "DEFAULT_DIM", "KINDS", "run_cli"]
 
@@ -694,13 +694,20 @@ def _rewrite(model, G: _Graph, fused: list[_Candidate]) -> None:
     g = model.graph
     remove = {id(n) for c in fused for n in c.nodes}
     first = {id(c.nodes[0]): c for c in fused}
+    functions: dict = {}
     new_nodes = []
     for n in G.nodes:
         c = first.get(id(n))
         if c is not None:
             name = f"op_sdk_{c.kind}_{len(new_nodes)}"
-            new_nodes.append(helper.make_node(c.op, c.inputs, c.outputs, name=name,
-                                              domain=c.domain, **c.attrs))
+            if c.domain == DOMAIN:
+                nodes, inits, fn = _custom_node(G, c, name)
+                new_nodes.extend(nodes)
+                g.initializer.extend(inits)
+                functions.setdefault((fn.domain, fn.name, fn.overload), fn)
+            else:
+                new_nodes.append(helper.make_node(c.op, c.inputs, c.outputs, name=name,
+                                                  domain=c.domain, **c.attrs))
             g.initializer.extend(c.new_initializers)
         if id(n) not in remove:
             new_nodes.append(n)
@@ -730,11 +737,47 @@ def _rewrite(model, G: _Graph, fused: list[_Candidate]) -> None:
         if c.domain and c.domain not in domains:
             model.opset_import.append(helper.make_opsetid(c.domain, 1))
             domains.add(c.domain)
-    have = {(f.domain, f.name) for f in model.functions}
-    for c in fused:
-        if c.domain == DOMAIN and (DOMAIN, c.op) not in have:
-            model.functions.append(make_function(c.op, G.opset))
-            have.add((DOMAIN, c.op))
+    have = {(f.domain, f.name, f.overload) for f in model.functions}
+    model.functions.extend(fn for key, fn in functions.items() if key not in have)
+
+
+def _typed(G: _Graph, name: str):
+    """An onnx_ir Value standing for graph value ``name``: its element type and rank."""
+    import onnx_ir as ir
+
+    v = ir.Value(name=name)
+    v.dtype = ir.DataType(G.dtype(name))
+    rank = G.rank(name)
+    if rank is not None:
+        v.shape = ir.Shape([None] * rank)
+    return v
+
+
+def _custom_node(G: _Graph, c: _Candidate, name: str):
+    """The op_sdk.npu node of a group (its one definition: op_sdk.onnx.functions.fused_call),
+    the nodes that give its outputs the replaced values' shape and type, their initializers,
+    and the node's function."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    from op_sdk.onnx.translation import function_proto
+
+    call = fused_call(c.op, *[_typed(G, n) for n in c.inputs])
+    outs, nodes, inits = list(c.outputs), [], []
+    if len(outs) == 2:  # a quant's scale: float32 of the rows' shape in the node, the
+        scale = outs[1]  # input's type with the last axis kept in the graph it replaces
+        outs[1] = f"{name}_scale"
+        axes = f"{name}_axes"
+        inits.append(numpy_helper.from_array(np.array([-1], np.int64), axes))
+        want = G.dtype(scale) or G.dtype(c.inputs[0])
+        kept = scale if want == _FLOAT else f"{name}_scale_kept"
+        nodes.append(helper.make_node("Unsqueeze", [outs[1], axes], [kept], name=f"{name}_unsqueeze"))
+        if kept != scale:
+            nodes.append(helper.make_node("Cast", [kept], [scale], name=f"{name}_cast", to=want))
+    node = helper.make_node(c.op, c.inputs, outs, name=name, domain=DOMAIN, **call.attrs)
+    node.overload = call.key
+    formals, results = FUSED[c.op]
+    return [node, *nodes], inits, function_proto(call, G.opset, formals, results)
 
 
 def fuse_model(model_or_path, *, device: str = "cpu", threshold_us: float = 0.0,

@@ -18,10 +18,13 @@ import re
 from collections.abc import Callable
 
 from op_sdk._slices import import_slices
-from op_sdk.onnx.functions import DOMAIN_VERSION
 
-__all__ = ["UnsupportedOnnxExport", "unsupported", "Builder", "Call", "translates",
-           "writes_plain", "target", "proto_inputs", "overload_key", "dt", "dtype_tag", "normalize",
+DOMAIN = "op_sdk.npu"  # the custom domain of op_sdk's nodes, written by export and fuse
+DOMAIN_VERSION = 1
+
+__all__ = ["DOMAIN", "DOMAIN_VERSION", "UnsupportedOnnxExport", "unsupported", "Builder", "Call", "translates",
+           "writes_plain", "target", "local_function", "function_proto",
+           "proto_inputs", "overload_key", "dt", "dtype_tag", "normalize",
            "dynamic_int8", "static_int8", "ge_int8", "tracer", "translations", "load_slices"]
 
 
@@ -94,11 +97,12 @@ def translations() -> tuple[dict, dict]:
 class Builder:
     """Appends nodes to a node list (the exporter's current trace, or a function body)."""
 
-    def __init__(self, nodes: list):
+    def __init__(self, nodes: list, opset: int | None = None):
         import onnx_ir as ir
 
         self.ir = ir
         self.nodes = nodes
+        self.opset = opset  # the default domain's; None: 18 or later
         self._consts: dict = {}
 
     def __call__(self, op_type: str, *inputs, _n: int = 1, _domain: str = "",
@@ -136,6 +140,13 @@ class Builder:
     def to_float(self, v):
         return self.cast(v, self.ir.DataType.FLOAT)
 
+    def reduce(self, op_type: str, v, axes, keepdims: int = 1):
+        """ReduceMean / ReduceMax over ``axes``: an input from opset 18 on, an attribute
+        before."""
+        if self.opset is not None and self.opset < 18:
+            return self(op_type, v, axes=list(axes), keepdims=keepdims)
+        return self(op_type, v, self.i64(list(axes)), keepdims=keepdims)
+
 
 def dt(v):
     """ir.DataType of a value (None when unknown)."""
@@ -172,8 +183,7 @@ def ge_int8() -> int:
 
 def normalize(b, xf, gamma, epsilon):
     """fp32 rms-norm of xf over gamma's dims -> (y fp32, rstd fp32 keep-dims)."""
-    axes = b.i64(list(range(-len(gamma.shape), 0)))
-    ms = b("ReduceMean", b("Mul", xf, xf), axes, keepdims=1)
+    ms = b.reduce("ReduceMean", b("Mul", xf, xf), range(-len(gamma.shape), 0))
     rstd = b("Div", b.f32(1.0), b("Sqrt", b("Add", ms, b.f32(epsilon))))
     y = b("Mul", b("Mul", xf, rstd), b.to_float(gamma))
     return y, rstd
@@ -186,7 +196,7 @@ def dynamic_int8(b, v, smooth):
     if smooth is not None:
         v = b("Mul", v, b.to_float(smooth))
     last = b.i64([-1])
-    amax = b("ReduceMax", b("Abs", v), last, keepdims=1)
+    amax = b.reduce("ReduceMax", b("Abs", v), [-1])
     inv = b("Where", b("Greater", amax, b.f32(0.0)), b("Div", b.f32(127.0), amax), b.f32(0.0))
     q = b("Clip", b("Round", b("Mul", v, inv)), b.f32(-128.0), b.f32(127.0))
     y = b("Cast", q, to=int(ir.DataType.INT8))
@@ -226,3 +236,54 @@ def proto_inputs(ir_type: str, named: dict) -> list:
     while ins and ins[-1] is None:
         ins.pop()
     return ins
+
+
+# ---- the model-local function of a custom node ---------------------------------------------
+
+def local_function(call: Call, opset: int, inputs=None, outputs=None):
+    """The onnx_ir Function of one overload (domain op_sdk.npu, name ``call.ir_type``,
+    overload ``call.key``): formal inputs named after the IR prototype (or ``inputs``), typed
+    like the call's operands (the body picks its casts from them), outputs named after the
+    prototype's (or ``outputs``), body the call's composite at ``opset``."""
+    import onnx_ir as ir
+
+    if inputs is None or outputs is None:
+        from op_sdk.converters.ir import prototype
+
+        proto = prototype(call.ir_type)
+        inputs = inputs or [i.name for i in proto.inputs]
+        outputs = outputs or list(proto.outputs)
+    formals = []
+    for name, actual in zip(inputs, call.inputs):
+        v = ir.Value(name=name)
+        if actual is not None:
+            v.dtype = actual.dtype
+            if actual.shape is not None:
+                v.shape = ir.Shape([None] * len(actual.shape))
+        formals.append(v)
+    nodes: list = []
+    b = Builder(nodes, opset)
+    outs = call.composite(b, *[f if a is not None else None
+                               for f, a in zip(formals, call.inputs)])
+    results = []
+    for name, v in zip(outputs, outs):
+        if v.producer() is None or v in results:  # a formal passed through, or repeated
+            v = b("Identity", v)
+        v.name = name if name not in {f.name for f in formals} else f"{name}_out"
+        results.append(v)
+    # intermediate values: unique names inside the body
+    for i, node in enumerate(nodes):
+        for j, out in enumerate(node.outputs):
+            if out.name is None:
+                out.name = f"_{i}_{j}"
+    graph = ir.Graph(formals, results, nodes=nodes, opset_imports={"": opset},
+                     name=f"{call.ir_type}_{call.key}")
+    attrs = [ir.convenience.convert_attribute(k, v) for k, v in call.attrs.items()]
+    return ir.Function(DOMAIN, call.ir_type, call.key, graph=graph, attributes=attrs)
+
+
+def function_proto(call: Call, opset: int, inputs=None, outputs=None):
+    """:func:`local_function` as an onnx FunctionProto (for a model held as a protobuf)."""
+    import onnx_ir as ir
+
+    return ir.serde.serialize_function(local_function(call, opset, inputs, outputs))
