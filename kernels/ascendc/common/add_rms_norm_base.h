@@ -5,22 +5,25 @@
 
 #include "kernel_operator.h"
 #include "kernel_common.h"
+#include "row_kernel.h"
 #include "../add_rms_norm/op_host/add_rms_norm_tiling.h"
 
 namespace opsdk_ascendc {
 
 template <typename T, bool WITH_FP32_Y>
-class KernelAddRmsNormBase {
+class KernelAddRmsNormBase : public RowKernel<KernelAddRmsNormBase<T, WITH_FP32_Y>, AddRmsNormTilingData> {
     static constexpr int32_t BUFFER_NUM = 2;
+    using Base = RowKernel<KernelAddRmsNormBase<T, WITH_FP32_Y>, AddRmsNormTilingData>;
+    friend Base;
+    using Base::td_;
+    using Base::ChunkLen;
 
 public:
     // y32 is used only WITH_FP32_Y.
     __aicore__ inline void Init(GM_ADDR x1, GM_ADDR x2, GM_ADDR gamma, GM_ADDR y32, GM_ADDR y, GM_ADDR rstd, GM_ADDR x,
                                 const AddRmsNormTilingData &td)
     {
-        td_ = td;
-        RowRange r = BlockRows(td.rowsPerBlock, td.formerBlocks);
-        rowCount_ = r.count;
+        RowRange r = this->InitRows(td);
         uint64_t n = td.numCols;
         x1Gm.SetGlobalBuffer((__gm__ T *)x1 + r.start * n, r.count * n);
         x2Gm.SetGlobalBuffer((__gm__ T *)x2 + r.start * n, r.count * n);
@@ -29,9 +32,8 @@ public:
         if constexpr (WITH_FP32_Y) y32Gm.SetGlobalBuffer((__gm__ float *)y32 + r.start * n, r.count * n);
         rstdGm.SetGlobalBuffer((__gm__ float *)rstd + r.start, r.count);
         gammaGm.SetGlobalBuffer((__gm__ T *)gamma, n);
-        bool whole = td.tilingKey == TILING_KEY_WHOLE_ROW;
-        uint32_t work = whole ? td.numCols : td.chunkCols;
-        uint32_t rows = whole ? td.rowsPerLoop : 1;
+        uint32_t work = this->TileCols();
+        uint32_t rows = this->TileRows();
         pitch_ = Align(work, 32 / sizeof(T));
         pitchF_ = Align(work, 8);
         pipe.InitBuffer(inQueueX1, BUFFER_NUM, rows * pitch_ * sizeof(T));
@@ -49,43 +51,26 @@ public:
         pipe.InitBuffer(oneBuf, 32);
     }
 
-    __aicore__ inline void Process()
-    {
-        if (rowCount_ == 0) return;
-        if (td_.tilingKey == TILING_KEY_WHOLE_ROW) {
-            ProcessWholeRow();
-        } else if (td_.tilingKey == TILING_KEY_SPLIT_ROW) {
-            ProcessSplitRow();
-        }
-    }
-
 private:
-    // ---- key 1 ---------------------------------------------------------------------------
-    __aicore__ inline void ProcessWholeRow()
+    // ---- key 1: gamma resident in fp32 -----------------------------------------------------
+    __aicore__ inline void BeginWholeRows()
     {
         LocalTensor<T> g = gammaBuf.Get<T>();
-        LocalTensor<float> gF = gammaFpBuf.Get<float>();
         LoadAndWait(g, gammaGm, td_.numCols);
-        ToFloat(gF, g, td_.numCols);
+        ToFloat(gammaFpBuf.Get<float>(), g, td_.numCols);
         PipeBarrier<PIPE_V>();
-        uint64_t loops = (rowCount_ + td_.rowsPerLoop - 1) / td_.rowsPerLoop;
-        for (uint64_t i = 0; i < loops; ++i) {
-            uint64_t row0 = i * td_.rowsPerLoop;
-            uint32_t rows = static_cast<uint32_t>(rowCount_ - row0 < td_.rowsPerLoop ? rowCount_ - row0 : td_.rowsPerLoop);
-            CopyIn(row0 * td_.numCols, rows, td_.numCols);
-            Compute(rows, gF);
-            CopyOut(row0, rows);
-        }
+    }
+
+    __aicore__ inline void WholeRows(uint64_t row0, uint32_t rows)
+    {
+        CopyIn(row0 * td_.numCols, rows, td_.numCols);
+        Compute(rows, gammaFpBuf.Get<float>());
+        CopyOut(row0, rows);
     }
 
     __aicore__ inline void CopyIn(uint64_t offset, uint32_t rows, uint32_t cols)
     {
-        LocalTensor<T> a = inQueueX1.AllocTensor<T>();
-        LocalTensor<T> b = inQueueX2.AllocTensor<T>();
-        CopyRowsIn(a, x1Gm[offset], rows, cols);
-        CopyRowsIn(b, x2Gm[offset], rows, cols);
-        inQueueX1.EnQue(a);
-        inQueueX2.EnQue(b);
+        CopyRowsInPair(inQueueX1, inQueueX2, x1Gm[offset], x2Gm[offset], rows, cols);
     }
 
     // xF = x1 + x2 (fp32) of the row at a / b, and x (rounded) into xOut
@@ -148,73 +133,59 @@ private:
     }
 
     // ---- key 2 ---------------------------------------------------------------------------
-    __aicore__ inline uint32_t ChunkLen(uint32_t c) const
-    {
-        return c + 1 == td_.numChunks ? td_.lastChunkCols : td_.chunkCols;
-    }
-
-    __aicore__ inline void ProcessSplitRow()
+    __aicore__ inline void SplitRow(uint64_t row)
     {
         LocalTensor<float> xF = xFpBuf.Get<float>();
         LocalTensor<T> g = gammaBuf.Get<T>();
         LocalTensor<float> gF = gammaFpBuf.Get<float>();
-        for (uint64_t row = 0; row < rowCount_; ++row) {
-            float sum = 0.0f;  // chunk sums added in chunk order
-            for (uint32_t c = 0; c < td_.numChunks; ++c) {  // pass 1: x out, sum of squares
-                uint32_t len = ChunkLen(c);
-                uint64_t off = row * td_.numCols + static_cast<uint64_t>(c) * td_.chunkCols;
-                CopyIn(off, 1, len);
-                LocalTensor<T> a = inQueueX1.DeQue<T>();
-                LocalTensor<T> b = inQueueX2.DeQue<T>();
-                LocalTensor<T> xLocal = outQueueX.AllocTensor<T>();
-                AddRow(xLocal, a, b, len);
-                inQueueX1.FreeTensor(a);
-                inQueueX2.FreeTensor(b);
-                outQueueX.EnQue(xLocal);
-                sum += SumSquares(xF, len);
-                xLocal = outQueueX.DeQue<T>();
-                CopyRowsOut(xGm[off], xLocal, 1, len);
-                outQueueX.FreeTensor(xLocal);
-            }
-            float rstd = Rstd(sum);
-            for (uint32_t c = 0; c < td_.numChunks; ++c) {  // pass 2: the sum again, normalised
-                uint32_t len = ChunkLen(c);
-                uint64_t col0 = static_cast<uint64_t>(c) * td_.chunkCols;
-                uint64_t off = row * td_.numCols + col0;
-                LoadAndWait(g, gammaGm[col0], len);
-                ToFloat(gF, g, len);
-                CopyIn(off, 1, len);
-                LocalTensor<T> a = inQueueX1.DeQue<T>();
-                LocalTensor<T> b = inQueueX2.DeQue<T>();
-                LocalTensor<T> xTmp = outQueueY.AllocTensor<T>();  // x rounded: not written again
-                AddRow(xTmp, a, b, len);
-                inQueueX1.FreeTensor(a);
-                inQueueX2.FreeTensor(b);
-                LocalTensor<T> yLocal = xTmp;
-                if constexpr (WITH_FP32_Y) {
-                    LocalTensor<float> y32Local = outQueueY32.template AllocTensor<float>();
-                    Normalize(yLocal, y32Local, xF, gF, rstd, len);
-                    outQueueY32.EnQue(y32Local);
-                    y32Local = outQueueY32.template DeQue<float>();
-                    CopyRowsOut(y32Gm[off], y32Local, 1, len);
-                    outQueueY32.FreeTensor(y32Local);
-                } else {
-                    Normalize(yLocal, xF, xF, gF, rstd, len);
-                }
-                outQueueY.EnQue(yLocal);
-                yLocal = outQueueY.DeQue<T>();
-                CopyRowsOut(yGm[off], yLocal, 1, len);
-                outQueueY.FreeTensor(yLocal);
-            }
-            LocalTensor<float> rstdLocal = outQueueRstd.AllocTensor<float>();
-            rstdLocal.SetValue(0, rstd);
-            outQueueRstd.EnQue(rstdLocal);
-            rstdLocal = outQueueRstd.DeQue<float>();
-            SetFlag<HardEvent::S_MTE3>(0);
-            WaitFlag<HardEvent::S_MTE3>(0);
-            CopyRowsOut(rstdGm[row], rstdLocal, 1, 1);
-            outQueueRstd.FreeTensor(rstdLocal);
+        float sum = 0.0f;  // chunk sums added in chunk order
+        for (uint32_t c = 0; c < td_.numChunks; ++c) {  // pass 1: x out, sum of squares
+            uint32_t len = ChunkLen(c);
+            uint64_t off = this->ChunkOffset(row, c);
+            CopyIn(off, 1, len);
+            LocalTensor<T> a = inQueueX1.DeQue<T>();
+            LocalTensor<T> b = inQueueX2.DeQue<T>();
+            LocalTensor<T> xLocal = outQueueX.AllocTensor<T>();
+            AddRow(xLocal, a, b, len);
+            inQueueX1.FreeTensor(a);
+            inQueueX2.FreeTensor(b);
+            outQueueX.EnQue(xLocal);
+            sum += SumSquares(xF, len);
+            xLocal = outQueueX.DeQue<T>();
+            CopyRowsOut(xGm[off], xLocal, 1, len);
+            outQueueX.FreeTensor(xLocal);
         }
+        float rstd = Rstd(sum);
+        for (uint32_t c = 0; c < td_.numChunks; ++c) {  // pass 2: the sum again, normalised
+            uint32_t len = ChunkLen(c);
+            uint64_t col0 = this->ChunkCol(c);
+            uint64_t off = row * td_.numCols + col0;
+            LoadAndWait(g, gammaGm[col0], len);
+            ToFloat(gF, g, len);
+            CopyIn(off, 1, len);
+            LocalTensor<T> a = inQueueX1.DeQue<T>();
+            LocalTensor<T> b = inQueueX2.DeQue<T>();
+            LocalTensor<T> xTmp = outQueueY.AllocTensor<T>();  // x rounded: not written again
+            AddRow(xTmp, a, b, len);
+            inQueueX1.FreeTensor(a);
+            inQueueX2.FreeTensor(b);
+            LocalTensor<T> yLocal = xTmp;
+            if constexpr (WITH_FP32_Y) {
+                LocalTensor<float> y32Local = outQueueY32.template AllocTensor<float>();
+                Normalize(yLocal, y32Local, xF, gF, rstd, len);
+                outQueueY32.EnQue(y32Local);
+                y32Local = outQueueY32.template DeQue<float>();
+                CopyRowsOut(y32Gm[off], y32Local, 1, len);
+                outQueueY32.FreeTensor(y32Local);
+            } else {
+                Normalize(yLocal, xF, xF, gF, rstd, len);
+            }
+            outQueueY.EnQue(yLocal);
+            yLocal = outQueueY.DeQue<T>();
+            CopyRowsOut(yGm[off], yLocal, 1, len);
+            outQueueY.FreeTensor(yLocal);
+        }
+        WriteScalarOut(outQueueRstd, rstdGm[row], rstd);
     }
 
     // ---- shared steps --------------------------------------------------------------------
@@ -246,8 +217,6 @@ private:
     TBuf<TPosition::VECCALC> gammaBuf, gammaFpBuf, xFpBuf, sqBuf, reduceWorkBuf, scalarBuf, oneBuf;
     GlobalTensor<T> x1Gm, x2Gm, gammaGm, yGm, xGm;
     GlobalTensor<float> y32Gm, rstdGm;
-    AddRmsNormTilingData td_{};
-    uint64_t rowCount_ = 0;
     uint32_t pitch_ = 0, pitchF_ = 0;
 };
 

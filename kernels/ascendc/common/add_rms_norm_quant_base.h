@@ -19,13 +19,19 @@
 
 #include "kernel_operator.h"
 #include "kernel_common.h"
+#include "row_kernel.h"
 #include "../add_rms_norm_quant/op_host/add_rms_norm_quant_tiling.h"
 
 namespace opsdk_ascendc {
 
 template <typename T, typename S, typename Z, bool DYNAMIC>
-class KernelAddRmsNormQuantBase {
+class KernelAddRmsNormQuantBase
+    : public RowKernel<KernelAddRmsNormQuantBase<T, S, Z, DYNAMIC>, AddRmsNormQuantTilingData> {
     static constexpr int32_t BUFFER_NUM = 2;
+    using Base = RowKernel<KernelAddRmsNormQuantBase<T, S, Z, DYNAMIC>, AddRmsNormQuantTilingData>;
+    friend Base;
+    using Base::td_;
+    using Base::ChunkLen;
     static constexpr uint32_t RAW_SIZE =
         sizeof(T) > sizeof(S) ? (sizeof(T) > sizeof(Z) ? sizeof(T) : sizeof(Z)) : (sizeof(S) > sizeof(Z) ? sizeof(S) : sizeof(Z));
 
@@ -37,9 +43,7 @@ public:
                                 GM_ADDR zero2, GM_ADDR beta, GM_ADDR y1, GM_ADDR y2, GM_ADDR x, GM_ADDR outScale1,
                                 GM_ADDR outScale2, const AddRmsNormQuantTilingData &td)
     {
-        td_ = td;
-        RowRange r = BlockRows(td.rowsPerBlock, td.formerBlocks);
-        rowCount_ = r.count;
+        RowRange r = this->InitRows(td);
         uint64_t n = td.numCols;
         x1Gm.SetGlobalBuffer((__gm__ T *)x1 + r.start * n, r.count * n);
         x2Gm.SetGlobalBuffer((__gm__ T *)x2 + r.start * n, r.count * n);
@@ -57,9 +61,8 @@ public:
         if (td.hasScale2) s2Gm.SetGlobalBuffer((__gm__ S *)scale2, n);
         if (td.hasZero1) z1Gm.SetGlobalBuffer((__gm__ Z *)zero1, n);
         if (td.hasZero2) z2Gm.SetGlobalBuffer((__gm__ Z *)zero2, n);
-        bool whole = td.tilingKey == TILING_KEY_WHOLE_ROW;
-        uint32_t work = whole ? td.numCols : td.chunkCols;
-        uint32_t rows = whole ? td.rowsPerLoop : 1;
+        uint32_t work = this->TileCols();
+        uint32_t rows = this->TileRows();
         pitch_ = Align(work, 32 / sizeof(T));
         pitchY_ = Align(static_cast<uint32_t>(YBytes(work)), 32);
         pitchF_ = Align(work, 8);
@@ -88,16 +91,6 @@ public:
         pipe.InitBuffer(oneBuf, 32);
     }
 
-    __aicore__ inline void Process()
-    {
-        if (rowCount_ == 0) return;
-        if (td_.tilingKey == TILING_KEY_WHOLE_ROW) {
-            ProcessWholeRow();
-        } else if (td_.tilingKey == TILING_KEY_SPLIT_ROW) {
-            ProcessSplitRow();
-        }
-    }
-
 private:
     // ---- per-column inputs ---------------------------------------------------------------
     template <typename P>
@@ -124,12 +117,7 @@ private:
     // ---- shared steps --------------------------------------------------------------------
     __aicore__ inline void CopyIn(uint64_t offset, uint32_t rows, uint32_t cols)
     {
-        LocalTensor<T> a = inQueueX1.AllocTensor<T>();
-        LocalTensor<T> b = inQueueX2.AllocTensor<T>();
-        CopyRowsIn(a, x1Gm[offset], rows, cols);
-        CopyRowsIn(b, x2Gm[offset], rows, cols);
-        inQueueX1.EnQue(a);
-        inQueueX2.EnQue(b);
+        CopyRowsInPair(inQueueX1, inQueueX2, x1Gm[offset], x2Gm[offset], rows, cols);
     }
 
     __aicore__ inline float SumSq(uint32_t n)
@@ -243,18 +231,14 @@ private:
         PipeBarrier<PIPE_V>();
     }
 
-    // ---- key 1 ---------------------------------------------------------------------------
-    __aicore__ inline void ProcessWholeRow()
+    // ---- key 1: the per-column inputs resident in fp32 -------------------------------------
+    __aicore__ inline void BeginWholeRows() { LoadParams(0, td_.numCols); }
+
+    __aicore__ inline void WholeRows(uint64_t row0, uint32_t rows)
     {
-        LoadParams(0, td_.numCols);
-        uint64_t loops = (rowCount_ + td_.rowsPerLoop - 1) / td_.rowsPerLoop;
-        for (uint64_t i = 0; i < loops; ++i) {
-            uint64_t row0 = i * td_.rowsPerLoop;
-            uint32_t rows = static_cast<uint32_t>(rowCount_ - row0 < td_.rowsPerLoop ? rowCount_ - row0 : td_.rowsPerLoop);
-            CopyIn(row0 * td_.numCols, rows, td_.numCols);
-            Compute(rows);
-            CopyOut(row0, rows);
-        }
+        CopyIn(row0 * td_.numCols, rows, td_.numCols);
+        Compute(rows);
+        CopyOut(row0, rows);
     }
 
     __aicore__ inline void Compute(uint32_t rows)
@@ -334,10 +318,6 @@ private:
     }
 
     // ---- key 2 ---------------------------------------------------------------------------
-    __aicore__ inline uint32_t ChunkLen(uint32_t c) const
-    {
-        return c + 1 == td_.numChunks ? td_.lastChunkCols : td_.chunkCols;
-    }
 
     // xF = x1 + x2 of a chunk (fp32)
     __aicore__ inline void AddChunk(uint64_t off, uint32_t len)
@@ -350,74 +330,64 @@ private:
         inQueueX2.FreeTensor(b);
     }
 
-    __aicore__ inline void WriteScale(TQue<QuePosition::VECOUT, BUFFER_NUM> &q, const GlobalTensor<float> &gm, float v)
+    __aicore__ inline void SplitRow(uint64_t row)
     {
-        LocalTensor<float> s = q.template AllocTensor<float>();
-        s.SetValue(0, v);
-        q.EnQue(s);
-        CopyOutScale(q, gm, 1);
-    }
-
-    __aicore__ inline void ProcessSplitRow()
-    {
-        for (uint64_t row = 0; row < rowCount_; ++row) {
-            uint64_t base = row * td_.numCols;
-            float sum = 0.0f;  // chunk sums added in chunk order
-            for (uint32_t c = 0; c < td_.numChunks; ++c) {  // pass 1: x out, sum of squares
+        uint64_t base = row * td_.numCols;
+        float sum = 0.0f;  // chunk sums added in chunk order
+        for (uint32_t c = 0; c < td_.numChunks; ++c) {  // pass 1: x out, sum of squares
+            uint32_t len = ChunkLen(c);
+            uint64_t off = base + this->ChunkCol(c);
+            AddChunk(off, len);
+            LocalTensor<T> xLocal = outQueueX.AllocTensor<T>();
+            FromFloat(xLocal, xFpBuf.Get<float>(), len);
+            PipeBarrier<PIPE_V>();
+            outQueueX.EnQue(xLocal);
+            sum += SumSq(len);
+            xLocal = outQueueX.DeQue<T>();
+            CopyRowsOut(xGm[off], xLocal, 1, len);
+            outQueueX.FreeTensor(xLocal);
+        }
+        float rstd = Rstd(sum);
+        float amax1 = 0.0f, amax2 = 0.0f;
+        if constexpr (DYNAMIC) {
+            for (uint32_t c = 0; c < td_.numChunks; ++c) {  // pass 2: max|v| of each branch
                 uint32_t len = ChunkLen(c);
-                uint64_t off = base + static_cast<uint64_t>(c) * td_.chunkCols;
-                AddChunk(off, len);
-                LocalTensor<T> xLocal = outQueueX.AllocTensor<T>();
-                FromFloat(xLocal, xFpBuf.Get<float>(), len);
-                PipeBarrier<PIPE_V>();
-                outQueueX.EnQue(xLocal);
-                sum += SumSq(len);
-                xLocal = outQueueX.DeQue<T>();
-                CopyRowsOut(xGm[off], xLocal, 1, len);
-                outQueueX.FreeTensor(xLocal);
-            }
-            float rstd = Rstd(sum);
-            float amax1 = 0.0f, amax2 = 0.0f;
-            if constexpr (DYNAMIC) {
-                for (uint32_t c = 0; c < td_.numChunks; ++c) {  // pass 2: max|v| of each branch
-                    uint32_t len = ChunkLen(c);
-                    uint64_t col0 = static_cast<uint64_t>(c) * td_.chunkCols;
-                    LoadParams(col0, len);
-                    AddChunk(base + col0, len);
-                    NormalizeY(rstd, len);
-                    if (td_.run1) {
-                        float m = BranchAmax(1, len);
-                        amax1 = m > amax1 ? m : amax1;
-                    }
-                    if (td_.run2) {
-                        float m = BranchAmax(2, len);
-                        amax2 = m > amax2 ? m : amax2;
-                    }
-                }
-            }
-            for (uint32_t c = 0; c < td_.numChunks; ++c) {  // last pass: y again, quantised
-                uint32_t len = ChunkLen(c);
-                uint64_t col0 = static_cast<uint64_t>(c) * td_.chunkCols;
+                uint64_t col0 = this->ChunkCol(c);
                 LoadParams(col0, len);
                 AddChunk(base + col0, len);
                 NormalizeY(rstd, len);
-                for (uint32_t i = 1; i <= 2; ++i) {
-                    if (!(i == 1 ? td_.run1 : td_.run2)) continue;
-                    TQue<QuePosition::VECOUT, BUFFER_NUM> &q = i == 1 ? outQueueY1 : outQueueY2;
-                    LocalTensor<int8_t> y = q.template AllocTensor<int8_t>();
-                    if constexpr (DYNAMIC) {
-                        BranchDynamic(i, y, Inverse(i == 1 ? amax1 : amax2), len);
-                    } else {
-                        BranchStatic(i, y, len);
-                    }
-                    q.EnQue(y);
-                    CopyOutY(q, (i == 1 ? y1Gm : y2Gm)[YBytes(base + col0)], 1, static_cast<uint32_t>(YBytes(len)));
+                if (td_.run1) {
+                    float m = BranchAmax(1, len);
+                    amax1 = m > amax1 ? m : amax1;
+                }
+                if (td_.run2) {
+                    float m = BranchAmax(2, len);
+                    amax2 = m > amax2 ? m : amax2;
                 }
             }
-            if constexpr (DYNAMIC) {
-                if (td_.run1) WriteScale(outQueueScale1, scale1Gm[row], Scale(amax1));
-                if (td_.run2) WriteScale(outQueueScale2, scale2Gm[row], Scale(amax2));
+        }
+        for (uint32_t c = 0; c < td_.numChunks; ++c) {  // last pass: y again, quantised
+            uint32_t len = ChunkLen(c);
+            uint64_t col0 = this->ChunkCol(c);
+            LoadParams(col0, len);
+            AddChunk(base + col0, len);
+            NormalizeY(rstd, len);
+            for (uint32_t i = 1; i <= 2; ++i) {
+                if (!(i == 1 ? td_.run1 : td_.run2)) continue;
+                TQue<QuePosition::VECOUT, BUFFER_NUM> &q = i == 1 ? outQueueY1 : outQueueY2;
+                LocalTensor<int8_t> y = q.template AllocTensor<int8_t>();
+                if constexpr (DYNAMIC) {
+                    BranchDynamic(i, y, Inverse(i == 1 ? amax1 : amax2), len);
+                } else {
+                    BranchStatic(i, y, len);
+                }
+                q.EnQue(y);
+                CopyOutY(q, (i == 1 ? y1Gm : y2Gm)[YBytes(base + col0)], 1, static_cast<uint32_t>(YBytes(len)));
             }
+        }
+        if constexpr (DYNAMIC) {
+            if (td_.run1) WriteScalarOut(outQueueScale1, scale1Gm[row], Scale(amax1));
+            if (td_.run2) WriteScalarOut(outQueueScale2, scale2Gm[row], Scale(amax2));
         }
     }
 
@@ -431,8 +401,6 @@ private:
     GlobalTensor<Z> z1Gm, z2Gm;
     GlobalTensor<int8_t> y1Gm, y2Gm;
     GlobalTensor<float> scale1Gm, scale2Gm;
-    AddRmsNormQuantTilingData td_{};
-    uint64_t rowCount_ = 0;
     uint32_t pitch_ = 0, pitchY_ = 0, pitchF_ = 0;
 };
 

@@ -46,6 +46,19 @@ __aicore__ inline void CopyRowsOut(const GlobalTensor<T> &dst, const LocalTensor
     DataCopyPad(dst, src, p);
 }
 
+// Rows of two inputs (x1 and x2 of the add-norms) into their input queues.
+template <typename T, typename Queue>
+__aicore__ inline void CopyRowsInPair(Queue &q1, Queue &q2, const GlobalTensor<T> &a, const GlobalTensor<T> &b,
+                                      uint32_t rows, uint32_t cols)
+{
+    LocalTensor<T> la = q1.template AllocTensor<T>();
+    LocalTensor<T> lb = q2.template AllocTensor<T>();
+    CopyRowsIn(la, a, rows, cols);
+    CopyRowsIn(lb, b, rows, cols);
+    q1.EnQue(la);
+    q2.EnQue(lb);
+}
+
 // Up-cast to fp32 (exact); for fp32 inputs a copy.
 template <typename T>
 __aicore__ inline void ToFloat(const LocalTensor<float> &dst, const LocalTensor<T> &src, uint32_t count)

@@ -12,20 +12,22 @@
 
 #include "kernel_operator.h"
 #include "kernel_common.h"
+#include "row_kernel.h"
 #include "../quantize/op_host/quantize_tiling.h"
 
 namespace opsdk_ascendc {
 
 template <typename T, typename S, typename Z, bool DIV>
-class KernelQuantizeBase {
+class KernelQuantizeBase : public RowKernel<KernelQuantizeBase<T, S, Z, DIV>, QuantizeTilingData> {
     static constexpr int32_t BUFFER_NUM = 2;
+    using Base = RowKernel<KernelQuantizeBase<T, S, Z, DIV>, QuantizeTilingData>;
+    friend Base;
+    using Base::td_;
 
 public:
     __aicore__ inline void Init(GM_ADDR x, GM_ADDR scale, GM_ADDR zero, GM_ADDR y, const QuantizeTilingData &td)
     {
-        td_ = td;
-        RowRange r = BlockRows(td.rowsPerBlock, td.formerBlocks);
-        rowCount_ = r.count;
+        RowRange r = this->InitRows(td);
         rowStart_ = r.start;
         uint64_t n = td.numCols;
         uint64_t pn = td.perTensor ? 1 : td.perRow ? td.chanCount : n;
@@ -33,9 +35,8 @@ public:
         yGm.SetGlobalBuffer((__gm__ int8_t *)y + r.start * YBytes(n), r.count * YBytes(n));
         sGm.SetGlobalBuffer((__gm__ S *)scale, pn);
         if (td.hasZero) zGm.SetGlobalBuffer((__gm__ Z *)zero, pn);
-        bool whole = td.tilingKey == TILING_KEY_WHOLE_ROW;
-        uint32_t work = whole ? td.numCols : td.chunkCols;
-        uint32_t rows = whole ? td.rowsPerLoop : 1;
+        uint32_t work = this->TileCols();
+        uint32_t rows = this->TileRows();
         pitchX_ = Align(work, 32 / sizeof(T));
         pitchY_ = Align(static_cast<uint32_t>(YBytes(work)), 32);
         pitchF_ = Align(work, 8);
@@ -48,16 +49,6 @@ public:
         pipe.InitBuffer(i32Buf, pitchF_ * sizeof(int32_t));
         pipe.InitBuffer(halfBuf, Align(work, 16) * sizeof(half));
         pipe.InitBuffer(scalarBuf, 32);
-    }
-
-    __aicore__ inline void Process()
-    {
-        if (rowCount_ == 0) return;
-        if (td_.tilingKey == TILING_KEY_WHOLE_ROW) {
-            ProcessWholeRow();
-        } else if (td_.tilingKey == TILING_KEY_SPLIT_ROW) {
-            ProcessSplitRow();
-        }
     }
 
 private:
@@ -168,58 +159,55 @@ private:
         }
     }
 
-    // ---- key 1 ---------------------------------------------------------------------------
-    __aicore__ inline void ProcessWholeRow()
+    // ---- key 1: s / z of the current channel resident in fp32 -----------------------------
+    __aicore__ inline void BeginWholeRows()
     {
-        uint64_t chan = Channel(rowStart_);
-        LoadParams(0, td_.numCols, chan);
-        uint64_t loops = (rowCount_ + td_.rowsPerLoop - 1) / td_.rowsPerLoop;
-        for (uint64_t i = 0; i < loops; ++i) {
-            uint64_t row0 = i * td_.rowsPerLoop;
-            uint32_t rows = static_cast<uint32_t>(rowCount_ - row0 < td_.rowsPerLoop ? rowCount_ - row0 : td_.rowsPerLoop);
-            uint64_t off = row0 * td_.numCols;
-            LocalTensor<T> xLocal = inQueueX.AllocTensor<T>();
-            CopyRowsIn(xLocal, xGm[off], rows, td_.numCols);
-            inQueueX.EnQue(xLocal);
-            xLocal = inQueueX.DeQue<T>();
-            LocalTensor<int8_t> yLocal = outQueueY.AllocTensor<int8_t>();
-            for (uint32_t r = 0; r < rows; ++r) {
-                uint64_t c = Channel(rowStart_ + row0 + r);
-                if (c != chan) {  // per row: the next scale (and zero point)
-                    chan = c;
-                    LoadParams(0, td_.numCols, chan);
-                }
-                QuantizeRow(yLocal[r * pitchY_], xLocal[r * pitchX_], td_.numCols);
+        chan_ = Channel(rowStart_);
+        LoadParams(0, td_.numCols, chan_);
+    }
+
+    __aicore__ inline void WholeRows(uint64_t row0, uint32_t rows)
+    {
+        uint64_t off = row0 * td_.numCols;
+        LocalTensor<T> xLocal = inQueueX.AllocTensor<T>();
+        CopyRowsIn(xLocal, xGm[off], rows, td_.numCols);
+        inQueueX.EnQue(xLocal);
+        xLocal = inQueueX.DeQue<T>();
+        LocalTensor<int8_t> yLocal = outQueueY.AllocTensor<int8_t>();
+        for (uint32_t r = 0; r < rows; ++r) {
+            uint64_t c = Channel(rowStart_ + row0 + r);
+            if (c != chan_) {  // per row: the next scale (and zero point)
+                chan_ = c;
+                LoadParams(0, td_.numCols, chan_);
             }
-            outQueueY.EnQue(yLocal);
-            inQueueX.FreeTensor(xLocal);
-            yLocal = outQueueY.DeQue<int8_t>();
-            CopyRowsOut(yGm[row0 * YBytes(td_.numCols)], yLocal, rows, static_cast<uint32_t>(YBytes(td_.numCols)));
-            outQueueY.FreeTensor(yLocal);
+            QuantizeRow(yLocal[r * pitchY_], xLocal[r * pitchX_], td_.numCols);
         }
+        outQueueY.EnQue(yLocal);
+        inQueueX.FreeTensor(xLocal);
+        yLocal = outQueueY.DeQue<int8_t>();
+        CopyRowsOut(yGm[row0 * YBytes(td_.numCols)], yLocal, rows, static_cast<uint32_t>(YBytes(td_.numCols)));
+        outQueueY.FreeTensor(yLocal);
     }
 
     // ---- key 2 ---------------------------------------------------------------------------
-    __aicore__ inline void ProcessSplitRow()
+    __aicore__ inline void SplitRow(uint64_t row)
     {
-        for (uint64_t row = 0; row < rowCount_; ++row) {
-            for (uint32_t c = 0; c < td_.numChunks; ++c) {
-                uint32_t len = c + 1 == td_.numChunks ? td_.lastChunkCols : td_.chunkCols;
-                uint64_t col0 = static_cast<uint64_t>(c) * td_.chunkCols;
-                uint64_t off = row * td_.numCols + col0;
-                LoadParams(col0, len, Channel(rowStart_ + row));
-                LocalTensor<T> xLocal = inQueueX.AllocTensor<T>();
-                CopyRowsIn(xLocal, xGm[off], 1, len);
-                inQueueX.EnQue(xLocal);
-                xLocal = inQueueX.DeQue<T>();
-                LocalTensor<int8_t> yLocal = outQueueY.AllocTensor<int8_t>();
-                QuantizeRow(yLocal, xLocal, len);
-                outQueueY.EnQue(yLocal);
-                inQueueX.FreeTensor(xLocal);
-                yLocal = outQueueY.DeQue<int8_t>();
-                CopyRowsOut(yGm[row * YBytes(td_.numCols) + YBytes(col0)], yLocal, 1, static_cast<uint32_t>(YBytes(len)));
-                outQueueY.FreeTensor(yLocal);
-            }
+        for (uint32_t c = 0; c < td_.numChunks; ++c) {
+            uint32_t len = this->ChunkLen(c);
+            uint64_t col0 = this->ChunkCol(c);
+            uint64_t off = row * td_.numCols + col0;
+            LoadParams(col0, len, Channel(rowStart_ + row));
+            LocalTensor<T> xLocal = inQueueX.AllocTensor<T>();
+            CopyRowsIn(xLocal, xGm[off], 1, len);
+            inQueueX.EnQue(xLocal);
+            xLocal = inQueueX.DeQue<T>();
+            LocalTensor<int8_t> yLocal = outQueueY.AllocTensor<int8_t>();
+            QuantizeRow(yLocal, xLocal, len);
+            outQueueY.EnQue(yLocal);
+            inQueueX.FreeTensor(xLocal);
+            yLocal = outQueueY.DeQue<int8_t>();
+            CopyRowsOut(yGm[row * YBytes(td_.numCols) + YBytes(col0)], yLocal, 1, static_cast<uint32_t>(YBytes(len)));
+            outQueueY.FreeTensor(yLocal);
         }
     }
 
@@ -231,8 +219,7 @@ private:
     GlobalTensor<S> sGm;
     GlobalTensor<Z> zGm;
     GlobalTensor<int8_t> yGm;
-    QuantizeTilingData td_{};
-    uint64_t rowCount_ = 0, rowStart_ = 0;
+    uint64_t rowStart_ = 0, chan_ = 0;
     uint32_t pitchX_ = 0, pitchY_ = 0, pitchF_ = 0;
 };
 

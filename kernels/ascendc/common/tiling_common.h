@@ -28,6 +28,26 @@ inline float Float8OutMax(uint32_t outType)
                                         : 0.0f;
 }
 
+// The fields every row tiling starts with (SetRowSplit and ChooseRowTile fill them,
+// common/row_kernel.h reads them), in this order:
+//   numRows, numCols       the rows and their length (the last dim, or the norm's dims)
+//   blockDim               the vector cores used
+//   rowsPerBlock, formerBlocks   each block's rows: rowsPerBlock, one more for the first formerBlocks
+//   tilingKey              TILING_KEY_WHOLE_ROW / TILING_KEY_SPLIT_ROW (a kernel's own keys), 0: none fits
+//   rowsPerLoop            whole rows per unified-buffer tile
+//   chunkCols, numChunks, lastChunkCols   a split row's chunks (chunkCols a multiple of the unit)
+#define OPSDK_ROW_TILING_FIELDS \
+    uint64_t numRows;           \
+    uint32_t numCols;           \
+    uint32_t blockDim;          \
+    uint64_t rowsPerBlock;      \
+    uint32_t formerBlocks;      \
+    uint32_t tilingKey;         \
+    uint32_t rowsPerLoop;       \
+    uint32_t chunkCols;         \
+    uint32_t numChunks;         \
+    uint32_t lastChunkCols
+
 #ifndef __CCE_AICORE__
 inline uint64_t CeilDiv(uint64_t a, uint64_t b) { return b == 0 ? 0 : (a + b - 1) / b; }
 inline uint64_t AlignUp(uint64_t a, uint64_t b) { return CeilDiv(a, b) * b; }
@@ -92,6 +112,38 @@ inline uint32_t FitChunk(uint64_t ubSize, uint64_t maxCols, uint32_t unit, F byt
         if (bytesFor(mid * unit) <= ubSize) lo = mid; else hi = mid - 1;
     }
     return static_cast<uint32_t>(lo * unit);
+}
+
+// The most rows one block has (the tiles of key 1 never need more).
+inline uint64_t MaxBlockRows(const BlockSplit &s) { return s.rowsPerBlock + (s.formerBlocks ? 1 : 0); }
+
+// A tiling's chunk fields for rows of numCols elements in chunks of `chunk` (the last one shorter).
+template <typename T>
+inline void SetChunks(T &t, uint64_t numCols, uint64_t chunk)
+{
+    t.chunkCols = static_cast<uint32_t>(chunk);
+    t.numChunks = static_cast<uint32_t>(CeilDiv(numCols, chunk));
+    t.lastChunkCols = static_cast<uint32_t>(numCols - (t.numChunks - 1) * chunk);
+}
+
+// The tile choice every row tiling ends with (t.numCols set): whole rows when at least one fits
+// (key wholeKey, the most that fit, at most maxRows), else one row at a time in the largest
+// chunks, a multiple of `unit` elements, that fit (key splitKey), else key 0: nothing fits.
+// wholeBytes(rows) / splitBytes(cols): the unified-buffer bytes of such a tile.
+template <typename T, typename W, typename S>
+inline void ChooseRowTile(T &t, uint64_t ubSize, uint64_t maxRows, W wholeBytes, S splitBytes, uint32_t unit = 64,
+                          uint32_t wholeKey = TILING_KEY_WHOLE_ROW, uint32_t splitKey = TILING_KEY_SPLIT_ROW)
+{
+    uint32_t rows = FitRows(ubSize, maxRows, wholeBytes);
+    if (rows >= 1) {
+        t.tilingKey = wholeKey;
+        t.rowsPerLoop = rows;
+        return;
+    }
+    uint32_t chunk = FitChunk(ubSize, t.numCols, unit, splitBytes);
+    if (chunk == 0) return;
+    t.tilingKey = splitKey;
+    SetChunks(t, t.numCols, chunk);
 }
 #endif
 

@@ -42,6 +42,48 @@ inline ge::graphStatus CommitTiling(gert::TilingContext *context, const TilingDa
     return ge::GRAPH_SUCCESS;
 }
 
+// The rows a tiling callback splits: input xIndex's elements in rows of `cols` elements,
+// and the element bytes of input 0. ok is false when the input is absent or the rows do not
+// fit the rule (the callback then fails).
+struct InputRows {
+    uint64_t rows = 0;
+    uint32_t cols = 0;
+    uint32_t xSize = 0;
+    bool ok = false;
+};
+
+inline InputRows MakeInputRows(gert::TilingContext *context, uint64_t total, uint64_t cols)
+{
+    InputRows r;
+    if (cols == 0 || total % cols != 0) return r;
+    r.rows = total / cols;
+    r.cols = static_cast<uint32_t>(cols);
+    r.xSize = ge::GetSizeByDataType(context->GetInputDesc(0)->GetDataType());
+    r.ok = true;
+    return r;
+}
+
+// Rows of input xIndex as long as input colsIndex has elements (x over gamma's dims).
+inline InputRows RowsByInput(gert::TilingContext *context, size_t xIndex, size_t colsIndex)
+{
+    const gert::StorageShape *x = context->GetInputShape(xIndex);
+    const gert::StorageShape *c = context->GetInputShape(colsIndex);
+    if (x == nullptr || c == nullptr) return {};
+    return MakeInputRows(context, static_cast<uint64_t>(x->GetStorageShape().GetShapeSize()),
+                         static_cast<uint64_t>(c->GetStorageShape().GetShapeSize()));
+}
+
+// Rows of input xIndex over its last dim; it needs at least minRank dims.
+inline InputRows RowsByLastDim(gert::TilingContext *context, size_t xIndex, size_t minRank = 1)
+{
+    const gert::StorageShape *x = context->GetInputShape(xIndex);
+    if (x == nullptr) return {};
+    const gert::Shape &xs = x->GetStorageShape();
+    if (xs.GetDimNum() < minRank || xs.GetDimNum() == 0) return {};
+    return MakeInputRows(context, static_cast<uint64_t>(xs.GetShapeSize()),
+                         static_cast<uint64_t>(xs.GetDim(xs.GetDimNum() - 1)));
+}
+
 inline float EpsilonAttr(gert::TilingContext *context, size_t index)
 {
     auto *attrs = context->GetAttrs();

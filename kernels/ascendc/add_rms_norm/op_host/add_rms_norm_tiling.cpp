@@ -5,15 +5,10 @@
 namespace optiling {
 static ge::graphStatus TilingAddRmsNormCallback(gert::TilingContext *context)
 {
-    const gert::StorageShape *x1 = context->GetInputShape(0);
-    const gert::StorageShape *gamma = context->GetInputShape(2);
-    if (x1 == nullptr || gamma == nullptr) return ge::GRAPH_FAILED;
-    uint64_t cols = static_cast<uint64_t>(gamma->GetStorageShape().GetShapeSize());
-    uint64_t total = static_cast<uint64_t>(x1->GetStorageShape().GetShapeSize());
-    if (cols == 0 || total % cols != 0) return ge::GRAPH_FAILED;
-    uint32_t xSize = ge::GetSizeByDataType(context->GetInputDesc(0)->GetDataType());
+    opsdk_ascendc::InputRows r = opsdk_ascendc::RowsByInput(context, 0, 2);  // x1 over gamma
+    if (!r.ok) return ge::GRAPH_FAILED;
     auto facts = opsdk_ascendc::GetPlatformFacts(context);
-    AddRmsNormTilingData td = TilingAddRmsNorm(total / cols, static_cast<uint32_t>(cols), xSize,
+    AddRmsNormTilingData td = TilingAddRmsNorm(r.rows, r.cols, r.xSize,
                                                opsdk_ascendc::EpsilonAttr(context, 0), facts.coreNum, facts.ubSize);
     return opsdk_ascendc::CommitTiling(context, td);
 }

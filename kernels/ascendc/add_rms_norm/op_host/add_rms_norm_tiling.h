@@ -8,16 +8,7 @@
 #include "../../common/tiling_common.h"
 
 struct AddRmsNormTilingData {
-    uint64_t numRows;
-    uint32_t numCols;
-    uint32_t blockDim;
-    uint64_t rowsPerBlock;
-    uint32_t formerBlocks;
-    uint32_t tilingKey;     // TILING_KEY_WHOLE_ROW or TILING_KEY_SPLIT_ROW (0: no tiling fits)
-    uint32_t rowsPerLoop;   // whole-row key: rows per tile
-    uint32_t chunkCols;     // split-row key: elements per chunk (a multiple of 64)
-    uint32_t numChunks;
-    uint32_t lastChunkCols;
+    OPSDK_ROW_TILING_FIELDS;
     float epsilon;
     float avgFactor;        // 1 / numCols
 };
@@ -40,22 +31,10 @@ inline AddRmsNormTilingData TilingAddRmsNorm(uint64_t numRows, uint32_t numCols,
         return fixed(numCols) + 4 * 2 * rows * AlignElems(numCols, xSize) * xSize +
                (withFp32Y ? 2 * rows * AlignElems(numCols, 4) * 4 : 0) + 2 * AlignBytes(rows * 4);
     };
-    uint64_t maxRows = s.rowsPerBlock + (s.formerBlocks ? 1 : 0);
-    uint32_t rows = FitRows(ubSize, maxRows, whole);
-    if (rows >= 1) {
-        t.tilingKey = TILING_KEY_WHOLE_ROW;
-        t.rowsPerLoop = rows;
-        return t;
-    }
     auto split = [&](uint64_t n) {
         return fixed(n) + 4 * 2 * n * xSize + (withFp32Y ? 2 * n * 4 : 0) + 2 * BLOCK_BYTES;
     };
-    uint32_t chunk = FitChunk(ubSize, numCols, 64, split);
-    if (chunk == 0) return t;
-    t.tilingKey = TILING_KEY_SPLIT_ROW;
-    t.chunkCols = chunk;
-    t.numChunks = static_cast<uint32_t>(CeilDiv(numCols, chunk));
-    t.lastChunkCols = numCols - (t.numChunks - 1) * chunk;
+    ChooseRowTile(t, ubSize, MaxBlockRows(s), whole, split);
     return t;
 }
 #endif

@@ -6,12 +6,8 @@
 namespace optiling {
 static ge::graphStatus TilingAddRmsNormDynamicQuantCallback(gert::TilingContext *context)
 {
-    const gert::StorageShape *x1 = context->GetInputShape(0);
-    const gert::StorageShape *gamma = context->GetInputShape(2);
-    if (x1 == nullptr || gamma == nullptr) return ge::GRAPH_FAILED;
-    uint64_t cols = static_cast<uint64_t>(gamma->GetStorageShape().GetShapeSize());
-    uint64_t total = static_cast<uint64_t>(x1->GetStorageShape().GetShapeSize());
-    if (cols == 0 || total % cols != 0) return ge::GRAPH_FAILED;
+    opsdk_ascendc::InputRows r = opsdk_ascendc::RowsByInput(context, 0, 2);  // x1 over gamma
+    if (!r.ok) return ge::GRAPH_FAILED;
     auto *attrs = context->GetAttrs();
     if (attrs == nullptr) return ge::GRAPH_FAILED;
     const auto *mask = attrs->GetAttrPointer<gert::TypedContinuousVector<bool>>(1);
@@ -21,10 +17,9 @@ static ge::graphStatus TilingAddRmsNormDynamicQuantCallback(gert::TilingContext 
     int64_t dst = dstType ? *dstType : ge::DT_INT8;
     uint32_t outType = dst == ge::DT_INT4 ? opsdk_ascendc::OUT_INT8 : opsdk_ascendc::DstTypeToOutType(dst);
     if (outType > opsdk_ascendc::OUT_HIFLOAT8) return ge::GRAPH_FAILED;
-    uint32_t xSize = ge::GetSizeByDataType(context->GetInputDesc(0)->GetDataType());
     auto facts = opsdk_ascendc::GetPlatformFacts(context);
     AddRmsNormDynamicQuantTilingData td = TilingAddRmsNormDynamicQuant(
-        total / cols, static_cast<uint32_t>(cols), xSize, opsdk_ascendc::EpsilonAttr(context, 0),
+        r.rows, r.cols, r.xSize, opsdk_ascendc::EpsilonAttr(context, 0),
         context->GetOptionalInputShape(3) != nullptr, context->GetOptionalInputShape(4) != nullptr,
         context->GetOptionalInputShape(5) != nullptr, hasMask, hasMask && mask->GetData()[0],
         hasMask && mask->GetData()[1], dst == ge::DT_INT4, facts.coreNum, facts.ubSize, outType);

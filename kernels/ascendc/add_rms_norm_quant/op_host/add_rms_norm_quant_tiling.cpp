@@ -8,12 +8,8 @@
 namespace optiling {
 static ge::graphStatus TilingAddRmsNormQuantCallback(gert::TilingContext *context)
 {
-    const gert::StorageShape *x1 = context->GetInputShape(0);
-    const gert::StorageShape *gamma = context->GetInputShape(2);
-    if (x1 == nullptr || gamma == nullptr) return ge::GRAPH_FAILED;
-    uint64_t cols = static_cast<uint64_t>(gamma->GetStorageShape().GetShapeSize());
-    uint64_t total = static_cast<uint64_t>(x1->GetStorageShape().GetShapeSize());
-    if (cols == 0 || total % cols != 0) return ge::GRAPH_FAILED;
+    opsdk_ascendc::InputRows r = opsdk_ascendc::RowsByInput(context, 0, 2);  // x1 over gamma
+    if (!r.ok) return ge::GRAPH_FAILED;
     auto *attrs = context->GetAttrs();
     if (attrs == nullptr) return ge::GRAPH_FAILED;
     const int64_t *axis = attrs->GetAttrPointer<int64_t>(0);
@@ -21,10 +17,9 @@ static ge::graphStatus TilingAddRmsNormQuantCallback(gert::TilingContext *contex
     const int64_t *dstType = attrs->GetAttrPointer<int64_t>(3);
     uint32_t outType = dstType != nullptr ? opsdk_ascendc::DstTypeToOutType(*dstType) : opsdk_ascendc::OUT_INT8;
     if (outType > opsdk_ascendc::OUT_HIFLOAT8) return ge::GRAPH_FAILED;
-    uint32_t xSize = ge::GetSizeByDataType(context->GetInputDesc(0)->GetDataType());
     auto facts = opsdk_ascendc::GetPlatformFacts(context);
     AddRmsNormQuantTilingData td = TilingAddRmsNormQuant(
-        total / cols, static_cast<uint32_t>(cols), xSize, opsdk_ascendc::EpsilonAttr(context, 1),
+        r.rows, r.cols, r.xSize, opsdk_ascendc::EpsilonAttr(context, 1),
         context->GetOptionalInputShape(4) != nullptr, context->GetOptionalInputShape(5) != nullptr,
         context->GetOptionalInputShape(6) != nullptr, context->GetOptionalInputShape(7) != nullptr,
         divMode == nullptr || *divMode, axis ? *axis : -1, facts.coreNum, facts.ubSize, outType);

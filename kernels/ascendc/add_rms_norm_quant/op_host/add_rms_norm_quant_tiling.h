@@ -10,16 +10,7 @@
 #include "../../common/tiling_common.h"
 
 struct AddRmsNormQuantTilingData {
-    uint64_t numRows;
-    uint32_t numCols;
-    uint32_t blockDim;
-    uint64_t rowsPerBlock;
-    uint32_t formerBlocks;
-    uint32_t tilingKey;     // TILING_KEY_WHOLE_ROW or TILING_KEY_SPLIT_ROW (0: no tiling fits / not supported)
-    uint32_t rowsPerLoop;   // whole-row key: rows per tile
-    uint32_t chunkCols;     // split-row key: elements per chunk (a multiple of 64)
-    uint32_t numChunks;
-    uint32_t lastChunkCols;
+    OPSDK_ROW_TILING_FIELDS;
     float epsilon;
     float avgFactor;        // 1 / numCols
     uint32_t hasBeta;
@@ -78,22 +69,10 @@ inline AddRmsNormQuantTilingData TilingAddRmsNormQuantCommon(uint64_t numRows, u
                outs * 2 * rows * AlignBytes(yBytes(numCols)) +
                (f.dynamic ? outs * 2 * AlignBytes(rows * 4) : 0);
     };
-    uint64_t maxRows = s.rowsPerBlock + (s.formerBlocks ? 1 : 0);
-    uint32_t rows = FitRows(ubSize, maxRows, whole);
-    if (rows >= 1) {
-        t.tilingKey = TILING_KEY_WHOLE_ROW;
-        t.rowsPerLoop = rows;
-        return t;
-    }
     auto split = [&](uint64_t n) {
         return fixed(n) + 3 * 2 * n * xSize + outs * 2 * yBytes(n) + (f.dynamic ? outs * 2 * BLOCK_BYTES : 0);
     };
-    uint32_t chunk = FitChunk(ubSize, numCols, 64, split);
-    if (chunk == 0) return t;
-    t.tilingKey = TILING_KEY_SPLIT_ROW;
-    t.chunkCols = chunk;
-    t.numChunks = static_cast<uint32_t>(CeilDiv(numCols, chunk));
-    t.lastChunkCols = numCols - (t.numChunks - 1) * chunk;
+    ChooseRowTile(t, ubSize, MaxBlockRows(s), whole, split);
     return t;
 }
 

@@ -8,13 +8,8 @@
 namespace optiling {
 static ge::graphStatus TilingDynamicQuantCallback(gert::TilingContext *context)
 {
-    const gert::StorageShape *x = context->GetInputShape(0);
-    if (x == nullptr) return ge::GRAPH_FAILED;
-    const gert::Shape &xs = x->GetStorageShape();
-    if (xs.GetDimNum() < 2) return ge::GRAPH_FAILED;
-    uint64_t cols = static_cast<uint64_t>(xs.GetDim(xs.GetDimNum() - 1));
-    uint64_t total = static_cast<uint64_t>(xs.GetShapeSize());
-    if (cols == 0) return ge::GRAPH_FAILED;
+    opsdk_ascendc::InputRows r = opsdk_ascendc::RowsByLastDim(context, 0, 2);  // x's rows (2-D at least)
+    if (!r.ok) return ge::GRAPH_FAILED;
     auto *attrs = context->GetAttrs();
     const int64_t *dstType = attrs ? attrs->GetAttrPointer<int64_t>(0) : nullptr;
     int64_t dst = dstType ? *dstType : ge::DT_INT8;
@@ -24,9 +19,8 @@ static ge::graphStatus TilingDynamicQuantCallback(gert::TilingContext *context)
     const gert::StorageShape *group = context->GetOptionalInputShape(2);
     uint64_t numGroups = group ? static_cast<uint64_t>(group->GetStorageShape().GetShapeSize()) : 0;
     if (group != nullptr && numGroups == 0) return ge::GRAPH_FAILED;
-    uint32_t xSize = ge::GetSizeByDataType(context->GetInputDesc(0)->GetDataType());
     auto facts = opsdk_ascendc::GetPlatformFacts(context);
-    DynamicQuantTilingData td = TilingDynamicQuant(total / cols, static_cast<uint32_t>(cols), xSize, hasSmooth,
+    DynamicQuantTilingData td = TilingDynamicQuant(r.rows, r.cols, r.xSize, hasSmooth,
                                                    static_cast<uint32_t>(numGroups > 0xFFFFFFFFull ? 0xFFFFFFFFull : numGroups),
                                                    DQ_MODE_PER_TOKEN, 0, dst == ge::DT_INT4, facts.coreNum, facts.ubSize,
                                                    dst == ge::DT_INT4 ? 0 : outType,

@@ -26,16 +26,9 @@ constexpr uint32_t DQ_KEY_CHANNEL = 5;       // per channel: units of (batch, co
 constexpr uint32_t DQ_MAX_GROUPS = 1024;     // MoE experts (group_index's length)
 
 struct DynamicQuantTilingData {
-    uint64_t numRows;
-    uint32_t numCols;
-    uint32_t blockDim;
-    uint64_t rowsPerBlock;  // rows per block (per channel: units, one unit = one batch's column chunk)
-    uint32_t formerBlocks;  // the first formerBlocks blocks take one more row (unit)
-    uint32_t tilingKey;     // DQ_KEY_* (0: not supported / no fit)
-    uint32_t rowsPerLoop;   // rows per tile (per channel: rows of dim -2 per tile)
-    uint32_t chunkCols;     // split row: a multiple of 64; per channel: the column chunk
-    uint32_t numChunks;
-    uint32_t lastChunkCols;
+    // tilingKey: DQ_KEY_*; per channel, rowsPerBlock / formerBlocks count units (one batch's
+    // column chunk) and rowsPerLoop rows of dim -2 per tile
+    OPSDK_ROW_TILING_FIELDS;
     uint32_t hasSmooth;
     uint32_t numGroups;     // MoE: group_index's length E (smooth_scales (E, numCols)); 0: no group_index
     uint32_t chanRows;      // per channel: the size M of dim -2 (numRows = batches * M)
@@ -99,9 +92,7 @@ inline DynamicQuantTilingData TilingDynamicQuant(uint64_t numRows, uint32_t numC
         }
         t.tilingKey = DQ_KEY_CHANNEL;
         t.chanRows = static_cast<uint32_t>(chanRows);
-        t.chunkCols = static_cast<uint32_t>(cc);
-        t.numChunks = static_cast<uint32_t>(CeilDiv(numCols, cc));
-        t.lastChunkCols = static_cast<uint32_t>(numCols - (t.numChunks - 1) * cc);
+        SetChunks(t, numCols, cc);
         t.rowsPerLoop = FitRows(ubSize, chanRows, [&](uint64_t rows) { return bytes(cc, rows); });
         BlockSplit u = SplitRows(batches * t.numChunks, coreNum);
         t.blockDim = u.blockDim;
@@ -120,20 +111,10 @@ inline DynamicQuantTilingData TilingDynamicQuant(uint64_t numRows, uint32_t numC
                3 * AlignBytes(rows * 4);
     };
     // per tensor: the amax pass reads every row of the tensor, tiles as large as for the block's rows
-    uint64_t maxRows = perTensor ? numRows : s.rowsPerBlock + (s.formerBlocks ? 1 : 0);
-    uint32_t rows = FitRows(ubSize, maxRows, whole);
-    if (rows >= 1) {
-        t.tilingKey = perTensor ? DQ_KEY_TENSOR_WHOLE : DQ_KEY_TOKEN_WHOLE;
-        t.rowsPerLoop = rows;
-        return t;
-    }
+    uint64_t maxRows = perTensor ? numRows : MaxBlockRows(s);
     auto split = [&](uint64_t n) { return fixed(n) + 2 * n * xSize + 2 * yBytes(n) + 3 * BLOCK_BYTES; };
-    uint32_t chunk = FitChunk(ubSize, numCols, 64, split);
-    if (chunk == 0) return t;
-    t.tilingKey = perTensor ? DQ_KEY_TENSOR_SPLIT : DQ_KEY_TOKEN_SPLIT;
-    t.chunkCols = chunk;
-    t.numChunks = static_cast<uint32_t>(CeilDiv(numCols, chunk));
-    t.lastChunkCols = numCols - (t.numChunks - 1) * chunk;
+    ChooseRowTile(t, ubSize, maxRows, whole, split, 64, perTensor ? DQ_KEY_TENSOR_WHOLE : DQ_KEY_TOKEN_WHOLE,
+                  perTensor ? DQ_KEY_TENSOR_SPLIT : DQ_KEY_TOKEN_SPLIT);
     return t;
 }
 #endif

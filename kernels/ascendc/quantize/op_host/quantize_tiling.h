@@ -11,16 +11,7 @@
 #include "../../common/tiling_common.h"
 
 struct QuantizeTilingData {
-    uint64_t numRows;
-    uint32_t numCols;
-    uint32_t blockDim;
-    uint64_t rowsPerBlock;
-    uint32_t formerBlocks;
-    uint32_t tilingKey;     // TILING_KEY_WHOLE_ROW or TILING_KEY_SPLIT_ROW (0: no tiling fits / not supported)
-    uint32_t rowsPerLoop;
-    uint32_t chunkCols;     // a multiple of 64
-    uint32_t numChunks;
-    uint32_t lastChunkCols;
+    OPSDK_ROW_TILING_FIELDS;
     uint32_t perTensor;     // one scale (and zero point) for the whole tensor
     uint32_t hasZero;       // zero points / offset given
     uint32_t perRow;        // scales along a dim other than the last: row r takes scale (r / chanInner) % chanCount
@@ -81,20 +72,8 @@ inline QuantizeTilingData TilingQuantizeCommon(uint64_t numRows, uint32_t numCol
     auto whole = [&](uint64_t rows) {  // x in, y out (double-buffered)
         return fixed(numCols) + 2 * rows * AlignElems(numCols, xSize) * xSize + 2 * rows * yBytes(numCols);
     };
-    uint64_t maxRows = s.rowsPerBlock + (s.formerBlocks ? 1 : 0);
-    uint32_t rows = FitRows(ubSize, maxRows, whole);
-    if (rows >= 1) {
-        t.tilingKey = TILING_KEY_WHOLE_ROW;
-        t.rowsPerLoop = rows;
-        return t;
-    }
     auto split = [&](uint64_t n) { return fixed(n) + 2 * n * xSize + 2 * yBytes(n); };
-    uint32_t chunk = FitChunk(ubSize, numCols, 64, split);
-    if (chunk == 0) return t;
-    t.tilingKey = TILING_KEY_SPLIT_ROW;
-    t.chunkCols = chunk;
-    t.numChunks = static_cast<uint32_t>(CeilDiv(numCols, chunk));
-    t.lastChunkCols = numCols - (t.numChunks - 1) * chunk;
+    ChooseRowTile(t, ubSize, MaxBlockRows(s), whole, split);
     return t;
 }
 

@@ -7,6 +7,7 @@
 //      sums the squares, a second pass normalises (x and gamma read twice).
 #include "kernel_operator.h"
 #include "../../common/kernel_common.h"
+#include "../../common/row_kernel.h"
 #include "../op_host/rms_norm_tiling.h"
 
 namespace {
@@ -16,23 +17,26 @@ using namespace opsdk_ascendc;
 constexpr int32_t BUFFER_NUM = 2;
 
 template <typename T, typename TG>
-class KernelRmsNorm {
+class KernelRmsNorm : public RowKernel<KernelRmsNorm<T, TG>, RmsNormTilingData> {
+    using Base = RowKernel<KernelRmsNorm<T, TG>, RmsNormTilingData>;
+    friend Base;
+    using Base::td_;
+    using Base::rowCount_;
+    using Base::ChunkLen;
+
 public:
     __aicore__ inline void Init(GM_ADDR x, GM_ADDR gamma, GM_ADDR y, GM_ADDR rstd, const RmsNormTilingData &td)
     {
-        td_ = td;
-        RowRange r = BlockRows(td.rowsPerBlock, td.formerBlocks);
-        rowStart_ = r.start;
-        rowCount_ = r.count;
+        RowRange r = this->InitRows(td);
         uint64_t n = td.numCols;
-        xGm.SetGlobalBuffer((__gm__ T *)x + rowStart_ * n, rowCount_ * n);
-        yGm.SetGlobalBuffer((__gm__ T *)y + rowStart_ * n, rowCount_ * n);
-        rstdGm.SetGlobalBuffer((__gm__ float *)rstd + rowStart_, rowCount_);
+        xGm.SetGlobalBuffer((__gm__ T *)x + r.start * n, r.count * n);
+        yGm.SetGlobalBuffer((__gm__ T *)y + r.start * n, r.count * n);
+        rstdGm.SetGlobalBuffer((__gm__ float *)rstd + r.start, r.count);
         gammaGm.SetGlobalBuffer((__gm__ TG *)gamma, n);
         // the fp32 working length: a whole row, or one chunk
-        work_ = td.tilingKey == TILING_KEY_WHOLE_ROW ? td.numCols : td.chunkCols;
-        uint32_t rows = td.tilingKey == TILING_KEY_WHOLE_ROW ? td.rowsPerLoop : 1;
-        pitchX_ = Align(td.tilingKey == TILING_KEY_WHOLE_ROW ? td.numCols : td.chunkCols, 32 / sizeof(T));
+        work_ = this->TileCols();
+        uint32_t rows = this->TileRows();
+        pitchX_ = Align(work_, 32 / sizeof(T));
         pipe.InitBuffer(inQueueX, BUFFER_NUM, rows * pitchX_ * sizeof(T));
         pipe.InitBuffer(outQueueY, BUFFER_NUM, rows * pitchX_ * sizeof(T));
         pipe.InitBuffer(outQueueRstd, BUFFER_NUM, rows * sizeof(float));
@@ -45,33 +49,21 @@ public:
         pipe.InitBuffer(oneBuf, 32);
     }
 
-    __aicore__ inline void Process()
-    {
-        if (rowCount_ == 0) return;
-        if (td_.tilingKey == TILING_KEY_WHOLE_ROW) {
-            ProcessWholeRow();
-        } else if (td_.tilingKey == TILING_KEY_SPLIT_ROW) {
-            ProcessSplitRow();
-        }
-    }
-
 private:
-    // ---- key 1: whole rows -------------------------------------------------------------
-    __aicore__ inline void ProcessWholeRow()
+    // ---- key 1: whole rows, gamma resident in fp32 ---------------------------------------
+    __aicore__ inline void BeginWholeRows()
     {
         LocalTensor<TG> g = gammaBuf.Get<TG>();
-        LocalTensor<float> gF = gammaFpBuf.Get<float>();
         LoadAndWait(g, gammaGm, td_.numCols);
-        ToFloat(gF, g, td_.numCols);
+        ToFloat(gammaFpBuf.Get<float>(), g, td_.numCols);
         PipeBarrier<PIPE_V>();
-        uint64_t loops = (rowCount_ + td_.rowsPerLoop - 1) / td_.rowsPerLoop;
-        for (uint64_t i = 0; i < loops; ++i) {
-            uint64_t row0 = i * td_.rowsPerLoop;
-            uint32_t rows = static_cast<uint32_t>(rowCount_ - row0 < td_.rowsPerLoop ? rowCount_ - row0 : td_.rowsPerLoop);
-            CopyIn(row0, rows);
-            Compute(rows, gF);
-            CopyOut(row0, rows);
-        }
+    }
+
+    __aicore__ inline void WholeRows(uint64_t row0, uint32_t rows)
+    {
+        CopyIn(row0, rows);
+        Compute(rows, gammaFpBuf.Get<float>());
+        CopyOut(row0, rows);
     }
 
     __aicore__ inline void CopyIn(uint64_t row0, uint32_t rows)
@@ -113,60 +105,46 @@ private:
     }
 
     // ---- key 2: one row at a time, in chunks ---------------------------------------------
-    __aicore__ inline void ProcessSplitRow()
+    __aicore__ inline void SplitRow(uint64_t row)
     {
         LocalTensor<float> xF = xFpBuf.Get<float>();
         LocalTensor<TG> g = gammaBuf.Get<TG>();
         LocalTensor<float> gF = gammaFpBuf.Get<float>();
-        for (uint64_t row = 0; row < rowCount_; ++row) {
-            float sum = 0.0f;  // chunk sums added in chunk order (docs/ascendc.md)
-            for (uint32_t c = 0; c < td_.numChunks; ++c) {
-                uint32_t len = ChunkLen(c);
-                LoadChunk(row, c, len);
-                LocalTensor<T> xLocal = inQueueX.DeQue<T>();
-                ToFloat(xF, xLocal, len);
-                inQueueX.FreeTensor(xLocal);
-                PipeBarrier<PIPE_V>();
-                sum += SumSquares(xF, len);
-            }
-            float rstd = RowRstd(sum);
-            for (uint32_t c = 0; c < td_.numChunks; ++c) {
-                uint32_t len = ChunkLen(c);
-                uint64_t col0 = static_cast<uint64_t>(c) * td_.chunkCols;
-                LoadChunk(row, c, len);
-                LoadAndWait(g, gammaGm[col0], len);
-                ToFloat(gF, g, len);
-                LocalTensor<T> xLocal = inQueueX.DeQue<T>();
-                ToFloat(xF, xLocal, len);
-                inQueueX.FreeTensor(xLocal);
-                PipeBarrier<PIPE_V>();
-                LocalTensor<T> yLocal = outQueueY.AllocTensor<T>();
-                Normalize(yLocal, xF, gF, rstd, len);
-                outQueueY.EnQue(yLocal);
-                yLocal = outQueueY.DeQue<T>();
-                CopyRowsOut(yGm[row * td_.numCols + col0], yLocal, 1, len);
-                outQueueY.FreeTensor(yLocal);
-            }
-            LocalTensor<float> rstdLocal = outQueueRstd.AllocTensor<float>();
-            rstdLocal.SetValue(0, rstd);
-            outQueueRstd.EnQue(rstdLocal);
-            rstdLocal = outQueueRstd.DeQue<float>();
-            SetFlag<HardEvent::S_MTE3>(0);
-            WaitFlag<HardEvent::S_MTE3>(0);
-            CopyRowsOut(rstdGm[row], rstdLocal, 1, 1);
-            outQueueRstd.FreeTensor(rstdLocal);
+        float sum = 0.0f;  // chunk sums added in chunk order (docs/ascendc.md)
+        for (uint32_t c = 0; c < td_.numChunks; ++c) {
+            uint32_t len = ChunkLen(c);
+            LoadChunk(row, c, len);
+            LocalTensor<T> xLocal = inQueueX.DeQue<T>();
+            ToFloat(xF, xLocal, len);
+            inQueueX.FreeTensor(xLocal);
+            PipeBarrier<PIPE_V>();
+            sum += SumSquares(xF, len);
         }
-    }
-
-    __aicore__ inline uint32_t ChunkLen(uint32_t c) const
-    {
-        return c + 1 == td_.numChunks ? td_.lastChunkCols : td_.chunkCols;
+        float rstd = RowRstd(sum);
+        for (uint32_t c = 0; c < td_.numChunks; ++c) {
+            uint32_t len = ChunkLen(c);
+            uint64_t col0 = this->ChunkCol(c);
+            LoadChunk(row, c, len);
+            LoadAndWait(g, gammaGm[col0], len);
+            ToFloat(gF, g, len);
+            LocalTensor<T> xLocal = inQueueX.DeQue<T>();
+            ToFloat(xF, xLocal, len);
+            inQueueX.FreeTensor(xLocal);
+            PipeBarrier<PIPE_V>();
+            LocalTensor<T> yLocal = outQueueY.AllocTensor<T>();
+            Normalize(yLocal, xF, gF, rstd, len);
+            outQueueY.EnQue(yLocal);
+            yLocal = outQueueY.DeQue<T>();
+            CopyRowsOut(yGm[row * td_.numCols + col0], yLocal, 1, len);
+            outQueueY.FreeTensor(yLocal);
+        }
+        WriteScalarOut(outQueueRstd, rstdGm[row], rstd);
     }
 
     __aicore__ inline void LoadChunk(uint64_t row, uint32_t c, uint32_t len)
     {
         LocalTensor<T> xLocal = inQueueX.AllocTensor<T>();
-        CopyRowsIn(xLocal, xGm[row * td_.numCols + static_cast<uint64_t>(c) * td_.chunkCols], 1, len);
+        CopyRowsIn(xLocal, xGm[this->ChunkOffset(row, c)], 1, len);
         inQueueX.EnQue(xLocal);
     }
 
@@ -207,8 +185,6 @@ private:
     GlobalTensor<T> xGm, yGm;
     GlobalTensor<TG> gammaGm;
     GlobalTensor<float> rstdGm;
-    RmsNormTilingData td_{};
-    uint64_t rowStart_ = 0, rowCount_ = 0;
     uint32_t work_ = 0, pitchX_ = 0;
 };
 }  // namespace

@@ -6,17 +6,11 @@
 namespace optiling {
 static ge::graphStatus TilingSiluMulQuantCallback(gert::TilingContext *context)
 {
-    const gert::StorageShape *gate = context->GetInputShape(0);
-    if (gate == nullptr) return ge::GRAPH_FAILED;
-    const gert::Shape &gs = gate->GetStorageShape();
-    if (gs.GetDimNum() < 1) return ge::GRAPH_FAILED;
-    uint64_t cols = static_cast<uint64_t>(gs.GetDim(gs.GetDimNum() - 1));
-    uint64_t total = static_cast<uint64_t>(gs.GetShapeSize());
-    if (cols == 0) return ge::GRAPH_FAILED;
-    uint32_t xSize = ge::GetSizeByDataType(context->GetInputDesc(0)->GetDataType());
+    opsdk_ascendc::InputRows r = opsdk_ascendc::RowsByLastDim(context, 0);  // gate's rows
+    if (!r.ok) return ge::GRAPH_FAILED;
     auto facts = opsdk_ascendc::GetPlatformFacts(context);
     SiluMulQuantTilingData td =
-        TilingSiluMulQuant(total / cols, static_cast<uint32_t>(cols), xSize, facts.coreNum, facts.ubSize);
+        TilingSiluMulQuant(r.rows, r.cols, r.xSize, facts.coreNum, facts.ubSize);
     return opsdk_ascendc::CommitTiling(context, td);
 }
 

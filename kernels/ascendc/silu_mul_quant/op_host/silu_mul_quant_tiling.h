@@ -9,16 +9,7 @@
 #include "../../common/tiling_common.h"
 
 struct SiluMulQuantTilingData {
-    uint64_t numRows;
-    uint32_t numCols;
-    uint32_t blockDim;
-    uint64_t rowsPerBlock;
-    uint32_t formerBlocks;
-    uint32_t tilingKey;     // TILING_KEY_WHOLE_ROW or TILING_KEY_SPLIT_ROW (0: no tiling fits)
-    uint32_t rowsPerLoop;
-    uint32_t chunkCols;     // a multiple of 64
-    uint32_t numChunks;
-    uint32_t lastChunkCols;
+    OPSDK_ROW_TILING_FIELDS;
 };
 
 #ifndef __CCE_AICORE__
@@ -37,20 +28,8 @@ inline SiluMulQuantTilingData TilingSiluMulQuant(uint64_t numRows, uint32_t numC
         return fixed(numCols) + 2 * 2 * rows * AlignElems(numCols, xSize) * xSize + 2 * rows * AlignBytes(numCols) +
                2 * AlignBytes(rows * 4);
     };
-    uint64_t maxRows = s.rowsPerBlock + (s.formerBlocks ? 1 : 0);
-    uint32_t rows = FitRows(ubSize, maxRows, whole);
-    if (rows >= 1) {
-        t.tilingKey = TILING_KEY_WHOLE_ROW;
-        t.rowsPerLoop = rows;
-        return t;
-    }
     auto split = [&](uint64_t n) { return fixed(n) + 2 * 2 * n * xSize + 2 * n + 2 * BLOCK_BYTES; };
-    uint32_t chunk = FitChunk(ubSize, numCols, 64, split);
-    if (chunk == 0) return t;
-    t.tilingKey = TILING_KEY_SPLIT_ROW;
-    t.chunkCols = chunk;
-    t.numChunks = static_cast<uint32_t>(CeilDiv(numCols, chunk));
-    t.lastChunkCols = numCols - (t.numChunks - 1) * chunk;
+    ChooseRowTile(t, ubSize, MaxBlockRows(s), whole, split);
     return t;
 }
 #endif

@@ -7,6 +7,7 @@
 // recomputes h and quantises.
 #include "kernel_operator.h"
 #include "../../common/kernel_common.h"
+#include "../../common/row_kernel.h"
 #include "../op_host/silu_mul_quant_tiling.h"
 
 namespace {
@@ -16,21 +17,22 @@ using namespace opsdk_ascendc;
 constexpr int32_t BUFFER_NUM = 2;
 
 template <typename T>
-class KernelSiluMulQuant {
+class KernelSiluMulQuant : public RowKernel<KernelSiluMulQuant<T>, SiluMulQuantTilingData> {
+    using Base = RowKernel<KernelSiluMulQuant<T>, SiluMulQuantTilingData>;
+    friend Base;
+    using Base::td_;
+
 public:
     __aicore__ inline void Init(GM_ADDR gate, GM_ADDR up, GM_ADDR y, GM_ADDR scale, const SiluMulQuantTilingData &td)
     {
-        td_ = td;
-        RowRange r = BlockRows(td.rowsPerBlock, td.formerBlocks);
-        rowCount_ = r.count;
+        RowRange r = this->InitRows(td);
         uint64_t n = td.numCols;
         gateGm.SetGlobalBuffer((__gm__ T *)gate + r.start * n, r.count * n);
         upGm.SetGlobalBuffer((__gm__ T *)up + r.start * n, r.count * n);
         yGm.SetGlobalBuffer((__gm__ int8_t *)y + r.start * n, r.count * n);
         scaleGm.SetGlobalBuffer((__gm__ float *)scale + r.start, r.count);
-        bool whole = td.tilingKey == TILING_KEY_WHOLE_ROW;
-        uint32_t work = whole ? td.numCols : td.chunkCols;
-        uint32_t rows = whole ? td.rowsPerLoop : 1;
+        uint32_t work = this->TileCols();
+        uint32_t rows = this->TileRows();
         pitchX_ = Align(work, 32 / sizeof(T));
         pitchY_ = Align(work, 32);
         pitchF_ = Align(work, 8);
@@ -44,16 +46,6 @@ public:
         pipe.InitBuffer(halfBuf, Align(work, 16) * sizeof(half));
         pipe.InitBuffer(reduceWorkBuf, ReduceWorkBufBytes(work));
         pipe.InitBuffer(scalarBuf, 32);
-    }
-
-    __aicore__ inline void Process()
-    {
-        if (rowCount_ == 0) return;
-        if (td_.tilingKey == TILING_KEY_WHOLE_ROW) {
-            ProcessWholeRow();
-        } else if (td_.tilingKey == TILING_KEY_SPLIT_ROW) {
-            ProcessSplitRow();
-        }
     }
 
 private:
@@ -98,36 +90,31 @@ private:
     }
 
     // ---- key 1 ---------------------------------------------------------------------------
-    __aicore__ inline void ProcessWholeRow()
+    __aicore__ inline void WholeRows(uint64_t row0, uint32_t rows)
     {
-        uint64_t loops = (rowCount_ + td_.rowsPerLoop - 1) / td_.rowsPerLoop;
-        for (uint64_t i = 0; i < loops; ++i) {
-            uint64_t row0 = i * td_.rowsPerLoop;
-            uint32_t rows = static_cast<uint32_t>(rowCount_ - row0 < td_.rowsPerLoop ? rowCount_ - row0 : td_.rowsPerLoop);
-            uint64_t off = row0 * td_.numCols;
-            CopyIn(off, rows, td_.numCols);
-            LocalTensor<T> g = inQueueGate.DeQue<T>();
-            LocalTensor<T> u = inQueueUp.DeQue<T>();
-            LocalTensor<int8_t> yLocal = outQueueY.AllocTensor<int8_t>();
-            LocalTensor<float> scaleLocal = outQueueScale.AllocTensor<float>();
-            for (uint32_t r = 0; r < rows; ++r) {
-                float amax = SiluMul(g[r * pitchX_], u[r * pitchX_], td_.numCols);
-                scaleLocal.SetValue(r, DynamicQuantScale(amax));
-                Quantize(yLocal[r * pitchY_], Inverse(amax), td_.numCols);
-            }
-            outQueueY.EnQue(yLocal);
-            outQueueScale.EnQue(scaleLocal);
-            inQueueGate.FreeTensor(g);
-            inQueueUp.FreeTensor(u);
-            yLocal = outQueueY.DeQue<int8_t>();
-            scaleLocal = outQueueScale.DeQue<float>();
-            SetFlag<HardEvent::S_MTE3>(0);  // scale was written by the scalar unit
-            WaitFlag<HardEvent::S_MTE3>(0);
-            CopyRowsOut(yGm[off], yLocal, rows, td_.numCols);
-            CopyRowsOut(scaleGm[row0], scaleLocal, 1, rows);
-            outQueueY.FreeTensor(yLocal);
-            outQueueScale.FreeTensor(scaleLocal);
+        uint64_t off = row0 * td_.numCols;
+        CopyIn(off, rows, td_.numCols);
+        LocalTensor<T> g = inQueueGate.DeQue<T>();
+        LocalTensor<T> u = inQueueUp.DeQue<T>();
+        LocalTensor<int8_t> yLocal = outQueueY.AllocTensor<int8_t>();
+        LocalTensor<float> scaleLocal = outQueueScale.AllocTensor<float>();
+        for (uint32_t r = 0; r < rows; ++r) {
+            float amax = SiluMul(g[r * pitchX_], u[r * pitchX_], td_.numCols);
+            scaleLocal.SetValue(r, DynamicQuantScale(amax));
+            Quantize(yLocal[r * pitchY_], Inverse(amax), td_.numCols);
         }
+        outQueueY.EnQue(yLocal);
+        outQueueScale.EnQue(scaleLocal);
+        inQueueGate.FreeTensor(g);
+        inQueueUp.FreeTensor(u);
+        yLocal = outQueueY.DeQue<int8_t>();
+        scaleLocal = outQueueScale.DeQue<float>();
+        SetFlag<HardEvent::S_MTE3>(0);  // scale was written by the scalar unit
+        WaitFlag<HardEvent::S_MTE3>(0);
+        CopyRowsOut(yGm[off], yLocal, rows, td_.numCols);
+        CopyRowsOut(scaleGm[row0], scaleLocal, 1, rows);
+        outQueueY.FreeTensor(yLocal);
+        outQueueScale.FreeTensor(scaleLocal);
     }
 
     // ---- key 2 ---------------------------------------------------------------------------
@@ -142,36 +129,27 @@ private:
         return m;
     }
 
-    __aicore__ inline void ProcessSplitRow()
+    __aicore__ inline void SplitRow(uint64_t row)
     {
-        for (uint64_t row = 0; row < rowCount_; ++row) {
-            float amax = 0.0f;
-            for (uint32_t c = 0; c < td_.numChunks; ++c) {  // pass 1: amax
-                uint32_t len = c + 1 == td_.numChunks ? td_.lastChunkCols : td_.chunkCols;
-                float m = LoadChunk(row * td_.numCols + static_cast<uint64_t>(c) * td_.chunkCols, len);
-                amax = m > amax ? m : amax;
-            }
-            float inv = Inverse(amax);
-            for (uint32_t c = 0; c < td_.numChunks; ++c) {  // pass 2: h again, quantised
-                uint32_t len = c + 1 == td_.numChunks ? td_.lastChunkCols : td_.chunkCols;
-                uint64_t off = row * td_.numCols + static_cast<uint64_t>(c) * td_.chunkCols;
-                LoadChunk(off, len);
-                LocalTensor<int8_t> yLocal = outQueueY.AllocTensor<int8_t>();
-                Quantize(yLocal, inv, len);
-                outQueueY.EnQue(yLocal);
-                yLocal = outQueueY.DeQue<int8_t>();
-                CopyRowsOut(yGm[off], yLocal, 1, len);
-                outQueueY.FreeTensor(yLocal);
-            }
-            LocalTensor<float> scaleLocal = outQueueScale.AllocTensor<float>();
-            scaleLocal.SetValue(0, DynamicQuantScale(amax));
-            outQueueScale.EnQue(scaleLocal);
-            scaleLocal = outQueueScale.DeQue<float>();
-            SetFlag<HardEvent::S_MTE3>(0);
-            WaitFlag<HardEvent::S_MTE3>(0);
-            CopyRowsOut(scaleGm[row], scaleLocal, 1, 1);
-            outQueueScale.FreeTensor(scaleLocal);
+        float amax = 0.0f;
+        for (uint32_t c = 0; c < td_.numChunks; ++c) {  // pass 1: amax
+            uint32_t len = this->ChunkLen(c);
+            float m = LoadChunk(this->ChunkOffset(row, c), len);
+            amax = m > amax ? m : amax;
         }
+        float inv = Inverse(amax);
+        for (uint32_t c = 0; c < td_.numChunks; ++c) {  // pass 2: h again, quantised
+            uint32_t len = this->ChunkLen(c);
+            uint64_t off = this->ChunkOffset(row, c);
+            LoadChunk(off, len);
+            LocalTensor<int8_t> yLocal = outQueueY.AllocTensor<int8_t>();
+            Quantize(yLocal, inv, len);
+            outQueueY.EnQue(yLocal);
+            yLocal = outQueueY.DeQue<int8_t>();
+            CopyRowsOut(yGm[off], yLocal, 1, len);
+            outQueueY.FreeTensor(yLocal);
+        }
+        WriteScalarOut(outQueueScale, scaleGm[row], DynamicQuantScale(amax));
     }
 
     TPipe pipe;
@@ -181,8 +159,6 @@ private:
     GlobalTensor<T> gateGm, upGm;
     GlobalTensor<int8_t> yGm;
     GlobalTensor<float> scaleGm;
-    SiluMulQuantTilingData td_{};
-    uint64_t rowCount_ = 0;
     uint32_t pitchX_ = 0, pitchY_ = 0, pitchF_ = 0;
 };
 }  // namespace
