@@ -1,6 +1,8 @@
 """AddRmsNorm / AddRmsNormCast Ascend C kernels (kernels/ascendc/add_rms_norm, add_rms_norm_cast)
 on the CPU model vs npu_add_rms_norm's / npu_add_rms_norm_cast's references."""
 
+import ctypes
+
 import pytest
 import torch
 
@@ -13,6 +15,33 @@ pytestmark = pytest.mark.ascendc
 # the driver builds these tests call (tests/ascendc/_kernels.py builds them together)
 VARIANTS = ([("add_rms_norm", (("DTYPE_X1", x),)) for x in ("half", "bfloat16_t", "float")]
             + [("add_rms_norm_cast", (("DTYPE_X1", x),)) for x in ("half", "bfloat16_t")])
+
+
+# ---- the kernel's call wrappers (tests/ascendc/driver_add_rms_norm.cpp) ----
+
+def add_rms_norm(builder, x1, x2, gamma, eps=1e-6, cores=40, ub=K.UB_910B):
+    lib = builder.lib("add_rms_norm", DTYPE_X1=K.CTYPE[x1.dtype])
+    x1, x2, gamma = x1.contiguous(), x2.contiguous(), gamma.contiguous()
+    cols = gamma.numel()
+    y, x = torch.empty_like(x1), torch.empty_like(x1)
+    rstd = torch.empty(x1.numel() // cols, dtype=torch.float32)
+    key = K.call(lib.opsdk_run, K.ptr(x1), K.ptr(x2), K.ptr(gamma), K.ptr(y), K.ptr(rstd), K.ptr(x), K.nrows(x1, cols),
+                 ctypes.c_uint32(cols), ctypes.c_float(eps), ctypes.c_uint32(cores), ctypes.c_uint32(ub))
+    return (y, rstd, x), key
+
+
+def add_rms_norm_cast(builder, x1, x2, gamma, eps=1e-6, cores=40, ub=K.UB_910B):
+    lib = builder.lib("add_rms_norm_cast", DTYPE_X1=K.CTYPE[x1.dtype])
+    x1, x2, gamma = x1.contiguous(), x2.contiguous(), gamma.contiguous()
+    cols = gamma.numel()
+    y1 = torch.empty(x1.shape, dtype=torch.float32)
+    y2, x = torch.empty_like(x1), torch.empty_like(x1)
+    rstd = torch.empty(x1.numel() // cols, dtype=torch.float32)
+    key = K.call(lib.opsdk_run, K.ptr(x1), K.ptr(x2), K.ptr(gamma), K.ptr(y1), K.ptr(y2), K.ptr(rstd), K.ptr(x),
+                 K.nrows(x1, cols), ctypes.c_uint32(cols), ctypes.c_float(eps), ctypes.c_uint32(cores),
+                 ctypes.c_uint32(ub))
+    return (y1, y2, rstd, x), key
+
 
 f16, bf16, f32 = torch.float16, torch.bfloat16, torch.float32
 
@@ -27,7 +56,7 @@ def _inputs(rows, cols, dt):
 def test_add_rms_norm_matches_reference(kernels, case, dt):
     rows, cols, cores, ub, want_key = case
     x1, x2, g = _inputs(rows, cols, dt)
-    (y, rstd, x), key = K.add_rms_norm(kernels, x1, x2, g, 1e-6, cores=cores, ub=ub)
+    (y, rstd, x), key = add_rms_norm(kernels, x1, x2, g, 1e-6, cores=cores, ub=ub)
     check_key(key, case)
     y_ref, rstd_ref, x_ref = op_sdk.get_op("npu_add_rms_norm").reference(x1, x2, g, 1e-6)
     assert torch.equal(x.view(torch.int16 if dt != f32 else torch.int32),
@@ -44,7 +73,7 @@ def test_add_rms_norm_matches_reference(kernels, case, dt):
 def test_add_rms_norm_cast_matches_reference(kernels, case, dt):
     rows, cols, cores, ub, want_key = case
     x1, x2, g = _inputs(rows, cols, dt)
-    (y1, y2, rstd, x), key = K.add_rms_norm_cast(kernels, x1, x2, g, 1e-6, cores=cores, ub=ub)
+    (y1, y2, rstd, x), key = add_rms_norm_cast(kernels, x1, x2, g, 1e-6, cores=cores, ub=ub)
     check_key(key, case)
     y1_ref, y2_ref, rstd_ref, x_ref = op_sdk.get_op("npu_add_rms_norm_cast").reference(x1, x2, g, 1e-6)
     assert torch.equal(x.view(torch.int16), x_ref.view(torch.int16))

@@ -11,6 +11,8 @@ Everything downstream of rstd is compared twice:
   most INT_FLIP_FRACTION of the elements, scales within SCALE_ULP ulps).
 """
 
+import ctypes
+
 import pytest
 import torch
 
@@ -23,10 +25,93 @@ from tests.ascendc._cases import CASES, SPLIT, case_id, check_key
 
 pytestmark = pytest.mark.ascendc
 
+# AddRmsNormQuant's dtype rows (x, scales, zero points) the kernel is built for
+# (npu_add_rms_norm_quant's table: op_sdk/ops/add_rms_norm_quant.py ARQ_DTYPES)
+ARNQ_DTYPES = (("half", "float", "int32_t"), ("half", "half", "half"), ("half", "float", "float"),
+               ("bfloat16_t", "float", "int32_t"), ("bfloat16_t", "bfloat16_t", "bfloat16_t"),
+               ("bfloat16_t", "float", "float"), ("float", "float", "float"))
+
 # the driver builds these tests call (tests/ascendc/_kernels.py builds them together)
 VARIANTS = ([("add_rms_norm_dynamic_quant", (("DTYPE_X1", x),)) for x in ("half", "bfloat16_t")]
             + [("add_rms_norm_quant", (("DTYPE_X1", x), ("DTYPE_SCALES1", s), ("DTYPE_ZERO_POINTS1", z)))
-               for x, s, z in K.ARNQ_DTYPES])
+               for x, s, z in ARNQ_DTYPES])
+
+
+# ---- the kernel's call wrappers (tests/ascendc/driver_add_rms_norm_dynamic_quant.cpp) ----
+
+class AddRmsNormQuantTiling(ctypes.Structure):
+    _fields_ = [("numRows", ctypes.c_uint64), ("numCols", ctypes.c_uint32), ("blockDim", ctypes.c_uint32),
+                ("rowsPerBlock", ctypes.c_uint64), ("formerBlocks", ctypes.c_uint32),
+                ("tilingKey", ctypes.c_uint32), ("rowsPerLoop", ctypes.c_uint32), ("chunkCols", ctypes.c_uint32),
+                ("numChunks", ctypes.c_uint32), ("lastChunkCols", ctypes.c_uint32), ("epsilon", ctypes.c_float),
+                ("avgFactor", ctypes.c_float)] + [
+                (f, ctypes.c_uint32) for f in ("hasBeta", "run1", "run2", "hasScale1", "hasScale2", "hasZero1",
+                                               "hasZero2", "divMode", "int4Out", "outType")]
+
+
+def _mask_arg(output_mask, int4=False, out_type=0):
+    if output_mask is None:
+        return ctypes.c_int(255 | 256 * int4 | (out_type << 9) if int4 or out_type else -1)
+    return ctypes.c_int((1 if output_mask[0] else 0) | (2 if output_mask[1] else 0) | (256 if int4 else 0)
+                        | (out_type << 9))
+
+
+def add_rms_norm_dynamic_quant(builder, x1, x2, gamma, smooth_scale1=None, smooth_scale2=None, beta=None, eps=1e-6,
+                               output_mask=None, int4=False, dst_type=None, cores=40, ub=K.UB_910B):
+    """Returns ((y1, y2, x, scale1, scale2), tiling); outputs of a branch that does not run are
+    (0,) tensors, as the reference returns them. int4: y1 / y2 int4 packed 8 per int32 (the
+    reference's quint4x2 layout); dst_type: an 8-bit float output's code (K.ARNQ_OUT)."""
+    out_type, f8dt = K.ARNQ_OUT[dst_type]
+    lib = builder.lib("add_rms_norm_dynamic_quant", DTYPE_X1=K.CTYPE[x1.dtype])
+    x1, x2, gamma = x1.contiguous(), x2.contiguous(), gamma.contiguous()
+    sm1, sm2, b = (t.contiguous() if t is not None else None for t in (smooth_scale1, smooth_scale2, beta))
+    cols, rows = gamma.numel(), x1.numel() // gamma.numel()
+    t = AddRmsNormQuantTiling()
+    lib.opsdk_tiling(ctypes.c_uint64(rows), ctypes.c_uint32(cols), ctypes.c_float(eps), K.ptr(sm1), K.ptr(sm2),
+                     K.ptr(b), _mask_arg(output_mask, int4, out_type), ctypes.c_uint32(cores), ctypes.c_uint32(ub),
+                     ctypes.byref(t))
+    y_shape, y_dtype = ((*x1.shape[:-1], cols // 8), torch.int32) if int4 else (x1.shape, torch.int8)
+    y1 = torch.empty(y_shape if t.run1 else (0,), dtype=y_dtype)
+    y2 = torch.empty(y_shape if t.run2 else (0,), dtype=y_dtype)
+    s1 = torch.empty(x1.shape[:-1] if t.run1 else (0,), dtype=torch.float32)
+    s2 = torch.empty(x1.shape[:-1] if t.run2 else (0,), dtype=torch.float32)
+    x = torch.empty_like(x1)
+    outs = [(o if o.numel() else None) for o in (y1, y2, s1, s2)]
+    K.call(lib.opsdk_run, K.ptr(x1), K.ptr(x2), K.ptr(gamma), K.ptr(sm1), K.ptr(sm2), K.ptr(b), K.ptr(outs[0]),
+           K.ptr(outs[1]), K.ptr(x), K.ptr(outs[2]), K.ptr(outs[3]), ctypes.c_uint64(rows), ctypes.c_uint32(cols),
+           ctypes.c_float(eps), _mask_arg(output_mask, int4, out_type), ctypes.c_uint32(cores), ctypes.c_uint32(ub))
+    if out_type:
+        y1, y2 = y1.view(f8dt), y2.view(f8dt)
+    return (y1, y2, x, s1, s2), t
+
+
+def add_rms_norm_quant(builder, x1, x2, gamma, scales1, zero_points1=None, beta=None, scales2=None,
+                       zero_points2=None, eps=1e-6, div_mode=True, axis=-1, dst_type=None, out_type=None, cores=40,
+                       ub=K.UB_910B):
+    """Returns ((y1, y2, x), tiling). dst_type: npu_add_rms_norm_quant's code (K.ARNQ_OUT; y1 / y2
+    in its storage dtype); out_type overrides the kernels' outType (an unknown one: key 0)."""
+    zdt = (zero_points1 if zero_points1 is not None else zero_points2)
+    xs, ss = K.CTYPE[x1.dtype], K.CTYPE[scales1.dtype]
+    zname = K.CTYPE[zdt.dtype] if zdt is not None else next(z for x, s, z in ARNQ_DTYPES if (x, s) == (xs, ss))
+    lib = builder.lib("add_rms_norm_quant", DTYPE_X1=xs, DTYPE_SCALES1=ss, DTYPE_ZERO_POINTS1=zname)
+    x1, x2, gamma, scales1 = x1.contiguous(), x2.contiguous(), gamma.contiguous(), scales1.contiguous()
+    s2, z1, z2, b = (t.contiguous() if t is not None else None for t in (scales2, zero_points1, zero_points2, beta))
+    cols, rows = gamma.numel(), x1.numel() // gamma.numel()
+    out, ydt = K.ARNQ_OUT[dst_type]
+    out = out if out_type is None else out_type
+    t = AddRmsNormQuantTiling()
+    lib.opsdk_tiling(ctypes.c_uint64(rows), ctypes.c_uint32(cols), ctypes.c_float(eps), K.ptr(s2), K.ptr(z1), K.ptr(z2),
+                     K.ptr(b), ctypes.c_int(int(div_mode)), ctypes.c_int64(axis), ctypes.c_uint32(out),
+                     ctypes.c_uint32(cores), ctypes.c_uint32(ub), ctypes.byref(t))
+    y1 = torch.empty(x1.shape, dtype=torch.uint8)
+    y2 = torch.full(x1.shape, 0x5A, dtype=torch.uint8)  # the kernel must write y2, zeros included
+    x = torch.empty_like(x1)
+    K.call(lib.opsdk_run, K.ptr(x1), K.ptr(x2), K.ptr(gamma), K.ptr(scales1), K.ptr(s2), K.ptr(z1), K.ptr(z2), K.ptr(b),
+           K.ptr(y1), K.ptr(y2), K.ptr(x), ctypes.c_uint64(rows), ctypes.c_uint32(cols), ctypes.c_float(eps),
+           ctypes.c_int(int(div_mode)), ctypes.c_int64(axis), ctypes.c_uint32(out), ctypes.c_uint32(cores),
+           ctypes.c_uint32(ub))
+    return (y1.view(ydt), y2.view(ydt), x), t
+
 
 f16, bf16, f32, i32 = torch.float16, torch.bfloat16, torch.float32, torch.int32
 EPS = 1e-6
@@ -85,7 +170,7 @@ def _adrq_formula(x1, x2, gamma, rstd_fn, sm1, sm2, beta, run, int4=False, dst_t
 
 
 def _check_adrq(kernels, x1, x2, g, sm1, sm2, beta, mask, cores, ub, int4=False, dst_type=None):
-    (y1, y2, x, s1, s2), t = K.add_rms_norm_dynamic_quant(kernels, x1, x2, g, sm1, sm2, beta, EPS, mask, int4=int4,
+    (y1, y2, x, s1, s2), t = add_rms_norm_dynamic_quant(kernels, x1, x2, g, sm1, sm2, beta, EPS, mask, int4=int4,
                                                           dst_type=dst_type, cores=cores, ub=ub)
     ref = op_sdk.get_op("npu_add_rms_norm_dynamic_quant").reference(
         x1, x2, g, smooth_scale1=sm1, smooth_scale2=sm2, beta=beta, epsilon=EPS, output_mask=mask,
@@ -154,7 +239,7 @@ def test_add_rms_norm_dynamic_quant_int4(kernels, case, config):
 def test_add_rms_norm_dynamic_quant_int4_needs_a_multiple_of_8(kernels):
     x1, x2, g = _norm_inputs(3, 36, f16)
     with pytest.raises(K.KernelError, match="no tiling fits"):
-        K.add_rms_norm_dynamic_quant(kernels, x1, x2, g, int4=True, cores=2)
+        add_rms_norm_dynamic_quant(kernels, x1, x2, g, int4=True, cores=2)
 
 
 @pytest.mark.parametrize("ub", [K.UB_910B, 4 * 1024], ids=["whole", "split"])
@@ -184,7 +269,7 @@ def test_add_rms_norm_dynamic_quant_rejects(kernels, mask, smooth):
         op_sdk.get_op("npu_add_rms_norm_dynamic_quant").reference(
             x1, x2, g, smooth_scale1=sm[0], smooth_scale2=sm[1], output_mask=mask)
     with pytest.raises(K.KernelError, match="output_mask"):
-        K.add_rms_norm_dynamic_quant(kernels, x1, x2, g, sm[0], sm[1], None, EPS, mask, cores=2)
+        add_rms_norm_dynamic_quant(kernels, x1, x2, g, sm[0], sm[1], None, EPS, mask, cores=2)
 
 
 def test_add_rms_norm_dynamic_quant_zero_rows_and_leading_dims(kernels):
@@ -192,7 +277,7 @@ def test_add_rms_norm_dynamic_quant_zero_rows_and_leading_dims(kernels):
     x2 = -x1.clone()
     x2[0, 1] = torch.randn(40).to(f16)   # one row non-zero, the others sum to exactly 0
     g = torch.randn(40).to(f16)
-    (y1, y2, x, s1, s2), t = K.add_rms_norm_dynamic_quant(kernels, x1, x2, g, cores=4)
+    (y1, y2, x, s1, s2), t = add_rms_norm_dynamic_quant(kernels, x1, x2, g, cores=4)
     ry1, ry2, rx, rs1, rs2 = op_sdk.get_op("npu_add_rms_norm_dynamic_quant").reference(x1, x2, g)
     assert y1.shape == ry1.shape == (2, 3, 40) and s1.shape == rs1.shape == (2, 3)
     assert s1[0, 0] == 0 and (y1[0, 0] == 0).all()
@@ -253,7 +338,7 @@ ARNQ_ALL_ROWS = [(x, s, z) for x, rows in ARQ_DTYPES.items() for s, z in rows]
 
 
 def _check_arnq(kernels, x1, x2, g, s1, z1, beta, s2, z2, div_mode, cores, ub, dst_type=None):
-    (y1, y2, x), t = K.add_rms_norm_quant(kernels, x1, x2, g, s1, z1, beta, s2, z2, EPS, div_mode, dst_type=dst_type,
+    (y1, y2, x), t = add_rms_norm_quant(kernels, x1, x2, g, s1, z1, beta, s2, z2, EPS, div_mode, dst_type=dst_type,
                                           cores=cores, ub=ub)
     ry1, ry2, rx = op_sdk.get_op("npu_add_rms_norm_quant").reference(
         x1, x2, g, s1, z1, beta, s2, z2, epsilon=EPS, div_mode=div_mode, dst_type=dst_type)
@@ -315,12 +400,12 @@ def test_add_rms_norm_quant_saturation_and_axis(kernels):
     x1, x2, g = _norm_inputs(6, 96, f16)
     s1 = torch.full((96,), 1e-3)             # |y| / 1e-3 far beyond int8: saturates both ways
     z1 = torch.randint(-4, 5, (96,), dtype=i32)
-    (y1, y2, x), _ = K.add_rms_norm_quant(kernels, x1, x2, g, s1, z1, cores=2)
+    (y1, y2, x), _ = add_rms_norm_quant(kernels, x1, x2, g, s1, z1, cores=2)
     ry1, ry2, _ = op_sdk.get_op("npu_add_rms_norm_quant").reference(x1, x2, g, s1, z1)
     assert (y1 == 127).any() and (y1 == -128).any()
     K.assert_int_close(y1, ry1)
     with pytest.raises(K.KernelError, match="axis"):
-        K.add_rms_norm_quant(kernels, x1, x2, g, s1, z1, axis=0, cores=2)
+        add_rms_norm_quant(kernels, x1, x2, g, s1, z1, axis=0, cores=2)
 
 
 def _params_of_row(cols, sdt, zdt, div_mode, seed, spread=1.0):
@@ -376,7 +461,7 @@ def test_add_rms_norm_quant_float8_saturates(kernels, dst_type):
     x1, x2, g = _norm_inputs(6, 96, bf16)
     s1 = torch.full((96,), 1e-6)             # |y| / 1e-6 beyond every 8-bit float's range
     z1 = torch.randint(-4, 5, (96,), dtype=i32)
-    (y1, _, _), _ = K.add_rms_norm_quant(kernels, x1, x2, g, s1, z1, dst_type=dst_type, cores=2)
+    (y1, _, _), _ = add_rms_norm_quant(kernels, x1, x2, g, s1, z1, dst_type=dst_type, cores=2)
     ry1, _, _ = op_sdk.get_op("npu_add_rms_norm_quant").reference(x1, x2, g, s1, z1, dst_type=dst_type)
     fmax = {23: 57344.0, 24: 448.0, 290: 32768.0}[dst_type]
     v = _float8_values(y1, dst_type)
@@ -387,7 +472,7 @@ def test_add_rms_norm_quant_float8_saturates(kernels, dst_type):
 def test_add_rms_norm_quant_unknown_output_type(kernels):
     x1, x2, g = _norm_inputs(3, 33, f16)
     with pytest.raises(K.KernelError, match="output type"):
-        K.add_rms_norm_quant(kernels, x1, x2, g, torch.ones(33), out_type=4, cores=2)
+        add_rms_norm_quant(kernels, x1, x2, g, torch.ones(33), out_type=4, cores=2)
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
@@ -418,7 +503,7 @@ def test_add_rms_norm_dynamic_quant_float8_zero_rows(kernels, dst_type):
     x2[0, 1] = torch.randn(40).to(f16)   # one row non-zero, the others sum to exactly 0
     g = torch.randn(40).to(f16)
     for ub in (K.UB_910B, 4 * 1024):
-        (y1, _, _, s1, _), _ = K.add_rms_norm_dynamic_quant(kernels, x1, x2, g, dst_type=dst_type, cores=4, ub=ub)
+        (y1, _, _, s1, _), _ = add_rms_norm_dynamic_quant(kernels, x1, x2, g, dst_type=dst_type, cores=4, ub=ub)
         ry1, _, _, rs1, _ = op_sdk.get_op("npu_add_rms_norm_dynamic_quant").reference(x1, x2, g, y_dtype=dst_type)
         assert torch.equal(s1 == 0, rs1 == 0) and (y1.view(torch.uint8)[s1 == 0] == 0).all()
         assert_float8_close(y1, ry1, dst_type, "y1")
@@ -427,4 +512,4 @@ def test_add_rms_norm_dynamic_quant_float8_zero_rows(kernels, dst_type):
 def test_add_rms_norm_dynamic_quant_float8_not_with_int4(kernels):
     x1, x2, g = _norm_inputs(3, 64, f16)
     with pytest.raises(K.KernelError, match="no tiling fits"):
-        K.add_rms_norm_dynamic_quant(kernels, x1, x2, g, int4=True, dst_type=24, cores=2)
+        add_rms_norm_dynamic_quant(kernels, x1, x2, g, int4=True, dst_type=24, cores=2)

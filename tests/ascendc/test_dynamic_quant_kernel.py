@@ -17,6 +17,66 @@ pytestmark = pytest.mark.ascendc
 # the driver builds these tests call (tests/ascendc/_kernels.py builds them together)
 VARIANTS = [("dynamic_quant", (("DTYPE_X", x),)) for x in ("half", "bfloat16_t")]
 
+
+# ---- the kernel's call wrappers (tests/ascendc/driver_dynamic_quant.cpp) ----
+
+DQ_MODES = {"pertoken": 0, "pertensor": 1, "perchannel": 2}
+
+
+def dynamic_quant(builder, x, smooth_scales=None, group_index=None, quant_mode="pertoken", int4=False, v2=None,
+                  flags=0, dst_type=None, dst_type_max=0.0, cores=40, ub=K.UB_910B):
+    """DynamicQuant (per token) or DynamicQuantV2 (v2; the default for per tensor / per
+    channel). Returns ((y, scale), tiling key), or ((y, scale, offset), key) with v2; y is int8,
+    or int4 packed 8 per int32 (int4, npu_dynamic_quant's quint4x2 layout), or an 8-bit float
+    output (dst_type: npu_dynamic_quant's code, K.ARNQ_OUT; dst_type_max: DynamicQuantV2's)."""
+    v2 = quant_mode != "pertoken" if v2 is None else v2
+    lib = builder.lib("dynamic_quant", DTYPE_X=K.CTYPE[x.dtype])
+    x = x.contiguous()
+    cols = x.shape[-1]
+    rows = x.numel() // cols
+    m = x.shape[-2]
+    out_type, ydt = K.ARNQ_OUT[dst_type] if not int4 else (0, torch.int32)
+    y = torch.empty((*x.shape[:-1], cols // 8), dtype=torch.int32) if int4 else torch.empty(x.shape, dtype=torch.uint8)
+    s_shape = {"pertoken": x.shape[:-1], "pertensor": (1,), "perchannel": (*x.shape[:-2], cols)}[quant_mode]
+    scale = torch.full(s_shape, float("nan"), dtype=torch.float32)
+    offset = torch.full(s_shape, float("nan"), dtype=torch.float32) if v2 else None
+    sm = smooth_scales.contiguous() if smooth_scales is not None else None
+    gi = group_index.contiguous() if group_index is not None else None
+    key = K.call(lib.opsdk_run, ctypes.c_int(int(v2)), K.ptr(x), K.ptr(sm), K.ptr(gi), K.ptr(y), K.ptr(scale),
+                 K.ptr(offset), ctypes.c_uint64(rows), ctypes.c_uint32(cols),
+                 ctypes.c_uint32(gi.numel() if gi is not None else 0),
+                 ctypes.c_uint32(DQ_MODES[quant_mode]), ctypes.c_uint64(m), ctypes.c_int(int(int4)),
+                 ctypes.c_int(flags),
+                 ctypes.c_uint32(out_type), ctypes.c_float(dst_type_max), ctypes.c_uint32(cores), ctypes.c_uint32(ub))
+    y = y if int4 else y.view(ydt)
+    return ((y, scale, offset) if v2 else (y, scale)), key
+
+
+class DynamicQuantTiling(ctypes.Structure):
+    _fields_ = [("numRows", ctypes.c_uint64), ("numCols", ctypes.c_uint32), ("blockDim", ctypes.c_uint32),
+                ("rowsPerBlock", ctypes.c_uint64), ("formerBlocks", ctypes.c_uint32),
+                ("tilingKey", ctypes.c_uint32), ("rowsPerLoop", ctypes.c_uint32), ("chunkCols", ctypes.c_uint32),
+                ("numChunks", ctypes.c_uint32), ("lastChunkCols", ctypes.c_uint32)] + [
+                (f, ctypes.c_uint32) for f in ("hasSmooth", "numGroups", "chanRows", "int4Out", "outType")] + [
+                ("float8Max", ctypes.c_float)]
+
+
+def dynamic_quant_tiling(builder, shape, quant_mode="pertoken", smooth=False, groups=0, int4=False, cores=40,
+                         ub=K.UB_910B, x_dtype=torch.float16):
+    """The plain tiling (DynamicQuantV2's) of an x of `shape`."""
+    lib = builder.lib("dynamic_quant", DTYPE_X=K.CTYPE[x_dtype])
+    cols = shape[-1]
+    rows = 1
+    for d in shape[:-1]:
+        rows *= d
+    t = DynamicQuantTiling()
+    size = lib.opsdk_tiling(ctypes.c_uint64(rows), ctypes.c_uint32(cols), ctypes.c_int(int(smooth)),
+                            ctypes.c_uint32(groups), ctypes.c_uint32(DQ_MODES[quant_mode]), ctypes.c_uint64(shape[-2]),
+                            ctypes.c_int(int(int4)), ctypes.c_uint32(cores), ctypes.c_uint32(ub), ctypes.byref(t))
+    assert size == ctypes.sizeof(DynamicQuantTiling)
+    return t
+
+
 f16, bf16 = torch.float16, torch.bfloat16
 KEY_TOKEN = {WHOLE: 1, SPLIT: 2}
 KEY_TENSOR = {WHOLE: 3, SPLIT: 4}
@@ -68,7 +128,7 @@ def test_dynamic_quant_bit_exact(kernels, case, smooth, dt):
         s = (torch.rand(cols) + 0.5).to(dt)
     elif smooth == "group":
         s = (torch.rand(5, cols) * 2 + 0.25).to(dt)
-    (y, scale), key = K.dynamic_quant(kernels, x, s, gi, cores=cores, ub=ub)
+    (y, scale), key = dynamic_quant(kernels, x, s, gi, cores=cores, ub=ub)
     check_key(key, case)
     _assert_same((y, scale), _ref(x, s, gi))
 
@@ -86,7 +146,7 @@ def test_dynamic_quant_v2_modes_bit_exact(kernels, case, mode, int4, dt):
     torch.manual_seed(rows * 1000 + cols + int4)
     x = (torch.randn(rows, cols) * 4).to(dt)
     s = (torch.rand(rows if mode == "perchannel" else cols) + 0.5).to(dt)
-    out, key = K.dynamic_quant(kernels, x, s, quant_mode=mode, int4=int4, v2=True, cores=cores, ub=ub)
+    out, key = dynamic_quant(kernels, x, s, quant_mode=mode, int4=int4, v2=True, cores=cores, ub=ub)
     if mode == "pertoken":
         check_key(key, (rows, cols, cores, ub, want_key))
     elif mode == "pertensor":
@@ -104,7 +164,7 @@ def test_dynamic_quant_int4_per_token_groups(kernels, case):
     x = (torch.randn(rows, cols) * 3).to(bf16)
     gi = _groups(rows, 3, cols)
     s = (torch.rand(3, cols) + 0.5).to(bf16)
-    (y, scale), key = K.dynamic_quant(kernels, x, s, gi, int4=True, cores=cores, ub=ub)
+    (y, scale), key = dynamic_quant(kernels, x, s, gi, int4=True, cores=cores, ub=ub)
     check_key(key, case)
     _assert_same((y, scale), _ref(x, s, gi, int4=True))
 
@@ -122,21 +182,21 @@ def test_dynamic_quant_per_channel_leading_dims_and_tiles(kernels, shape, cores,
     torch.manual_seed(sum(shape))
     x = (torch.randn(shape) * 5).to(f16)
     s = (torch.rand(shape[-2]) + 0.5).to(f16) if smooth else None
-    t = K.dynamic_quant_tiling(kernels, shape, "perchannel", smooth=smooth, int4=int4, cores=cores, ub=ub)
+    t = dynamic_quant_tiling(kernels, shape, "perchannel", smooth=smooth, int4=int4, cores=cores, ub=ub)
     assert t.tilingKey == KEY_CHANNEL
     batches = x.numel() // (shape[-2] * shape[-1])
     assert t.blockDim == min(cores, batches * t.numChunks)
     if ub < K.UB_910B:
         assert t.numChunks > 1 and t.rowsPerLoop < shape[-2], "the case should take several chunks and tiles"
-    out, key = K.dynamic_quant(kernels, x, s, quant_mode="perchannel", int4=int4, cores=cores, ub=ub)
+    out, key = dynamic_quant(kernels, x, s, quant_mode="perchannel", int4=int4, cores=cores, ub=ub)
     assert key == KEY_CHANNEL
     _assert_same(out, _ref(x, s, quant_mode="perchannel", int4=int4))
 
 
 def test_dynamic_quant_per_channel_splits_columns_over_cores(kernels):
-    t = K.dynamic_quant_tiling(kernels, (64, 1000), "perchannel", cores=40)
+    t = dynamic_quant_tiling(kernels, (64, 1000), "perchannel", cores=40)
     assert t.chunkCols == 64 and t.numChunks == 16 and t.blockDim == 16
-    t = K.dynamic_quant_tiling(kernels, (40, 64, 1000), "perchannel", cores=40)
+    t = dynamic_quant_tiling(kernels, (40, 64, 1000), "perchannel", cores=40)
     assert t.numChunks == 1 and t.blockDim == 40
 
 
@@ -147,7 +207,7 @@ def test_dynamic_quant_per_tensor_over_blocks(kernels):
     x[2, 7, 13] = 90.0  # the tensor's max sits in one block's rows only
     ref = _ref(x, quant_mode="pertensor")
     for cores, ub in ((1, K.UB_910B), (7, K.UB_910B), (40, K.UB_910B), (5, 8 * 1024)):
-        out, key = K.dynamic_quant(kernels, x, quant_mode="pertensor", cores=cores, ub=ub)
+        out, key = dynamic_quant(kernels, x, quant_mode="pertensor", cores=cores, ub=ub)
         assert key == (4 if ub < K.UB_910B else 3)
         _assert_same(out, ref)
     assert ref[1].shape == (1,)
@@ -159,7 +219,7 @@ def test_dynamic_quant_zero_rows_ties_and_saturation(kernels):
     x[3] = torch.arange(40) - 20.0    # amax 20: values * 127/20 land near .5 boundaries
     x[5, :] = 1e-4
     x[5, 7] = -65504.0                # a huge |x|: the rest rounds to 0
-    (y, scale), _ = K.dynamic_quant(kernels, x, None, cores=3)
+    (y, scale), _ = dynamic_quant(kernels, x, None, cores=3)
     y_ref, scale_ref = _ref(x)
     assert torch.equal(y, y_ref)
     assert torch.equal(scale, scale_ref)
@@ -174,12 +234,12 @@ def test_dynamic_quant_zero_columns_and_tensor(kernels, int4):
     x = (torch.randn(3, 6, 64) * 2).to(bf16)
     x[:, :, 5] = 0
     x[1, :, 9] = 1e-30               # a tiny but non-zero column
-    out, _ = K.dynamic_quant(kernels, x, quant_mode="perchannel", int4=int4, cores=4)
+    out, _ = dynamic_quant(kernels, x, quant_mode="perchannel", int4=int4, cores=4)
     ref = _ref(x, quant_mode="perchannel", int4=int4)
     _assert_same(out, ref)
     assert bool((out[1][:, 5] == 0).all()) and out[1][1, 9] > 0
     z = torch.zeros(4, 64, dtype=f16)
-    out, _ = K.dynamic_quant(kernels, z, quant_mode="pertensor", int4=int4, cores=3)
+    out, _ = dynamic_quant(kernels, z, quant_mode="pertensor", int4=int4, cores=3)
     _assert_same(out, _ref(z, quant_mode="pertensor", int4=int4))
     assert out[1].item() == 0
 
@@ -192,13 +252,13 @@ def test_dynamic_quant_groups_edge_cases(kernels):
         g = torch.tensor(gi, dtype=torch.int32)
         s = (torch.rand(len(gi), 96) + 0.5).to(f16)
         for cores, ub in ((1, K.UB_910B), (5, K.UB_910B), (4, 4 * 1024)):
-            out, _ = K.dynamic_quant(kernels, x, s, g, cores=cores, ub=ub)
+            out, _ = dynamic_quant(kernels, x, s, g, cores=cores, ub=ub)
             _assert_same(out, _ref(x, s, g))
 
 
 def test_dynamic_quant_leading_dims(kernels):
     x = torch.randn(2, 3, 5, 33).to(bf16)
-    (y, scale), _ = K.dynamic_quant(kernels, x, None, cores=8)
+    (y, scale), _ = dynamic_quant(kernels, x, None, cores=8)
     y_ref, scale_ref = _ref(x)
     assert y.shape == y_ref.shape and scale.shape == scale_ref.shape
     assert torch.equal(y, y_ref) and torch.equal(scale, scale_ref)
@@ -213,21 +273,21 @@ def test_dynamic_quant_rejects_unimplemented(kernels, what):
     s2 = torch.ones(2, 64, dtype=f16)
     kw = dict(cores=2)
     if what == "group-pertensor":
-        call = lambda: K.dynamic_quant(kernels, x, s2, gi, quant_mode="pertensor", **kw)  # noqa: E731
+        call = lambda: dynamic_quant(kernels, x, s2, gi, quant_mode="pertensor", **kw)  # noqa: E731
     elif what == "group-perchannel":
-        call = lambda: K.dynamic_quant(kernels, x, s2, gi, quant_mode="perchannel", **kw)  # noqa: E731
+        call = lambda: dynamic_quant(kernels, x, s2, gi, quant_mode="perchannel", **kw)  # noqa: E731
     elif what == "group-no-smooth":
-        call = lambda: K.dynamic_quant(kernels, x, None, gi, **kw)  # noqa: E731
+        call = lambda: dynamic_quant(kernels, x, None, gi, **kw)  # noqa: E731
     elif what == "int4-odd-cols":
-        call = lambda: K.dynamic_quant(kernels, torch.randn(4, 36).to(f16), None, int4=True, **kw)  # noqa: E731
+        call = lambda: dynamic_quant(kernels, torch.randn(4, 36).to(f16), None, int4=True, **kw)  # noqa: E731
     elif what == "asymmetric":
-        call = lambda: K.dynamic_quant(kernels, x, s, v2=True, flags=1, **kw)  # noqa: E731
+        call = lambda: dynamic_quant(kernels, x, s, v2=True, flags=1, **kw)  # noqa: E731
     elif what == "dst_type_max":
-        call = lambda: K.dynamic_quant(kernels, x, s, v2=True, flags=2, **kw)  # noqa: E731
+        call = lambda: dynamic_quant(kernels, x, s, v2=True, flags=2, **kw)  # noqa: E731
     else:
-        t = K.dynamic_quant_tiling(kernels, (4, 64), smooth=True, groups=1025)
+        t = dynamic_quant_tiling(kernels, (4, 64), smooth=True, groups=1025)
         assert t.tilingKey == 0
-        assert K.dynamic_quant_tiling(kernels, (4, 64), smooth=True, groups=1024).tilingKey == 1
+        assert dynamic_quant_tiling(kernels, (4, 64), smooth=True, groups=1024).tilingKey == 1
         return
     with pytest.raises(K.KernelError, match="not supported"):
         call()
@@ -249,7 +309,7 @@ def test_dynamic_quant_float8_modes_bit_exact(kernels, case, mode, dst_type):
     torch.manual_seed(rows * 1000 + cols + dst_type)
     x = (torch.randn(rows, cols) * 4).to(dt)
     s = (torch.rand(rows if mode == "perchannel" else cols) + 0.5).to(dt)
-    out, key = K.dynamic_quant(kernels, x, s, quant_mode=mode, v2=True, dst_type=dst_type, cores=cores, ub=ub)
+    out, key = dynamic_quant(kernels, x, s, quant_mode=mode, v2=True, dst_type=dst_type, cores=cores, ub=ub)
     if mode == "pertoken":
         check_key(key, case)
     elif mode == "pertensor":
@@ -268,7 +328,7 @@ def test_dynamic_quant_float8_per_token_groups(kernels, case, dst_type):
     x = (torch.randn(rows, cols) * 3).to(bf16)
     gi = _groups(rows, 4, cols)
     s = (torch.rand(4, cols) + 0.5).to(bf16)
-    (y, scale), key = K.dynamic_quant(kernels, x, s, gi, dst_type=dst_type, cores=cores, ub=ub)
+    (y, scale), key = dynamic_quant(kernels, x, s, gi, dst_type=dst_type, cores=cores, ub=ub)
     check_key(key, case)
     _assert_same((y, scale), _ref(x, s, gi, dst_type=dst_type))
 
@@ -280,7 +340,7 @@ def test_dynamic_quant_hifloat8_dst_type_max(kernels, mode, dst_type_max):
     torch.manual_seed(11)
     x = (torch.randn(2, 9, 300) * 3).to(f16)
     for cores, ub in ((3, K.UB_910B), (5, 8 * 1024)):
-        out, _ = K.dynamic_quant(kernels, x, quant_mode=mode, v2=True, dst_type=290, dst_type_max=dst_type_max,
+        out, _ = dynamic_quant(kernels, x, quant_mode=mode, v2=True, dst_type=290, dst_type_max=dst_type_max,
                                  cores=cores, ub=ub)
         _assert_same(out, _ref(x, quant_mode=mode, dst_type=290, dst_type_max=dst_type_max))
 
@@ -296,11 +356,11 @@ def test_dynamic_quant_float8_zero_rows_columns_and_signed_zeros(kernels, dst_ty
     x[0, 4, 9] = -0.0                # a -0 among non-zero values
     x[1, :, 11] = 1e-30              # a tiny but non-zero column
     for mode in ("pertoken", "perchannel"):
-        out, _ = K.dynamic_quant(kernels, x, quant_mode=mode, v2=True, dst_type=dst_type, cores=4)
+        out, _ = dynamic_quant(kernels, x, quant_mode=mode, v2=True, dst_type=dst_type, cores=4)
         _assert_same(out, _ref(x, quant_mode=mode, dst_type=dst_type))
     z = -torch.zeros(4, 64, dtype=f16)
     for mode in ("pertoken", "pertensor", "perchannel"):
-        out, _ = K.dynamic_quant(kernels, z, quant_mode=mode, v2=True, dst_type=dst_type, cores=3)
+        out, _ = dynamic_quant(kernels, z, quant_mode=mode, v2=True, dst_type=dst_type, cores=3)
         _assert_same(out, _ref(z, quant_mode=mode, dst_type=dst_type))
         assert bool((out[0].view(torch.uint8) == 0).all()) and bool((out[1] == 0).all())
 
@@ -311,16 +371,16 @@ def test_dynamic_quant_float8_rejects(kernels, what):
     if what == "int4-and-float8":
         lib = kernels.lib("dynamic_quant", DTYPE_X="half")  # int4Out with an 8-bit float outType
         with pytest.raises(K.KernelError, match="not supported"):
-            K.call(lib.opsdk_run, ctypes.c_int(1), K._ptr(x), K._ptr(None), K._ptr(None),
-                   K._ptr(torch.empty(4, 8, dtype=torch.int32)), K._ptr(torch.empty(4)), K._ptr(torch.empty(4)),
+            K.call(lib.opsdk_run, ctypes.c_int(1), K.ptr(x), K.ptr(None), K.ptr(None),
+                   K.ptr(torch.empty(4, 8, dtype=torch.int32)), K.ptr(torch.empty(4)), K.ptr(torch.empty(4)),
                    ctypes.c_uint64(4), ctypes.c_uint32(64), ctypes.c_uint32(0), ctypes.c_uint32(0),
                    ctypes.c_uint64(4), ctypes.c_int(1), ctypes.c_int(0), ctypes.c_uint32(2), ctypes.c_float(0.0),
                    ctypes.c_uint32(2), ctypes.c_uint32(K.UB_910B))
         return
     kw = dict(v2=True, cores=2)
     if what == "dst_type_max-float8":
-        call = lambda: K.dynamic_quant(kernels, x, dst_type=24, dst_type_max=15.0, **kw)  # noqa: E731
+        call = lambda: dynamic_quant(kernels, x, dst_type=24, dst_type_max=15.0, **kw)  # noqa: E731
     else:
-        call = lambda: K.dynamic_quant(kernels, x, dst_type=290, dst_type_max=40000.0, **kw)  # noqa: E731
+        call = lambda: dynamic_quant(kernels, x, dst_type=290, dst_type_max=40000.0, **kw)  # noqa: E731
     with pytest.raises(K.KernelError, match="not supported"):
         call()
