@@ -37,6 +37,7 @@ import keyword
 import os
 import re
 import sys
+import textwrap
 
 import torch
 
@@ -192,6 +193,86 @@ def _template_paths(in_tree: bool) -> list[str]:
     return sorted(out)
 
 
+WIDTH = 120  # the line length the tree's linter allows (pyproject.toml, [tool.ruff])
+
+
+def _split_args(code: str, start: int) -> list[str] | None:
+    """The pieces of ``code`` from ``start`` (just after an opening bracket) split at its
+    top-level commas, each with its comma; None when the bracket does not close on the line."""
+    pieces, depth, quote, last = [], 0, None, start
+    i = start
+    while i < len(code):
+        c = code[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = None
+        elif c in "\"'":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            if depth == 0:
+                pieces.append(code[last:i].strip())
+                return [q for q in pieces if q] + [code[i:]]
+            depth -= 1
+        elif c == "," and depth == 0:
+            pieces.append(code[last:i + 1].strip())
+            last = i + 1
+        i += 1
+    return None
+
+
+def _fit_line(line: str, in_string: bool) -> list[str]:
+    """One rendered Python line over WIDTH, folded: a comment or docstring line re-wrapped, a
+    call or signature broken at its top-level commas (continuations under the bracket), else
+    marked for the linter (a long literal, such as a schema string)."""
+    indent = line[: len(line) - len(line.lstrip())]
+    text = line.strip()
+    if in_string or text.startswith(("#", '"""')):
+        lead = indent + ("# " if text.startswith("#") else "")
+        body = text[2:] if text.startswith("# ") else text
+        return textwrap.wrap(body, WIDTH - len(lead), initial_indent=lead, subsequent_indent=lead,
+                             break_long_words=False, break_on_hyphens=False) or [line]
+    opening = min((i for i in (line.find("("), line.find("[")) if i >= 0), default=-1)
+    if opening >= 0:
+        pieces = _split_args(line, opening + 1)
+    else:  # a continuation line of arguments: split at its commas, under its indent
+        pieces = _split_args(line + ")", len(indent))
+        if pieces:
+            pieces[-1] = pieces[-1][:-1]
+        opening = len(indent) - 1
+    if pieces and len(pieces) > 2:
+        closing = pieces.pop()
+        lines, current = [], line[: opening + 1] if opening >= len(indent) else indent
+        for piece in pieces:
+            fresh = current.endswith(("(", "[")) or not current.strip()
+            candidate = current + ("" if fresh else " ") + piece
+            if len(candidate) > WIDTH and not fresh:
+                lines.append(current)
+                current = " " * (opening + 1) + piece
+            else:
+                current = candidate
+        lines.append(current + closing)
+        if all(len(x) <= WIDTH for x in lines):
+            return lines
+    return [line + "  # noqa: E501"]
+
+
+def _fit(text: str) -> str:
+    """A rendered Python file with no line over WIDTH (the templates hold names of any length)."""
+    out, in_string = [], False
+    for line in text.split("\n"):
+        if len(line) > WIDTH:
+            out.extend(_fit_line(line, in_string))
+        else:
+            out.append(line)
+        if line.count('"""') % 2 == 1:
+            in_string = not in_string
+    return "\n".join(out)
+
+
 def render(p: dict, in_tree: bool) -> dict[str, str]:
     """{path relative to the root: text} of the slice (the binding source aside: it is
     generated from the declaration once the operator is defined)."""
@@ -203,7 +284,8 @@ def render(p: dict, in_tree: bool) -> dict[str, str]:
         if target.startswith("project" + os.sep):
             target = target[len("project" + os.sep):]
         target = (target.replace("__package__", p["package"]).replace("__slice__", p["slice"]))
-        files[target] = env.get_template(rel.replace(os.sep, "/")).render(ctx)
+        text = env.get_template(rel.replace(os.sep, "/")).render(ctx)
+        files[target] = _fit(text) if target.endswith(".py") else text
     return files
 
 
