@@ -67,22 +67,39 @@ def test_user_project_with_three_slices_passes_its_tests(tmp_path, capsys):
 
 
 def test_generated_prototype_header_is_the_declared_one(tmp_path):
-    """The op_graph prototype the scaffold writes is the one its converter declares."""
-    from op_sdk.converters import ir
+    """The op_graph prototype the scaffold writes is the one its converter declares (read in a
+    child process: importing a project defines its operators)."""
+    import json
 
     new_op.write("fused_scale", KINDS[0][1], str(tmp_path), namespace="gen_proto")
-    sys.path.insert(0, str(tmp_path / "gen_proto"))
-    try:
-        import gen_proto  # noqa: F401
-    finally:
-        sys.path.pop(0)
+    code = ("import json, gen_proto\n"
+            "from op_sdk.converters import ir\n"
+            "p = ir.prototype('FusedScale')\n"
+            "print(json.dumps([i.name for i in p.inputs] + list(p.outputs) + [a.name for a in p.attrs]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "gen_proto"),
+                                                                          *filter(None, sys.path)])})
+    assert out.returncode == 0, out.stderr[-3000:]
     header = (tmp_path / "gen_proto" / "kernels" / "ascendc" / "fused_scale" / "op_graph" /
               "fused_scale_proto.h").read_text()
-    proto = ir.prototype("FusedScale")
     names = re.findall(r"\.(?:OPTIONAL_INPUT|INPUT|OUTPUT|ATTR|REQUIRED_ATTR)\((\w+)", header)
-    assert names == [i.name for i in proto.inputs] + list(proto.outputs) + [a.name for a in proto.attrs]
+    assert names == json.loads(out.stdout.strip().splitlines()[-1])
     assert "OPTIONAL_INPUT(bias" in header and ".ATTR(alpha, Float, 1.0f)" in header
     assert ".ATTR(dims, ListInt, {})" in header
+
+
+def test_writing_a_slice_defines_nothing_here(tmp_path):
+    """`new-op` generates the binding from the declaration in a child process: the caller's
+    registries (operators, aclnn and IR prototypes) are as they were."""
+    import op_sdk
+    from op_sdk.converters import ir
+    from op_sdk.npu import prototypes
+
+    before = ({o.qualname for o in op_sdk.registered_ops()}, set(prototypes.PROTOTYPES), set(ir.PROTOTYPES))
+    new_op.write("quiet_op", "quiet_op(Tensor x) -> Tensor", str(tmp_path), namespace="gen_quiet")
+    assert (tmp_path / "gen_quiet" / "csrc" / "npu" / "quiet_op.cpp").read_text().count("aclnnQuietOp") >= 2
+    after = ({o.qualname for o in op_sdk.registered_ops()}, set(prototypes.PROTOTYPES), set(ir.PROTOTYPES))
+    assert after == before
 
 
 def _in_tree_ready() -> bool:
