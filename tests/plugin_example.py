@@ -1,18 +1,21 @@
-"""examples/plugin_fused_op.py (my_ops::silu_mul_quant), imported once per process under the
-module name ``plugin_fused_op``, for the tests that use the plugin operator."""
+"""The worked example's operator, my_ops::silu_mul_quant (the user project
+examples/silu_mul_quant, in the layout `op-sdk new-op` writes), imported once per process as
+its package ``my_ops``, for the tests that use a plugin operator."""
 
-import importlib.util
+import importlib
 import pathlib
 import sys
 
-PATH = pathlib.Path(__file__).resolve().parent.parent / "examples" / "plugin_fused_op.py"
+PROJECT = pathlib.Path(__file__).resolve().parent.parent / "examples" / "silu_mul_quant"
 
 
 def load():
-    mod = sys.modules.get("plugin_fused_op")
-    if mod is None:
-        spec = importlib.util.spec_from_file_location("plugin_fused_op", PATH)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["plugin_fused_op"] = mod
-        spec.loader.exec_module(mod)
-    return mod
+    """The example's ops module (my_ops.ops.silu_mul_quant); its converters and ONNX
+    translation are registered too."""
+    if "my_ops" not in sys.modules:
+        sys.path.insert(0, str(PROJECT))
+        try:
+            importlib.import_module("my_ops")
+        finally:
+            sys.path.remove(str(PROJECT))
+    return importlib.import_module("my_ops.ops.silu_mul_quant")

@@ -339,6 +339,9 @@ def test_ascendc_prototypes_match_the_declared_ones():
     assert root is not None
     headers = sorted(glob.glob(os.path.join(root, "*", "op_graph", "*_proto.h")))
     assert len(headers) >= 9
+    # and the worked example's (a user project's kernels/ascendc)
+    headers += glob.glob(str(plugin_example.PROJECT / "kernels" / "ascendc" / "*" / "op_graph" / "*_proto.h"))
+    assert any(h.endswith("silu_mul_quant_proto.h") for h in headers)
     for header in headers:
         (m,) = _REG.findall(pathlib.Path(header).read_text())
         name, body = m

@@ -9,7 +9,6 @@ import textwrap
 import pytest
 import torch
 
-import op_sdk
 from op_sdk.library import define_op
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -25,27 +24,6 @@ def _run(code: str, env_extra=None, cwd=None) -> str:
 
 
 # ---- plugin operators --------------------------------------------------------------------
-
-def test_plugin_example_eager_and_compiled():
-    sys.path.insert(0, os.path.join(ROOT, "examples"))
-    try:
-        import plugin_fused_op as plugin
-    finally:
-        sys.path.pop(0)
-    gate, up = torch.randn(257, 96), torch.randn(257, 96)
-    y, s = torch.ops.my_ops.silu_mul_quant(gate, up)
-    yr, sr = plugin.reference(gate, up)
-    assert (y.int() - yr.int()).abs().max() <= 1
-    torch.testing.assert_close(s, sr)
-    assert op_sdk.get_op("silu_mul_quant", "my_ops").kernel_devices()["cpu"] == "python"
-    with pytest.raises(RuntimeError, match="silu_mul_quant: argument 'up'"):
-        torch.ops.my_ops.silu_mul_quant(gate, up[:, :5])
-    torch._dynamo.reset()
-    f = torch.compile(lambda g, u: torch.ops.my_ops.silu_mul_quant(g, u), fullgraph=True, dynamic=True)
-    yc, sc = f(gate, up)
-    assert torch.equal(yc, y) and torch.equal(sc, s)
-    torch.library.opcheck(torch.ops.my_ops.silu_mul_quant.default, (gate, up))
-
 
 def test_define_op_rejects_duplicates_and_unknown_devices():
     with pytest.raises(RuntimeError, match="already defined"):

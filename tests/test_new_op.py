@@ -66,6 +66,29 @@ def test_user_project_with_three_slices_passes_its_tests(tmp_path, capsys):
     assert re.search(r"\b(\d{3,}) passed", out.stdout), out.stdout[-2000:]
 
 
+EXAMPLE = ROOT / "examples" / "silu_mul_quant"
+
+
+def _files(root):
+    return {str(p.relative_to(root)) for p in root.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts}
+
+
+def test_worked_example_is_a_scaffolded_project_and_passes_its_tests(tmp_path, capsys):
+    """examples/silu_mul_quant, the worked example, is the project `op-sdk new-op` writes for
+    its schema, filled in: the same files, no other; its tests (kernel on the CPU model
+    included) pass."""
+    schema = "silu_mul_quant(Tensor gate, Tensor up) -> (Tensor, Tensor)"
+    assert main(["new-op", "silu_mul_quant", "--schema", schema, "--namespace", "my_ops",
+                 "--out", str(tmp_path)]) == 0
+    assert _files(EXAMPLE) == _files(tmp_path / "my_ops")
+    out = _pytest(["-o", "addopts=", "tests"], EXAMPLE, f"{EXAMPLE}{os.pathsep}{ROOT}")
+    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-2000:]
+    skipped = [line for line in out.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert all("torch_npu" in line for line in skipped), skipped
+    assert re.search(r"\b(\d{2,}) passed", out.stdout), out.stdout[-2000:]
+
+
 def test_generated_prototype_header_is_the_declared_one(tmp_path):
     """The op_graph prototype the scaffold writes is the one its converter declares (read in a
     child process: importing a project defines its operators)."""

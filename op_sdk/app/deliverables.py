@@ -119,32 +119,17 @@ def npu_deliverables(opdef) -> dict[str, str]:
 # ---------------------------------------------------------------------------------------
 # The declared bindings, and their generated sources
 
-EXAMPLES = ("plugin_fused_op",)  # examples/ whose operators declare a binding
-
-
-def declared_bindings(examples_dir: str | None = None) -> list:
-    """The operators with an aclnn= declaration: op_sdk's own, and the examples' (imported
-    for it from ``examples_dir``, default the source tree's examples/, when it is there)."""
-    import importlib.util
-    import sys
-
+def declared_bindings() -> list:
+    """op_sdk's own operators with an aclnn= declaration (those its slices, op_sdk.ops.*,
+    define; a user project's are its own, e.g. examples/silu_mul_quant/csrc/npu)."""
     from op_sdk import library
-    from op_sdk.npu.binding import ROOT
 
-    examples_dir = examples_dir or os.path.join(ROOT, "examples")
-    if os.path.isdir(examples_dir):
-        for name in EXAMPLES:
-            path = os.path.join(examples_dir, f"{name}.py")
-            if name not in sys.modules and os.path.exists(path):
-                spec = importlib.util.spec_from_file_location(name, path)
-                module = importlib.util.module_from_spec(spec)
-                sys.modules[name] = module
-                spec.loader.exec_module(module)
-    return [o for o in library.registered_ops() if o.aclnn is not None]
+    return [o for o in library.registered_ops()
+            if o.aclnn is not None and o.module.startswith("op_sdk.ops.")]
 
 
 def write_binding_sources() -> list[str]:
-    """(Re)generate csrc/npu/<operator>.cpp for every declared binding; returns the paths."""
+    """(Re)generate csrc/npu/<operator>.cpp for every binding op_sdk declares; returns the paths."""
     from op_sdk.npu.binding import SOURCE_DIR, generate_source, source_path
 
     os.makedirs(SOURCE_DIR, exist_ok=True)

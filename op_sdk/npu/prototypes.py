@@ -19,11 +19,12 @@ Conventions, as in CANN's own headers:
 * an input that may be null is named ``...Optional``, or is listed in ``nullable`` with
   the document that says so.
 
-Entries whose source is an op_sdk OpDef (kernels/ascendc/<op>/op_host/<op>_def.cpp) are
+Entries whose source is an Ascend C kernel's OpDef (kernels/ascendc/<op>/op_host/<op>_def.cpp) are
 the prototypes CANN generates for a custom operator package built from that OpDef:
 inputs in OpDef order (an optional input gets the ``Optional`` suffix), then the
 attributes, then the outputs (``<name>Out``), names in lower camel case. The table holds
-them written out, and a test derives them again from the OpDef.
+them written out, and a test derives them again from the OpDef (every slice `op-sdk new-op`
+writes has that test).
 """
 
 from __future__ import annotations

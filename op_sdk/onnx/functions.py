@@ -11,7 +11,8 @@ toolchain maps the node to its fused kernel. Each node type has one definition, 
   function;
 * the groups with no op_sdk operator of their own, ``SiluMul`` (``silu(gate) * up``) and
   ``SiluMulQuant`` (``SiluMul`` then ``DynamicQuant``'s per-token int8 composite: the
-  plugin example's ``silu_mul_quant``), are defined here from the same pieces.
+  worked example's ``my_ops::silu_mul_quant``, whose export writes it), are defined
+  here from the same pieces.
 """
 
 from __future__ import annotations

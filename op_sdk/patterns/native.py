@@ -36,7 +36,7 @@ variant that disagrees is not registered and ``registration_failures()`` says wh
 
 SwiGLU + dynamic quantisation has no torch_npu operator of its own here: once this stage
 has turned the quantisation into ``npu_dynamic_quant``, a plugin operator declaring that
-composite (examples/plugin_fused_op.py, silu_mul_quant) fuses it.
+composite (examples/silu_mul_quant, silu_mul_quant) fuses it.
 """
 
 from __future__ import annotations

@@ -19,9 +19,9 @@ from op_sdk.npu import build as nbuild
 from op_sdk.npu import prototypes as protos
 from op_sdk.library import OpDef
 
-# the tree these tests are in (its examples/ and setup.py; op_sdk may be installed elsewhere)
+# the tree these tests are in (its setup.py; op_sdk may be installed elsewhere)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BINDINGS = deliverables.declared_bindings(os.path.join(ROOT, "examples"))
+BINDINGS = deliverables.declared_bindings()
 IDS = [o.name for o in BINDINGS]
 
 
@@ -31,8 +31,7 @@ def test_the_bindings_declared():
             "npu::npu_add_rms_norm_dynamic_quant", "npu::npu_dynamic_quant",
             "npu::npu_quant_matmul", "npu::npu_add_rms_norm_cast", "npu::npu_quantize",
             "npu::npu_transpose_batchmatmul", "npu::npu_dtype_cast", "npu::_npu_dtype_cast",
-            "npu::npu_scatter_nd_update", "npu::npu_scatter_nd_update_",
-            "my_ops::silu_mul_quant"} <= names
+            "npu::npu_scatter_nd_update", "npu::npu_scatter_nd_update_"} <= names
     # every npu operator op_sdk defines has one
     assert {o.qualname for o in op_sdk.registered_ops() if o.namespace == "npu"} <= names
     # each binds to the API torch_npu's own kernel calls
@@ -393,8 +392,8 @@ def test_prototype_entries_cite_their_source(api):
 
 def test_every_declared_prototype_is_called_by_a_binding():
     # the prototypes live beside the bindings that call them (the slices' modules): none is
-    # left behind when a binding changes API
-    called = {api for o in BINDINGS for api in o.aclnn.apis}
+    # left behind when a binding changes API (a plugin's, loaded by an earlier test, included)
+    called = {api for o in op_sdk.registered_ops() if o.aclnn is not None for api in o.aclnn.apis}
     assert set(protos.PROTOTYPES) == called
 
 
@@ -412,8 +411,6 @@ def _opdef_file(folder):
 
 
 @pytest.mark.parametrize("folder,op_type,api", [
-    # op_sdk's plugin kernel: the table's entry is what CANN generates from our OpDef
-    ("silu_mul_quant", "SiluMulQuant", "aclnnSiluMulQuant"),
     # CANN's own generated headers, reproduced from op_sdk's OpDefs of the same operators:
     # the generation rule, and these OpDefs, agree with CANN 8.1.RC1
     ("rms_norm", "RmsNorm", "aclnnRmsNorm"),
@@ -454,12 +451,15 @@ def test_without_torch_npu_every_binding_would_register():
 def test_decision_backfills_only_what_torch_npu_lacks():
     """A registry where torch_npu defines every binding's operator but one: only that one
     registers; an operator that already has a PrivateUse1 kernel never does."""
+    from tests.plugin_example import load
+
+    load()
     lacking = "npu::npu_add_rms_norm_quant"
     opdefs = [dataclasses.replace(o, owned=(o.qualname == lacking or o.namespace != "npu"))
-              for o in BINDINGS]
+              for o in BINDINGS + [op_sdk.get_op("silu_mul_quant", "my_ops")]]
     status = nbuild.decide(opdefs, lambda q: True, lambda q, k: False)
     # torch_npu defines no operator outside its namespace (the example's my_ops::silu_mul_quant)
-    own = {lacking} | {o.qualname for o in BINDINGS if o.namespace != "npu"}
+    own = {lacking} | {o.qualname for o in opdefs if o.namespace != "npu"}
     assert "my_ops::silu_mul_quant" in own
     assert all(status[q] == "register" for q in own)
     others = {q: s for q, s in status.items() if q not in own}
@@ -485,7 +485,11 @@ def test_setup_py_builds_no_binding_without_torch_npu():
 
 def test_deliverables_claim_no_more_than_the_tests_reach():
     from op_sdk.app.deliverables import BINDING_LEVEL, npu_deliverables
+    from tests.plugin_example import load
 
+    load()  # a user project's operator: its binding source is the project's csrc/npu
+    assert nb.source_path(op_sdk.get_op("silu_mul_quant", "my_ops")).endswith(
+        os.path.join("examples", "silu_mul_quant", "csrc", "npu", "silu_mul_quant.cpp"))
     assert BINDING_LEVEL == "compiles (x86, against torch_npu headers), registration-checked"
     for opdef in op_sdk.registered_ops():
         level = npu_deliverables(opdef)
@@ -494,7 +498,8 @@ def test_deliverables_claim_no_more_than_the_tests_reach():
             assert level["opplugin_binding"].startswith("none"), level
         else:
             # the level is what tests/npu/real/test_bindings.py establishes for every source
-            assert opdef.name in nb.binding_sources()
+            # (op_sdk's csrc/npu, and the worked example's, when an earlier test loaded it)
+            assert os.path.isfile(nb.source_path(opdef)), opdef.qualname
             branches = opdef.aclnn.branches
             canns = " / ".join(dict.fromkeys(b.prototype.cann for b in branches))
             assert level["opplugin_binding"].startswith(

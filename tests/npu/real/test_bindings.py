@@ -32,16 +32,21 @@ from op_sdk.npu import build as nbuild
 from tests.npu.binding_build import build, build_all
 
 TORCH_NPU_DIR = os.path.dirname(torch_npu.__file__)
-# the tree these tests are in (its examples/ and setup.py; op_sdk may be installed elsewhere)
+# the tree these tests are in (its setup.py; op_sdk may be installed elsewhere)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-BINDINGS = deliverables.declared_bindings(os.path.join(ROOT, "examples"))
+BINDINGS = deliverables.declared_bindings()
 NPU_BINDINGS = [o for o in BINDINGS if o.namespace == "npu"]
+
+
+# the worked example's binding (a user project's csrc/npu), built beside op_sdk's own
+EXAMPLE = os.path.join(ROOT, "examples", "silu_mul_quant")
+EXAMPLE_SOURCES = {"silu_mul_quant": os.path.join(EXAMPLE, "csrc", "npu", "silu_mul_quant.cpp")}
 
 
 @pytest.fixture(scope="module")
 def built():
-    return build_all({name: open(path).read() for name, path in nb.binding_sources().items()},
-                     TORCH_NPU_DIR)
+    sources = {**nb.binding_sources(), **EXAMPLE_SOURCES}
+    return build_all({name: open(path).read() for name, path in sources.items()}, TORCH_NPU_DIR)
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +59,7 @@ def libdir(built, tmp_path_factory):
     return str(d)
 
 
-@pytest.mark.parametrize("name", sorted(nb.binding_sources()))
+@pytest.mark.parametrize("name", sorted({**nb.binding_sources(), **EXAMPLE_SOURCES}))
 def test_binding_compiles_against_torch_npu_headers(built, name):
     b = built[name]
     assert b.ok, f"{name} does not compile against torch_npu's headers:\n{b.errors[-6000:]}"
@@ -184,13 +189,12 @@ def test_plugin_binding_registers_beside_torch_npu(libdir):
     """The plugin example's operator is no torch_npu operator: its binding registers a
     PrivateUse1 kernel (the dispatcher checks its C++ signature against the schema)."""
     out = _run(f"""
-        import importlib.util, sys, torch, torch_npu
+        import sys, torch, torch_npu
         assert torch.npu.is_available() is False
         import op_sdk
         from op_sdk.npu import build as nbuild
-        spec = importlib.util.spec_from_file_location("plugin_fused_op", "examples/plugin_fused_op.py")
-        module = importlib.util.module_from_spec(spec); sys.modules["plugin_fused_op"] = module
-        spec.loader.exec_module(module)
+        sys.path.insert(0, {EXAMPLE!r})
+        import my_ops
         opdef = op_sdk.get_op("silu_mul_quant", "my_ops")
         assert opdef.binding_status.startswith("not built"), opdef.binding_status
         print(nbuild.load_bindings([opdef], directory={libdir!r}))

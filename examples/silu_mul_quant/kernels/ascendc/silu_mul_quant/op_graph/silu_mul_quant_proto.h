@@ -1,6 +1,5 @@
-// Ascend IR prototype of SiluMulQuant, the graph operator of the plugin example's
-// my_ops::silu_mul_quant (examples/plugin_fused_op.py: silu(gate) * up, then per-token dynamic
-// int8 quantisation). The operator is the project's own: CANN has no operator of this name or
+// Ascend IR prototype of SiluMulQuant, the graph operator of my_ops::silu_mul_quant
+// (my_ops/ops/silu_mul_quant.py: silu(gate) * up, then per-token dynamic int8 quantisation). The operator is the project's own: CANN has no operator of this name or
 // interface (its SwiGlu / DequantSwigluQuant take one concatenated input), so the names follow
 // the plugin's schema, silu_mul_quant(Tensor gate, Tensor up) -> (Tensor y, Tensor scale).
 #ifndef OPSDK_ASCENDC_SILU_MUL_QUANT_PROTO_H_

@@ -3,7 +3,7 @@
 // for the tests' emulation of the kernel's h.
 #include <cmath>
 
-#include "driver_common.h"
+#include "opsdk_model_driver.h"
 #include "silu_mul_quant/op_kernel/silu_mul_quant.cpp"
 
 extern "C" void opsdk_expf(const float *in, float *out, uint64_t n)

@@ -1,6 +1,6 @@
 // CANN tiling callback of SiluMulQuant: calls the plain TilingSiluMulQuant
 // (silu_mul_quant_tiling.h).
-#include "../../common/tiling_host_common.h"
+#include "common/tiling_host_common.h"
 #include "silu_mul_quant_tiling.h"
 
 namespace optiling {

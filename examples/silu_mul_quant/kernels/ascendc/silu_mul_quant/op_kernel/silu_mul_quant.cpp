@@ -6,8 +6,8 @@
 // (double-buffered); 2 split row: a first pass over the row's chunks finds amax, a second
 // recomputes h and quantises.
 #include "kernel_operator.h"
-#include "../../common/kernel_common.h"
-#include "../../common/row_kernel.h"
+#include "common/kernel_common.h"
+#include "common/row_kernel.h"
 #include "../op_host/silu_mul_quant_tiling.h"
 
 namespace {

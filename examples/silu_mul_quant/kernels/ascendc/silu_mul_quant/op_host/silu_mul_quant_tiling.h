@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "../../common/tiling_common.h"
+#include "common/tiling_common.h"
 
 struct SiluMulQuantTilingData {
     OPSDK_ROW_TILING_FIELDS;

@@ -1,0 +1,6 @@
+"""Every module of this package is one slice's ops, imported by name: a new slice is a new
+module, nothing lists it."""
+
+from op_sdk import import_slices
+
+import_slices(__name__)
