@@ -193,7 +193,7 @@ def _cmd_new_op(args) -> int:
                                     "the current folder)")
     written = new_op.write(args.name, args.schema, args.out, namespace=args.namespace,
                            force=args.force, in_tree=tree, package=args.package)
-    root = tree or os.path.join(args.out, args.package or args.namespace or "my_ops")
+    root = new_op.target(args.name, args.out, args.namespace, tree, args.package)[0]
     print(f"wrote {len(written)} files under {root}:")
     for path in written:
         print(f"  {os.path.relpath(path, root)}")

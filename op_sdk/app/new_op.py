@@ -326,17 +326,22 @@ def regenerate_docs(tree: str) -> list[str]:
     return [line.removeprefix("rewrote: ") for line in stdout.splitlines()]
 
 
+def target(name: str, out_dir: str = ".", namespace: str | None = None, in_tree: str | None = None,
+           package: str | None = None) -> tuple[str, str, str]:
+    """(root, namespace, package) of a slice: the source tree's root, namespace npu for an
+    npu_* name else op_sdk, package op_sdk (``in_tree``); else the project folder
+    ``out_dir/<package>``, namespace my_ops by default, package the namespace by default."""
+    if in_tree is not None:
+        return in_tree, namespace or ("npu" if name.startswith("npu_") else "op_sdk"), "op_sdk"
+    namespace = namespace or "my_ops"
+    package = package or namespace
+    return os.path.join(out_dir, package), namespace, package
+
+
 def write(name: str, schema: str, out_dir: str = ".", namespace: str | None = None,
           force: bool = False, in_tree: str | None = None, package: str | None = None) -> list[str]:
     """Write the slice; returns the paths written. ``in_tree``: the source tree's root."""
-    if in_tree is not None:
-        root = in_tree
-        namespace = namespace or ("npu" if name.startswith("npu_") else "op_sdk")
-        package = "op_sdk"
-    else:
-        namespace = namespace or "my_ops"
-        package = package or namespace
-        root = os.path.join(out_dir, package)
+    root, namespace, package = target(name, out_dir, namespace, in_tree, package)
     p = plan(name, schema, namespace, package)
     if in_tree is None and package == "op_sdk":
         raise NewOpError("new-op: --package op_sdk is op_sdk's own: use --in-tree inside its "

@@ -25,10 +25,10 @@ from op_sdk.onnx.translation import (
 # the composites' opset floor: Squeeze takes its axes as an input from opset 13 on
 MIN_OPSET = 13
 
-# node type -> (formal inputs, outputs) of the nodes the fusion writes
+# node type -> (formal inputs, outputs) of the groups with no op_sdk operator; an op_sdk
+# operator's node (DynamicQuant) is named after its Ascend IR prototype (converters/<slice>.py)
 FUSED = {
     "SiluMul": (["gate", "up"], ["y"]),
-    "DynamicQuant": (["x", "smooth_scales"], ["y", "scale"]),
     "SiluMulQuant": (["gate", "up"], ["y", "scale"]),
 }
 
@@ -50,4 +50,4 @@ def fused_call(op: str, *values):
         key = dtype_tag(dt(gate))
         return Call("SiluMulQuant", [gate, up], {}, key,
                     lambda b, g, u: dynamic_int8(b, _silu_mul(b, b.to_float(g), b.to_float(u)), None), 2)
-    raise ValueError(f"op_sdk.onnx: no fused node {DOMAIN}.{op}; known: {sorted(FUSED)}")
+    raise ValueError(f"op_sdk.onnx: no fused node {DOMAIN}.{op}; known: {sorted(['DynamicQuant', *FUSED])}")

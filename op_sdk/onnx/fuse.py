@@ -776,7 +776,7 @@ def _custom_node(G: _Graph, c: _Candidate, name: str):
             nodes.append(helper.make_node("Cast", [kept], [scale], name=f"{name}_cast", to=want))
     node = helper.make_node(c.op, c.inputs, outs, name=name, domain=DOMAIN, **call.attrs)
     node.overload = call.key
-    formals, results = FUSED[c.op]
+    formals, results = FUSED.get(c.op, (None, None))  # None: the IR prototype's names
     return [node, *nodes], inits, function_proto(call, G.opset, formals, results)
 
 
