@@ -20,7 +20,7 @@ from __future__ import annotations
 __all__ = ["DOMAIN", "DOMAIN_VERSION", "MIN_OPSET", "FUSED", "fused_call"]
 
 from op_sdk.onnx.translation import (
-    DOMAIN, DOMAIN_VERSION, Call, dt, dtype_tag, dynamic_int8, translations)
+    DOMAIN, DOMAIN_VERSION, Call, dt, dtype_tag, dynamic_int8, silu_mul, translations)
 
 # the composites' opset floor: Squeeze takes its axes as an input from opset 13 on
 MIN_OPSET = 13
@@ -33,10 +33,6 @@ FUSED = {
 }
 
 
-def _silu_mul(b, gate, up):
-    return b("Mul", b("Mul", gate, b("Sigmoid", gate)), up)
-
-
 def fused_call(op: str, *values):
     """The Call of node type ``op`` on typed values (onnx_ir Values: dtype, and shape or
     None): the node's inputs, attributes, overload key and composite."""
@@ -45,9 +41,9 @@ def fused_call(op: str, *values):
         return custom[("npu_dynamic_quant", "default")](*values)
     gate, up = values
     if op == "SiluMul":
-        return Call("SiluMul", [gate, up], {}, "", lambda b, g, u: (_silu_mul(b, g, u),), 1)
+        return Call("SiluMul", [gate, up], {}, "", lambda b, g, u: (silu_mul(b, g, u),), 1)
     if op == "SiluMulQuant":
         key = dtype_tag(dt(gate))
         return Call("SiluMulQuant", [gate, up], {}, key,
-                    lambda b, g, u: dynamic_int8(b, _silu_mul(b, b.to_float(g), b.to_float(u)), None), 2)
+                    lambda b, g, u: dynamic_int8(b, silu_mul(b, b.to_float(g), b.to_float(u)), None), 2)
     raise ValueError(f"op_sdk.onnx: no fused node {DOMAIN}.{op}; known: {sorted(['DynamicQuant', *FUSED])}")

@@ -24,7 +24,7 @@ DOMAIN_VERSION = 1
 
 __all__ = ["DOMAIN", "DOMAIN_VERSION", "UnsupportedOnnxExport", "unsupported", "Builder", "Call", "translates",
            "writes_plain", "target", "local_function", "function_proto",
-           "proto_inputs", "overload_key", "dt", "dtype_tag", "normalize",
+           "proto_inputs", "overload_key", "dt", "dtype_tag", "silu_mul", "normalize",
            "dynamic_int8", "static_int8", "ge_int8", "tracer", "translations", "load_slices"]
 
 
@@ -180,6 +180,11 @@ def ge_int8() -> int:
 # Each composite takes a builder and the operand values (typed: the value's dtype is the
 # operand's) and returns the operator's outputs. fp16 / bf16 operands are cast to fp32
 # first: the references compute in fp32 and round once at the end, as these do.
+
+def silu_mul(b, gate, up):
+    """silu(gate) * up = gate * sigmoid(gate) * up."""
+    return b("Mul", b("Mul", gate, b("Sigmoid", gate)), up)
+
 
 def normalize(b, xf, gamma, epsilon):
     """fp32 rms-norm of xf over gamma's dims -> (y fp32, rstd fp32 keep-dims)."""
