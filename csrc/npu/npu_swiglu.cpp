@@ -12,12 +12,12 @@ OPSDK_ACLNN_PROTOTYPE(aclnnSwiGlu, const aclTensor*, int64_t, const aclTensor*);
 namespace {
 
 at::Tensor npu_swiglu_npu(
-    const at::Tensor& self,
+    const at::Tensor& input,
     int64_t dim) {
-  auto outputs = op_sdk_npu::empty_outputs("npu::npu_swiglu", {op_sdk_npu::meta(self), c10::IValue(dim)}, self.device());
+  auto outputs = op_sdk_npu::empty_outputs("npu::npu_swiglu", {op_sdk_npu::meta(input), c10::IValue(dim)}, input.device());
   at::Tensor out_out = outputs[0];
-  OPSDK_CHECK_ACLNN_ARGS(aclnnSwiGlu, self, dim, out_out);
-  EXEC_NPU_CMD_EXT(aclnnSwiGlu, self, dim, out_out);
+  OPSDK_CHECK_ACLNN_ARGS(aclnnSwiGlu, input, dim, out_out);
+  EXEC_NPU_CMD_EXT(aclnnSwiGlu, input, dim, out_out);
   return out_out;
 }
 

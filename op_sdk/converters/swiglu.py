@@ -10,5 +10,5 @@ ir.declare("SwiGlu", "x", "y", [("dim", "Int", -1)])
 
 
 @register_fx_node_ge_converter(torch.ops.npu.npu_swiglu.default, torchair_has_own=True)
-def convert_npu_swiglu(self, dim=-1, meta_outputs=None):
-    return ge.SwiGlu(self, dim=dim)
+def convert_npu_swiglu(input, dim=-1, meta_outputs=None):
+    return ge.SwiGlu(input, dim=dim)

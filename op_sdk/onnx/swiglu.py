@@ -16,7 +16,7 @@ def _swiglu(b, x, dim):
 
 
 @translates("npu_swiglu")
-def _swiglu_call(self, dim=-1):
-    ins = proto_inputs("SwiGlu", {"x": self})
-    key = overload_key(dtype_tag(dt(self)), f"dim{dim}")
+def _swiglu_call(input, dim=-1):
+    ins = proto_inputs("SwiGlu", {"x": input})
+    key = overload_key(dtype_tag(dt(input)), f"dim{dim}")
     return Call("SwiGlu", ins, {"dim": int(dim)}, key, lambda b, x: _swiglu(b, x, dim), 1)

@@ -1,9 +1,9 @@
 """npu_swiglu: SwiGLU on one tensor, ``silu(a) * b`` where a and b are the first and second
-halves of ``self`` along ``dim`` (CANN's SwiGlu, aclnnSwiGlu; torch_npu.npu_swiglu).
+halves of ``input`` along ``dim`` (CANN's SwiGlu, aclnnSwiGlu; torch_npu.npu_swiglu).
 
-Contract (hicann/ops-nn activation/swi_glu, docs/aclnnSwiGlu.md): ``self`` float16, bfloat16
-or float32 with at least one dim; ``dim`` in [-self.dim(), self.dim() - 1]; the size along
-``dim`` even. The result has ``self``'s dtype and shape with that size halved; float16 /
+Contract (hicann/ops-nn activation/swi_glu, docs/aclnnSwiGlu.md): ``input`` float16, bfloat16
+or float32 with at least one dim; ``dim`` in [-input.dim(), input.dim() - 1]; the size along
+``dim`` even. The result has ``input``'s dtype and shape with that size halved; float16 /
 bfloat16 are computed in float32 and rounded once. Empty tensors are allowed.
 """
 
@@ -20,54 +20,54 @@ from op_sdk.ops import check
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
-def check_swiglu(op, self, dim):
+def check_swiglu(op, input, dim):
     """The contract's rules, shared by the reference and the fake; returns dim, wrapped."""
-    check(self.dtype in DTYPES, op, "self",
-          "must have dtype float16, bfloat16 or float32, got " + str(self.dtype))
-    check(self.dim() > 0, op, "self", "must have at least one dimension, got a 0-dim tensor")
-    check(-self.dim() <= dim < self.dim(), op, "dim",
-          f"must be in [{-self.dim()}, {self.dim() - 1}] for a {self.dim()}-dim 'self', got {dim}")
-    dim = dim % self.dim()
-    check(self.shape[dim] % 2 == 0, op, "self",
-          f"must have an even size along dim {dim} (split into two halves), got {self.shape[dim]}")
+    check(input.dtype in DTYPES, op, "input",
+          "must have dtype float16, bfloat16 or float32, got " + str(input.dtype))
+    check(input.dim() > 0, op, "input", "must have at least one dimension, got a 0-dim tensor")
+    check(-input.dim() <= dim < input.dim(), op, "dim",
+          f"must be in [{-input.dim()}, {input.dim() - 1}] for a {input.dim()}-dim 'input', got {dim}")
+    dim = dim % input.dim()
+    check(input.shape[dim] % 2 == 0, op, "input",
+          f"must have an even size along dim {dim} (split into two halves), got {input.shape[dim]}")
     return dim
 
 
-def _out_shape(self, dim):
-    shape = list(self.shape)
+def _out_shape(input, dim):
+    shape = list(input.shape)
     shape[dim] //= 2
     return shape
 
 
-def swiglu_reference(self, dim=-1):
-    """The ground truth (ops-nn's golden): silu(a) * b in float32, rounded to self's dtype."""
-    dim = check_swiglu("npu_swiglu", self, dim)
-    a, b = self.float().contiguous().chunk(2, dim)  # one layout: the same bits for any strides
-    return (torch.nn.functional.silu(a) * b).to(self.dtype)
+def swiglu_reference(input, dim=-1):
+    """The ground truth (ops-nn's golden): silu(a) * b in float32, rounded to input's dtype."""
+    dim = check_swiglu("npu_swiglu", input, dim)
+    a, b = input.float().contiguous().chunk(2, dim)  # one layout: the same bits for any strides
+    return (torch.nn.functional.silu(a) * b).to(input.dtype)
 
 
-def swiglu_fake(self, dim=-1):
+def swiglu_fake(input, dim=-1):
     """Output shape and dtype only (FakeTensor / Meta), by the reference's rules."""
-    dim = check_swiglu("npu_swiglu", self, dim)
-    return self.new_empty(_out_shape(self, dim))
+    dim = check_swiglu("npu_swiglu", input, dim)
+    return input.new_empty(_out_shape(input, dim))
 
 
-def swiglu_composite(self, dim=-1):
+def swiglu_composite(input, dim=-1):
     """The unfused spelling a model writes: chunk, silu, mul."""
-    a, b = self.chunk(2, dim)
+    a, b = input.chunk(2, dim)
     return torch.nn.functional.silu(a) * b
 
 
-# the aclnn API torch_npu's own kernel calls (op-plugin: EXEC_NPU_CMD(aclnnSwiGlu, self, dim, out))
+# the aclnn API torch_npu's own kernel calls (op-plugin: EXEC_NPU_CMD(aclnnSwiGlu, input, dim, out))
 prototypes.declare("aclnnSwiGlu",
                    "const aclTensor* x, int64_t dim, const aclTensor* out",
                    prototypes.CANN_HEADERS + "aclnn_swi_glu.h")
 
 npu_swiglu = define_op(
-    "npu_swiglu(Tensor self, int dim=-1) -> Tensor",
+    "npu_swiglu(Tensor input, int dim=-1) -> Tensor",
     reference=swiglu_reference, fake=swiglu_fake,
     # on the NPU: CANN's SwiGlu kernel through aclnnSwiGlu, bound OpPlugin-style
     # (csrc/npu/npu_swiglu.cpp)
-    aclnn=AclnnBinding("aclnnSwiGlu", outputs=("out",), rename={"x": "self"}),
-    doc="silu(a) * b of the two halves of self along dim (float32 inside).",
+    aclnn=AclnnBinding("aclnnSwiGlu", outputs=("out",), rename={"x": "input"}),
+    doc="silu(a) * b of the two halves of input along dim (float32 inside).",
 )

@@ -17,7 +17,7 @@ SHAPES = [((1, 2), -1), ((7, 34), -1), ((2, 5, 130), -1), ((64, 1000), 1), ((6, 
           ((3, 8, 5), 1), ((2, 4, 6), -2)]
 
 SCHEMAS = [
-    "npu_swiglu(Tensor self, int dim=-1) -> Tensor",
+    "npu_swiglu(Tensor input, int dim=-1) -> Tensor",
 ]
 
 # the Ascend IR operator(s) each operator converts to (tests/test_converters.py)
@@ -40,9 +40,9 @@ def meta_grid():
 
 # (case id, operator, args, kwargs, argument named in the error, exception type)
 CASES = [
-    ("swiglu/dtype", "npu_swiglu", (torch.zeros(2, 8, dtype=torch.int32),), {}, "self", RuntimeError),
-    ("swiglu/0-dim", "npu_swiglu", (torch.tensor(1.0),), {}, "self", RuntimeError),
-    ("swiglu/odd", "npu_swiglu", (torch.zeros(2, 7),), {}, "self", RuntimeError),
+    ("swiglu/dtype", "npu_swiglu", (torch.zeros(2, 8, dtype=torch.int32),), {}, "input", RuntimeError),
+    ("swiglu/0-dim", "npu_swiglu", (torch.tensor(1.0),), {}, "input", RuntimeError),
+    ("swiglu/odd", "npu_swiglu", (torch.zeros(2, 7),), {}, "input", RuntimeError),
     ("swiglu/dim-range", "npu_swiglu", (torch.zeros(2, 8),), {"dim": 2}, "dim", RuntimeError),
     ("swiglu/dim-negative", "npu_swiglu", (torch.zeros(2, 8),), {"dim": -3}, "dim", RuntimeError),
 ]

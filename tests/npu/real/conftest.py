@@ -25,3 +25,12 @@ if IN_ENV:
     from torch_npu.op_plugin.meta import _meta_registrations as _meta
 
     _meta.get_cann_version = lambda module="CANN": PINNED_CANN
+
+    import sys
+
+    assert "op_sdk" not in sys.modules, "op_sdk was imported before the registry was read"
+    # the npu operators torch_npu itself defines, read before op_sdk backfills what it lacks
+    # (an in-tree npu_* slice torch_npu does not have: op_sdk defines and binds it)
+    TORCH_NPU_DEFINES = frozenset(n for n in torch._C._dispatch_get_all_op_names() if n.startswith("npu::"))
+else:
+    TORCH_NPU_DEFINES = frozenset()

@@ -20,7 +20,11 @@ from op_sdk import _native
 from tests.ops import gather
 from tests.ops._helpers import relayout, significant_strides
 
-NPU_OPS = [o for o in op_sdk.registered_ops() if o.namespace == "npu"]
+from tests.npu.real.conftest import TORCH_NPU_DEFINES  # noqa: E402
+
+# the npu operators of op_sdk that torch_npu defines too; those it lacks op_sdk owns
+NPU_OPS = [o for o in op_sdk.registered_ops() if o.qualname in TORCH_NPU_DEFINES]
+OWNED = [o for o in op_sdk.registered_ops() if o.namespace == "npu" and o.qualname not in TORCH_NPU_DEFINES]
 CASES = gather("meta_grid")
 
 
@@ -53,8 +57,11 @@ def test_import_in_any_order_keeps_the_process_and_the_native_kernels(order, aut
 def test_torch_npu_is_real_and_owns_the_namespace():
     assert torch_npu.__version__.startswith("2.13.0")
     assert op_sdk.library.torch_npu_module() is torch_npu
+    assert NPU_OPS
     for opdef in NPU_OPS:
         assert not opdef.owned, f"op_sdk defined {opdef.qualname}, which torch_npu defines"
+    for opdef in OWNED:  # what torch_npu lacks, op_sdk defines
+        assert opdef.owned, opdef.qualname
 
 
 @pytest.mark.parametrize("opdef", NPU_OPS, ids=lambda o: o.name)
