@@ -1,5 +1,5 @@
-"""npu_swiglu -> SwiGlu (TorchAir converts it too: its converter is compared in the
-real-TorchAir tests)."""
+"""npu_swiglu -> SwiGlu, npu_swiglu_backward -> SwiGluGrad (TorchAir converts both too: its
+converters are compared in the real-TorchAir tests)."""
 
 import torch
 
@@ -7,8 +7,14 @@ from op_sdk.converters import ge, ir, register_fx_node_ge_converter
 
 # the Ascend IR prototype this slice builds (ops-nn activation/swi_glu: its OpDef's x, y, dim)
 ir.declare("SwiGlu", "x", "y", [("dim", "Int", -1)])
+ir.declare("SwiGluGrad", "y_grad x", "x_grad", [("dim", "Int", -1)])
 
 
 @register_fx_node_ge_converter(torch.ops.npu.npu_swiglu.default, torchair_has_own=True)
 def convert_npu_swiglu(input, dim=-1, meta_outputs=None):
     return ge.SwiGlu(input, dim=dim)
+
+
+@register_fx_node_ge_converter(torch.ops.npu.npu_swiglu_backward.default, torchair_has_own=True)
+def convert_npu_swiglu_backward(grad_output, input, dim=-1, meta_outputs=None):
+    return ge.SwiGluGrad(grad_output, input, dim=dim)

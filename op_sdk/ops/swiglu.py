@@ -1,10 +1,17 @@
 """npu_swiglu: SwiGLU on one tensor, ``silu(a) * b`` where a and b are the first and second
-halves of ``input`` along ``dim`` (CANN's SwiGlu, aclnnSwiGlu; torch_npu.npu_swiglu).
+halves of ``input`` along ``dim`` (CANN's SwiGlu, aclnnSwiGlu; torch_npu.npu_swiglu), and
+its backward npu_swiglu_backward (CANN's SwiGluGrad, aclnnSwiGluGrad), which autograd of
+npu_swiglu calls as torch_npu's does.
 
 Contract (hicann/ops-nn activation/swi_glu, docs/aclnnSwiGlu.md): ``input`` float16, bfloat16
 or float32 with at least one dim; ``dim`` in [-input.dim(), input.dim() - 1]; the size along
 ``dim`` even. The result has ``input``'s dtype and shape with that size halved; float16 /
 bfloat16 are computed in float32 and rounded once. Empty tensors are allowed.
+
+Backward (docs/aclnnSwiGluGrad.md): ``grad_output`` of ``input``'s dtype and of the forward's
+output shape; with s = sigmoid(a), the gradient is ``grad_output * (s + s * (1 - s) * a) * b``
+for the first half and ``grad_output * s * a`` for the second, in float32, rounded once.
+(ops-nn lists empty tensors as unsupported by the NPU kernel; here they give empty results.)
 """
 
 from __future__ import annotations
@@ -58,6 +65,43 @@ def swiglu_composite(input, dim=-1):
     return torch.nn.functional.silu(a) * b
 
 
+def check_swiglu_backward(op, grad_output, input, dim):
+    """The backward's rules: the forward's on input, and grad_output shaped like its output."""
+    dim = check_swiglu(op, input, dim)
+    check(grad_output.dtype == input.dtype, op, "grad_output",
+          f"must have the dtype of 'input' ({input.dtype}), got {grad_output.dtype}")
+    want = _out_shape(input, dim)
+    check(list(grad_output.shape) == want, op, "grad_output",
+          f"must have the forward's output shape {want} (input's with dim {dim} halved), "
+          f"got {list(grad_output.shape)}")
+    return dim
+
+
+def swiglu_backward_reference(grad_output, input, dim=-1):
+    """ops-nn's SwiGluGrad formula in float32, rounded once to input's dtype."""
+    dim = check_swiglu_backward("npu_swiglu_backward", grad_output, input, dim)
+    a, b = input.float().contiguous().chunk(2, dim)
+    g = grad_output.float()
+    s = torch.sigmoid(a)
+    return torch.cat((g * (s + s * (1 - s) * a) * b, g * s * a), dim).to(input.dtype)
+
+
+def swiglu_backward_fake(grad_output, input, dim=-1):
+    check_swiglu_backward("npu_swiglu_backward", grad_output, input, dim)
+    return torch.empty_like(input, memory_format=torch.contiguous_format)
+
+
+def _swiglu_setup(ctx, inputs, output):
+    input, dim = inputs[0], inputs[1] if len(inputs) > 1 else -1
+    ctx.save_for_backward(input)
+    ctx.dim = dim
+
+
+def _swiglu_backward(ctx, grad):
+    (input,) = ctx.saved_tensors
+    return torch.ops.npu.npu_swiglu_backward(grad, input, ctx.dim), None
+
+
 # the aclnn API torch_npu's own kernel calls (op-plugin: EXEC_NPU_CMD(aclnnSwiGlu, input, dim, out))
 prototypes.declare("aclnnSwiGlu",
                    "const aclTensor* x, int64_t dim, const aclTensor* out",
@@ -69,5 +113,17 @@ npu_swiglu = define_op(
     # on the NPU: CANN's SwiGlu kernel through aclnnSwiGlu, bound OpPlugin-style
     # (csrc/npu/npu_swiglu.cpp)
     aclnn=AclnnBinding("aclnnSwiGlu", outputs=("out",), rename={"x": "input"}),
+    backward=_swiglu_backward, setup_context=_swiglu_setup,
     doc="silu(a) * b of the two halves of input along dim (float32 inside).",
+)
+
+prototypes.declare("aclnnSwiGluGrad",
+                   "const aclTensor* yGrad, const aclTensor* x, int64_t dim, const aclTensor* out",
+                   prototypes.CANN_HEADERS + "aclnn_swi_glu_grad.h")
+
+npu_swiglu_backward = define_op(
+    "npu_swiglu_backward(Tensor grad_output, Tensor input, int dim=-1) -> Tensor",
+    reference=swiglu_backward_reference, fake=swiglu_backward_fake,
+    aclnn=AclnnBinding("aclnnSwiGluGrad", outputs=("out",), rename={"yGrad": "grad_output", "x": "input"}),
+    doc="The gradient of npu_swiglu with respect to input (float32 inside).",
 )

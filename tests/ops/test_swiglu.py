@@ -1,4 +1,4 @@
-"""npu_swiglu: the tables the registry-wide tests read (samples, constraint cases, GE types,
+"""npu_swiglu and npu_swiglu_backward: the tables the registry-wide tests read (samples, constraint cases, GE types,
 schemas, the Meta grid) and the slice's own tests: the operator against its reference and
 against an independent float64 formula over dtypes, dims, odd half sizes, 3-D, non-contiguous,
 stride-0, empty and NaN / inf inputs and dynamic shapes; its schema / fake (opcheck); its
@@ -18,24 +18,35 @@ SHAPES = [((1, 2), -1), ((7, 34), -1), ((2, 5, 130), -1), ((64, 1000), 1), ((6, 
 
 SCHEMAS = [
     "npu_swiglu(Tensor input, int dim=-1) -> Tensor",
+    "npu_swiglu_backward(Tensor grad_output, Tensor input, int dim=-1) -> Tensor",
 ]
+BACKWARD = torch.ops.npu.npu_swiglu_backward
 
 # the Ascend IR operator(s) each operator converts to (tests/test_converters.py)
-GE_TYPES = {"npu::npu_swiglu": "SwiGlu"}
+GE_TYPES = {"npu::npu_swiglu": "SwiGlu", "npu::npu_swiglu_backward": "SwiGluGrad"}
 
 
 def samples():
     x = torch.randn(7, 34)
     return [("npu_swiglu", (x,), {}),
             ("npu_swiglu", (torch.randn(6, 5).to(torch.bfloat16),), {"dim": 0}),
-            ("npu_swiglu", (torch.randn(4, 6, 3).half(),), {"dim": 1})]
+            ("npu_swiglu", (torch.randn(4, 6, 3).half(),), {"dim": 1}),
+            ("npu_swiglu_backward", (torch.randn(7, 17), x), {}),
+            ("npu_swiglu_backward", (torch.randn(2, 6, 3).half(), torch.randn(4, 6, 3).half()), {"dim": 0})]
 
 
 def meta_grid():
     """Calls on which the CPU kernel, the fake and torch_npu's Meta function must agree on
     output shapes and dtypes (tests/npu/real)."""
-    return [("npu_swiglu", (torch.randn(shape).to(dt),), {"dim": dim})
-            for dt in DTYPES for shape, dim in SHAPES[:5]]
+    out = []
+    for dt in DTYPES:
+        for shape, dim in SHAPES[:5]:
+            x = torch.randn(shape).to(dt)
+            half = list(shape)
+            half[dim] //= 2
+            out += [("npu_swiglu", (x,), {"dim": dim}),
+                    ("npu_swiglu_backward", (torch.randn(half).to(dt), x), {"dim": dim})]
+    return out
 
 
 # (case id, operator, args, kwargs, argument named in the error, exception type)
@@ -45,6 +56,14 @@ CASES = [
     ("swiglu/odd", "npu_swiglu", (torch.zeros(2, 7),), {}, "input", RuntimeError),
     ("swiglu/dim-range", "npu_swiglu", (torch.zeros(2, 8),), {"dim": 2}, "dim", RuntimeError),
     ("swiglu/dim-negative", "npu_swiglu", (torch.zeros(2, 8),), {"dim": -3}, "dim", RuntimeError),
+    ("swiglu_backward/odd", "npu_swiglu_backward", (torch.zeros(2, 3), torch.zeros(2, 7)), {}, "input",
+     RuntimeError),
+    ("swiglu_backward/shape", "npu_swiglu_backward", (torch.zeros(2, 8), torch.zeros(2, 8)), {}, "grad_output",
+     RuntimeError),
+    ("swiglu_backward/dtype", "npu_swiglu_backward", (torch.zeros(2, 4).half(), torch.zeros(2, 8)), {},
+     "grad_output", RuntimeError),
+    ("swiglu_backward/dim", "npu_swiglu_backward", (torch.zeros(2, 4), torch.zeros(2, 8)), {"dim": 5}, "dim",
+     RuntimeError),
 ]
 
 
@@ -99,14 +118,16 @@ def test_inf_and_nan_follow_the_formula():
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c[0])
 def test_rules_name_operator_and_argument(case):
     _, _, args, kwargs, arg, exc = case
+    op = case[1]
     for device in ("cpu", "meta"):
-        with pytest.raises(exc, match=rf"npu_swiglu: argument '{arg}' must"):
-            OP(*[a.to(device) for a in args], **kwargs)
+        with pytest.raises(exc, match=rf"{op}: argument '{arg}' must"):
+            getattr(torch.ops.npu, op)(*[a.to(device) for a in args], **kwargs)
 
 
 def test_opcheck():
-    for _, args, kwargs in samples():
-        torch.library.opcheck(OP.default, args, kwargs,
+    for name, args, kwargs in samples():
+        op = getattr(torch.ops.npu, name).default
+        torch.library.opcheck(op, args, kwargs,
                               test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_static"))
 
 
@@ -154,3 +175,91 @@ def test_onnx_export_writes_the_custom_node_and_its_composite(dim):
     sess = ort.InferenceSession(program.model_proto.SerializeToString(), providers=["CPUExecutionProvider"])
     (got,) = sess.run(None, {sess.get_inputs()[0].name: x.numpy()})
     torch.testing.assert_close(torch.from_numpy(got), OP(x, dim), rtol=1e-6, atol=1e-6)
+
+
+def _grad_formula(g, x, dim):
+    """aclnnSwiGluGrad's formula, in float64, rounded to x's dtype."""
+    a, b = x.double().chunk(2, dim)
+    g = g.double()
+    s = torch.sigmoid(a)
+    return torch.cat((g * (s + s * (1 - s) * a) * b, g * s * a), dim).to(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape,dim", SHAPES, ids=str)
+def test_backward_matches_reference_and_formula(dtype, shape, dim):
+    x = (torch.randn(shape) * 4).to(dtype)
+    half = list(shape)
+    half[dim] //= 2
+    g = torch.randn(half).to(dtype)
+    out = BACKWARD(g, x, dim)
+    _assert_same(out, slice_module.swiglu_backward_reference(g, x, dim))
+    tol = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
+    torch.testing.assert_close(out.double(), _grad_formula(g, x, dim).double(), rtol=tol, atol=tol)
+
+
+def test_backward_non_contiguous_and_empty():
+    x = torch.randn(12, 5).t()
+    g = torch.randn(5, 6)
+    _assert_same(BACKWARD(g, x), slice_module.swiglu_backward_reference(g.contiguous(), x.contiguous()))
+    assert BACKWARD(torch.randn(0, 4), torch.randn(0, 8)).shape == (0, 8)
+
+
+@pytest.mark.parametrize("dim", [-1, 0, 1])
+def test_autograd_calls_the_backward_operator(dim):
+    """Autograd of npu_swiglu is npu_swiglu_backward (as torch_npu's is): the gradient of the
+    composite silu(a) * b in float32, and the backward operator is what runs."""
+    x = torch.randn(4, 6, 8, requires_grad=True)
+    g = torch.randn(OP(x, dim).shape)
+    (got,) = torch.autograd.grad(OP(x, dim), x, g)
+    (want,) = torch.autograd.grad(slice_module.swiglu_composite(x, dim), x, g)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    _assert_same(got, BACKWARD(g, x.detach(), dim))
+    with torch.profiler.profile() as prof:
+        torch.autograd.grad(OP(x, dim), x, g)
+    assert any(e.name == "npu::npu_swiglu_backward" for e in prof.events())
+
+
+def test_autograd_compiles():
+    @torch.compile(backend="aot_eager", fullgraph=True)
+    def f(t):
+        return OP(t).square().sum()
+
+    x = torch.randn(5, 12, requires_grad=True)
+    (got,) = torch.autograd.grad(f(x), x)
+    x2 = x.detach().requires_grad_(True)
+    (want,) = torch.autograd.grad(OP(x2).square().sum(), x2)
+    torch.testing.assert_close(got, want)
+
+
+def test_backward_ge_converter():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from op_sdk.converters import convert_fx
+
+    x = torch.randn(4, 16, dtype=torch.float16)
+    gm = make_fx(lambda g, t: BACKWARD(g, t, 0), tracing_mode="fake")(torch.randn(2, 16).half(), x)
+    (op,) = [o for o in convert_fx(gm).ops if o.type == "SwiGluGrad"]
+    assert [d.name for d in op.input_desc] == ["y_grad", "x"]
+    assert [d.name for d in op.output_desc] == ["x_grad"]
+    assert op.attr_values()["dim"] == 0
+
+
+@pytest.mark.parametrize("dim", [-1, 0])
+def test_backward_onnx_export_runs_in_onnxruntime(dim):
+    pytest.importorskip("onnxscript")
+    ort = pytest.importorskip("onnxruntime")
+    import op_sdk
+
+    class M(torch.nn.Module):
+        def forward(self, g, x):
+            return BACKWARD(g, x, dim)
+
+    x = torch.randn(6, 10)
+    g = torch.randn(OP(x, dim).shape)
+    program = op_sdk.export_onnx(M().eval(), (g, x))
+    assert [n.op_type for n in program.model.graph].count("SwiGluGrad") == 1
+    sess = ort.InferenceSession(program.model_proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [i.name for i in sess.get_inputs()]
+    (got,) = sess.run(None, dict(zip(names, (g.numpy(), x.numpy()))))
+    torch.testing.assert_close(torch.from_numpy(got), BACKWARD(g, x, dim), rtol=1e-5, atol=1e-5)
