@@ -7,7 +7,7 @@ from op_sdk.converters import ge, ir, register_fx_node_ge_converter
 
 # the Ascend IR prototype this slice builds (ops-nn activation/swi_glu: its OpDef's x, y, dim)
 ir.declare("SwiGlu", "x", "y", [("dim", "Int", -1)])
-ir.declare("SwiGluGrad", "y_grad x", "x_grad", [("dim", "Int", -1)])
+ir.declare("SwiGluGrad", "y_grad x", "y", [("dim", "Int", -1)])  # REG_OP names it y (the OpDef x_grad)
 
 
 @register_fx_node_ge_converter(torch.ops.npu.npu_swiglu.default, torchair_has_own=True)

@@ -83,12 +83,13 @@ def swiglu_backward_reference(grad_output, input, dim=-1):
     a, b = input.float().contiguous().chunk(2, dim)
     g = grad_output.float()
     s = torch.sigmoid(a)
-    return torch.cat((g * (s + s * (1 - s) * a) * b, g * s * a), dim).to(input.dtype)
+    grad = torch.cat((g * (s + s * (1 - s) * a) * b, g * s * a), dim)
+    return torch.empty_like(input).copy_(grad)  # input's layout, as torch_npu's Meta (empty_like)
 
 
 def swiglu_backward_fake(grad_output, input, dim=-1):
     check_swiglu_backward("npu_swiglu_backward", grad_output, input, dim)
-    return torch.empty_like(input, memory_format=torch.contiguous_format)
+    return torch.empty_like(input)
 
 
 def _swiglu_setup(ctx, inputs, output):
