@@ -20,8 +20,8 @@ The slice's files (``<pkg>`` is ``op_sdk`` in the tree):
   ``op_sdk.npu.binding`` (the generator of the built-in bindings);
 * ``kernels/ascendc/<slice>/``: the Ascend C kernel in CANN's layout (op_host tiling / def /
   infershape, op_kernel, op_graph prototype);
-* ``tests/ops/test_<slice>.py``: the tables the registry-wide tests read (samples, constraint
-  cases, GE types) and the slice's own tests; ``tests/ascendc/driver_<slice>.cpp`` and
+* ``tests/ops/test_<slice>.py``: the slice's own tests and, in the tree, the tables op_sdk's
+  registry-wide tests read (samples, constraint cases, GE types); ``tests/ascendc/driver_<slice>.cpp`` and
   ``tests/ascendc/test_<slice>_kernel.py``: the Ascend C kernel on the CPU model.
 
 From the schema alone op_sdk cannot know what the operator computes, so every deliverable

@@ -59,12 +59,6 @@ def swiglu_fake(input, dim=-1):
     return input.new_empty(_out_shape(input, dim))
 
 
-def swiglu_composite(input, dim=-1):
-    """The unfused spelling a model writes: chunk, silu, mul."""
-    a, b = input.chunk(2, dim)
-    return torch.nn.functional.silu(a) * b
-
-
 def check_swiglu_backward(op, grad_output, input, dim):
     """The backward's rules: the forward's on input, and grad_output shaped like its output."""
     dim = check_swiglu(op, input, dim)

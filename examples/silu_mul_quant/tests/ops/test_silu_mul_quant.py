@@ -15,18 +15,10 @@ OP = torch.ops.my_ops.silu_mul_quant
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 SHAPES = [(1, 1), (7, 33), (2, 5, 129), (64, 1000)]
 
-# the Ascend IR operator each operator converts to
-GE_TYPES = {"my_ops::silu_mul_quant": "SiluMulQuant"}
-
 
 def _inputs(shape, dtype=torch.float32, seed=0):
     g = torch.Generator().manual_seed(seed)
     return (torch.randn(shape, generator=g) * 3).to(dtype), torch.randn(shape, generator=g).to(dtype)
-
-
-def samples():
-    return [("my_ops::silu_mul_quant", _inputs((7, 33)), {}),
-            ("my_ops::silu_mul_quant", _inputs((7, 33), torch.bfloat16), {})]
 
 
 # (case id, operator, args, kwargs, argument named in the error, exception type)
