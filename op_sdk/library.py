@@ -143,11 +143,12 @@ class OpDef:
                 if a.alias_info is not None and a.alias_info.is_write]
 
     def kernel_devices(self) -> dict[str, str]:
-        """Map each device with a kernel to where it comes from: native, python or reference."""
+        """Map each device with a kernel to where it comes from: native, triton, python or
+        reference."""
         out = {}
         for device, key in _DISPATCH_KEYS.items():
             if device in self.kernels:
-                out[device] = "python"
+                out[device] = getattr(self.kernels[device], "kind", "python")
             elif device in self.native and device not in self.native_missing:
                 out[device] = "native"
             elif torch._C._dispatch_has_kernel_for_dispatch_key(self.qualname, key):
@@ -222,6 +223,9 @@ def define_op(
     if qualname in _REGISTRY:
         raise RuntimeError(f"op_sdk.define_op: {qualname} is already defined by op_sdk")
     kernels = dict(kernels or {})
+    for kernel in kernels.values():  # a Triton kernel where Triton is missing: the reference
+        if getattr(kernel, "kind", None) == "triton" and kernel.fallback is None:
+            kernel.fallback = reference
     for device in list(kernels) + list(native):
         if device not in _DISPATCH_KEYS:
             raise ValueError(f"op_sdk.define_op({name}): unknown device {device!r}; "

@@ -48,7 +48,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch._inductor.custom_graph_pass import CustomInferenceAwareGraphPass
+try:
+    from torch._inductor.custom_graph_pass import CustomInferenceAwareGraphPass as _CustomPass
+except ImportError:  # an older torch: its custom passes are not told whether the graph is
+    # for inference (is_inference keeps its default, True)
+    from torch._inductor.custom_graph_pass import CustomGraphPass as _CustomPass
 
 from op_sdk.compiler.config import CompilerConfig, callable_digest
 from op_sdk.compiler.dump import GraphDumper
@@ -355,7 +359,7 @@ class PassPipeline:
         }
 
 
-class _InductorStages(CustomInferenceAwareGraphPass):
+class _InductorStages(_CustomPass):
     """Some pipeline stages as an Inductor custom pass, with a content ``uuid``."""
 
     def __init__(self, pipeline: PassPipeline, compile_report: CompileReport, executor: str,

@@ -10,6 +10,7 @@ import torch
 from op_sdk.library import Benchmark, define_op
 from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
+from op_sdk.triton_kernels import TritonKernel
 from op_sdk.ops._common import bench_norm_inputs
 from op_sdk.ops._norm import _normalize, _rms_norm_grad, check_add_rms_norm, rstd_shape
 
@@ -57,6 +58,7 @@ npu_add_rms_norm = define_op(
     "npu_add_rms_norm(Tensor x1, Tensor x2, Tensor gamma, float epsilon=1e-06) "
     "-> (Tensor, Tensor, Tensor)",
     aclnn=AclnnBinding("aclnnAddRmsNorm", outputs=("y", "rstd", "x")),
+    kernels={"cuda": TritonKernel("op_sdk.triton_kernels.norm", "add_rms_norm")},
     reference=add_rms_norm_reference, fake=add_rms_norm_fake, native=("cpu",),
     backward=_add_rms_norm_backward, setup_context=_add_rms_norm_setup,
     doc="x = x1 + x2 (fp32); (y, rstd, x) with y, rstd from the unrounded sum.",

@@ -11,6 +11,7 @@ from op_sdk.composite import Composite, Spelling, same
 from op_sdk.library import Benchmark, define_op
 from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
+from op_sdk.triton_kernels import TritonKernel
 from op_sdk.ops._common import HALF_DTYPES, bench_norm_inputs
 from op_sdk.ops._norm import _normalize, check_add_rms_norm, rstd_shape
 
@@ -73,6 +74,7 @@ npu_add_rms_norm_cast = define_op(
     "npu_add_rms_norm_cast(Tensor x1, Tensor x2, Tensor gamma, float epsilon=1e-06) "
     "-> (Tensor, Tensor, Tensor, Tensor)",
     aclnn=AclnnBinding("aclnnAddRmsNormCast", outputs=("y1", "y2", "rstd", "x")),
+    kernels={"cuda": TritonKernel("op_sdk.triton_kernels.norm", "add_rms_norm_cast")},
     reference=add_rms_norm_cast_reference, fake=add_rms_norm_cast_fake, native=("cpu",),
     doc="(y1 fp32, y2 = y1 in x1.dtype, rstd, x) of add_rms_norm; fp16/bf16 inputs.",
     benchmarks=(Benchmark(lambda t, h, dt: (bench_norm_inputs(t, h, dt), {}), _unfused,

@@ -15,6 +15,7 @@ from op_sdk.composite import Composite, same
 from op_sdk.library import Benchmark, define_op
 from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
+from op_sdk.triton_kernels import TritonKernel
 from op_sdk.ops._common import (
     HALF_DTYPES,
     INT4_MAX,
@@ -178,6 +179,7 @@ npu_add_rms_norm_dynamic_quant = define_op(
     aclnn=AclnnBinding("aclnnAddRmsNormDynamicQuant",
                        outputs=("y1", "y2", "x", "scale1", "scale2"),
                        requires={"beta": None, "output_mask": None, "y_dtype": None}),
+    kernels={"cuda": TritonKernel("op_sdk.triton_kernels.norm", "add_rms_norm_dynamic_quant")},
     reference=add_rms_norm_dynamic_quant_reference, fake=add_rms_norm_dynamic_quant_fake,
     native=("cpu",),
     # int4 / float8 / HiFloat8 outputs: csrc/add_rms_norm_dynamic_quant.cpp routes them here

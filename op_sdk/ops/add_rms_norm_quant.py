@@ -11,6 +11,7 @@ from op_sdk.composite import Composite
 from op_sdk.library import Benchmark, define_op
 from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
+from op_sdk.triton_kernels import TritonKernel
 from op_sdk.ops._common import (
     INT8,
     QINT8,
@@ -157,6 +158,7 @@ npu_add_rms_norm_quant = define_op(
     # CANN 8.1.RC1's aclnnAddRmsNormQuant has no beta and writes int8
     aclnn=AclnnBinding("aclnnAddRmsNormQuant", outputs=("y1", "y2", "x"),
                        requires={"beta": None, "dst_type": None}),
+    kernels={"cuda": TritonKernel("op_sdk.triton_kernels.norm", "add_rms_norm_quant")},
     reference=add_rms_norm_quant_reference, fake=add_rms_norm_quant_fake, native=("cpu",),
     # float8 / HiFloat8 outputs: csrc/add_rms_norm_quant.cpp routes them here
     reference_op=True,

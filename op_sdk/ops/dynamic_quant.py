@@ -12,6 +12,7 @@ import torch
 from op_sdk.library import Benchmark, define_op
 from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
+from op_sdk.triton_kernels import TritonKernel
 from op_sdk.ops._common import (
     FLOAT_DTYPES,
     INT4_MAX,
@@ -184,6 +185,7 @@ npu_dynamic_quant = define_op(
     aclnn=AclnnBinding("aclnnDynamicQuant", outputs=("y", "scale"), rename={"x": "input"},
                        requires={"group_index": None, "dst_type": (None, 1),
                                  "quant_mode": "pertoken", "dst_type_max": 0.0}),
+    kernels={"cuda": TritonKernel("op_sdk.triton_kernels.norm", "dynamic_quant")},
     reference=dynamic_quant_reference, fake=dynamic_quant_fake, native=("cpu",),
     # float8 / HiFloat8 outputs: csrc/dynamic_quant.cpp routes them here
     reference_op=True,

@@ -10,6 +10,7 @@ import torch
 from op_sdk.library import Benchmark, define_op
 from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
+from op_sdk.triton_kernels import TritonKernel
 from op_sdk.ops._common import bench_randn, check
 from op_sdk.ops._norm import _normalize, _rms_norm_grad, check_gamma, rstd_shape
 
@@ -68,6 +69,7 @@ prototypes.declare("aclnnRmsNorm",
 npu_rms_norm = define_op(
     "npu_rms_norm(Tensor input, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor)",
     aclnn=AclnnBinding("aclnnRmsNorm", outputs=("y", "rstd"), rename={"x": "input"}),
+    kernels={"cuda": TritonKernel("op_sdk.triton_kernels.norm", "rms_norm")},
     reference=rms_norm_reference, fake=rms_norm_fake, native=("cpu",),
     backward=_rms_norm_backward, setup_context=_rms_norm_setup,
     doc="y = x * rstd * gamma over gamma's dims; rstd = 1/sqrt(mean(x^2) + eps).",

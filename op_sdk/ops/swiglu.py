@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import torch
 
-from op_sdk.library import define_op
+from op_sdk.library import Benchmark, define_op
 from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
 from op_sdk.ops import check
+from op_sdk.ops._common import bench_randn
+from op_sdk.triton_kernels import TritonKernel
 
 # the dtypes aclnnSwiGlu takes (its OpDef: ops-nn activation/swi_glu/op_host/swi_glu_def.cpp)
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -104,6 +106,8 @@ prototypes.declare("aclnnSwiGlu",
 
 npu_swiglu = define_op(
     "npu_swiglu(Tensor input, int dim=-1) -> Tensor",
+    kernels={"cuda": TritonKernel("op_sdk.triton_kernels.swiglu", "swiglu")},
+    benchmarks=(Benchmark(lambda t, h, dt: ((bench_randn(t, 2 * h, dtype=dt),), {})),),
     reference=swiglu_reference, fake=swiglu_fake,
     # on the NPU: CANN's SwiGlu kernel through aclnnSwiGlu, bound OpPlugin-style
     # (csrc/npu/npu_swiglu.cpp)
@@ -118,6 +122,7 @@ prototypes.declare("aclnnSwiGluGrad",
 
 npu_swiglu_backward = define_op(
     "npu_swiglu_backward(Tensor grad_output, Tensor input, int dim=-1) -> Tensor",
+    kernels={"cuda": TritonKernel("op_sdk.triton_kernels.swiglu", "swiglu_backward")},
     reference=swiglu_backward_reference, fake=swiglu_backward_fake,
     aclnn=AclnnBinding("aclnnSwiGluGrad", outputs=("out",), rename={"yGrad": "grad_output", "x": "input"}),
     doc="The gradient of npu_swiglu with respect to input (float32 inside).",

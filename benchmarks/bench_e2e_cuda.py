@@ -1,0 +1,66 @@
+"""The embedded model (op-sdk demo's DeepSeek-style W8A8 decoder) on a CUDA GPU: eager,
+torch.compile's default backend and op_sdk's backend, time per forward (CUDA events,
+median), and the agreement with eager. Writes ``<out>.json``.
+
+    python benchmarks/bench_e2e_cuda.py [--tokens 64] [--out benchmarks/results/e2e_cuda]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+
+import torch
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--tokens", type=int, default=64)
+    p.add_argument("--out", default=os.path.join("benchmarks", "results", "e2e_cuda"))
+    args = p.parse_args(argv)
+    import triton
+    import triton.testing
+
+    import op_sdk
+    from op_sdk.app.demo import compile_model, logits_of
+    from op_sdk.app.models import DecoderConfig, DeepSeekW8A8
+
+    cfg = DecoderConfig()
+    model = DeepSeekW8A8(cfg).eval().cuda()
+    ids = model.example_tokens(args.batch, args.tokens).cuda()
+    res = {"command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+           "gpu": torch.cuda.get_device_name(), "model": dataclasses.asdict(cfg),
+           "batch": args.batch, "tokens": args.tokens,
+           "versions": {"torch": torch.__version__, "triton": triton.__version__,
+                        "op_sdk": op_sdk.__version__},
+           "timing": "median of triton.testing.do_bench (CUDA events), rep 300 ms",
+           "ms_per_forward": {}, "max_abs_error": {}, "compile_s": {}}
+    with torch.no_grad():
+        ref = logits_of(model(ids))
+        fns = {"eager": lambda: model(ids)}
+        for name in ("inductor", "op_sdk"):
+            torch._dynamo.reset()
+            run = compile_model(model, ids, name)
+            res["compile_s"][name] = run.compile_seconds
+            res["max_abs_error"][name] = float((run.output.float() - ref.float()).abs().max())
+            fns[name] = run.call
+            if name == "op_sdk":
+                res["fusions"] = op_sdk.explain(run.backend).table()
+            res["ms_per_forward"][name] = triton.testing.do_bench(run.call, rep=300,
+                                                                  return_mode="median")
+        res["ms_per_forward"]["eager"] = triton.testing.do_bench(fns["eager"], rep=300,
+                                                                 return_mode="median")
+    res["reference_max_abs"] = float(ref.abs().max())
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out + ".json", "w") as f:
+        json.dump(res, f, indent=1, default=str)
+    print(json.dumps({k: res[k] for k in ("gpu", "ms_per_forward", "max_abs_error", "compile_s")},
+                     indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,230 @@
+"""Each Triton kernel against its operator's reference (computed on CPU: the contract's
+bits), over dtypes, odd sizes, 3-D, the layouts of tests/ops/_helpers.LAYOUTS (strided,
+padded rows, permuted, stride-0), empty inputs and NaN / inf; outputs in the fake's
+shapes, dtypes and strides. int8 outputs that need no reduction order (dynamic
+quantisation, the x = x1 + x2 outputs) are compared bit for bit; after a norm they may
+differ by one step in a tiny fraction of elements (the sum of squares' order, as for the
+native CPU kernels)."""
+
+import pytest
+import torch
+
+from op_sdk.triton_kernels import norm, swiglu
+from tests.ops._helpers import (
+    LAYOUTS,
+    assert_float_close,
+    assert_int_close,
+    bf16,
+    fp16,
+    fp32,
+    rand,
+    relayout,
+    significant_strides,
+)
+
+npu = torch.ops.npu
+
+
+def _cpu(v):
+    return v.cpu() if isinstance(v, torch.Tensor) else v
+
+
+def _to(args, kwargs, device):
+    mv = lambda v: v.to(device) if isinstance(v, torch.Tensor) else v  # noqa: E731
+    return tuple(mv(a) for a in args), {k: mv(v) for k, v in kwargs.items()}
+
+
+def _run(launcher, op, args, kwargs, device, exact=(), close=()):
+    """The launcher on `device` against the reference on CPU: outputs in `exact` bit for
+    bit, in `close` within the dtype's tolerance, the rest (int8 after a norm) within one
+    step in a tiny fraction; shapes, dtypes and strides those of the fake."""
+    ref = op(*args, **kwargs)
+    ref = ref if isinstance(ref, tuple) else (ref,)
+    dargs, dkwargs = _to(args, kwargs, device)
+    out = launcher(*dargs, **dkwargs)
+    out = out if isinstance(out, tuple) else (out,)
+    with torch.device("meta"):
+        margs, mkwargs = _to(dargs, dkwargs, "meta")
+    fake = op(*margs, **mkwargs)
+    fake = fake if isinstance(fake, tuple) else (fake,)
+    assert len(out) == len(ref) == len(fake)
+    for i, (o, r, f) in enumerate(zip(out, ref, fake)):
+        assert o.device.type == torch.device(device).type
+        assert (o.dtype, tuple(o.shape)) == (r.dtype, tuple(r.shape)), i
+        assert significant_strides(o) == significant_strides(f), (i, o.stride(), f.stride())
+        o = o.cpu()
+        if i in exact:
+            assert torch.equal(o, r) or (o.is_floating_point() and torch.equal(o.isnan(), r.isnan())
+                                         and torch.equal(o.nan_to_num(), r.nan_to_num())), i
+        elif o.is_floating_point():
+            assert_float_close(o, r, r.dtype if i not in close else fp32)
+        else:
+            assert_int_close(o, r)
+    return out
+
+
+# ---- the norm family --------------------------------------------------------------------
+
+SHAPES = [(1, 96), (7, 129), (2, 3, 40), (0, 64), (5, 1)]
+DTYPES = [fp16, bf16, fp32]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_rms_norm(dtype, shape, layout, device):
+    torch.manual_seed(0)
+    args, kw = relayout((rand(*shape, dtype=dtype), rand(shape[-1], dtype=dtype)), {}, layout,
+                        which=(0,))
+    _run(norm.rms_norm, npu.npu_rms_norm, args, kw, device)
+
+
+@pytest.mark.parametrize("pair", [(fp16, fp32), (bf16, fp32)])
+def test_rms_norm_fp32_gamma_and_gamma_of_two_dims(pair, device):
+    torch.manual_seed(0)
+    x, g = rand(3, 4, 24, dtype=pair[0]), rand(4, 24, dtype=pair[1])
+    _run(norm.rms_norm, npu.npu_rms_norm, (x, g), {"epsilon": 1e-5}, device)
+
+
+def test_rms_norm_long_rows_and_nonfinite(device):
+    torch.manual_seed(0)
+    x = rand(3, 40)
+    x[0, 3], x[1, 5], x[2] = float("nan"), float("inf"), 0.0
+    _run(norm.rms_norm, npu.npu_rms_norm, (x, rand(40)), {}, device, exact=(0, 1))
+    long = rand(2, norm.MAX_ROW + 3, dtype=bf16)  # longer than a program holds: the reference
+    _run(norm.rms_norm, npu.npu_rms_norm, (long, rand(norm.MAX_ROW + 3, dtype=bf16)), {}, device)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("layout", ["contiguous", "padded_rows", "permuted", "broadcast"])
+def test_add_rms_norm(dtype, shape, layout, device):
+    torch.manual_seed(0)
+    args, kw = relayout((rand(*shape, dtype=dtype), rand(*shape, dtype=dtype),
+                         rand(shape[-1], dtype=dtype)), {}, layout, which=(0,))
+    _run(norm.add_rms_norm, npu.npu_add_rms_norm, args, kw, device, exact=(2,))
+
+
+@pytest.mark.parametrize("dtype", [fp16, bf16])
+@pytest.mark.parametrize("shape", [(1, 96), (7, 129), (2, 3, 40), (0, 8)])
+def test_add_rms_norm_cast(dtype, shape, device):
+    torch.manual_seed(0)
+    args = (rand(*shape, dtype=dtype), rand(*shape, dtype=dtype), rand(shape[-1], dtype=dtype))
+    _run(norm.add_rms_norm_cast, npu.npu_add_rms_norm_cast, args, {}, device, exact=(3,),
+         close=(0,))
+
+
+def _arq_args(dtype, shape, zp_int, two, beta):
+    h = shape[-1]
+    sdt = fp32 if zp_int or dtype == fp32 else dtype
+    s = lambda: (torch.rand(h) * 0.05 + 0.01).to(sdt)  # noqa: E731
+    z = lambda: (torch.randint(-4, 4, (h,), dtype=torch.int32) if zp_int  # noqa: E731
+                 else torch.randint(-4, 4, (h,)).to(sdt))
+    args = (rand(*shape, dtype=dtype), rand(*shape, dtype=dtype), rand(h, dtype=dtype), s(), z(),
+            rand(h, dtype=dtype) if beta else None, s() if two else None, z() if two else None)
+    return args
+
+
+@pytest.mark.parametrize("dtype,zp_int", [(fp16, True), (bf16, False), (fp16, False), (fp32, False)])
+@pytest.mark.parametrize("shape", [(1, 96), (7, 129), (2, 3, 40), (0, 16)])
+@pytest.mark.parametrize("two,beta,div_mode", [(False, False, True), (True, True, False),
+                                               (True, False, True)])
+def test_add_rms_norm_quant(dtype, zp_int, shape, two, beta, div_mode, device):
+    torch.manual_seed(0)
+    args = _arq_args(dtype, shape, zp_int, two, beta)
+    _run(norm.add_rms_norm_quant, npu.npu_add_rms_norm_quant, args, {"div_mode": div_mode},
+         device, exact=(2,))
+
+
+def test_add_rms_norm_quant_non_int8_runs_the_reference(device):
+    torch.manual_seed(0)
+    args = _arq_args(bf16, (3, 32), False, False, False)
+    _run(norm.add_rms_norm_quant, npu.npu_add_rms_norm_quant, args, {"dst_type": 291}, device,
+         exact=(0, 1, 2))
+
+
+@pytest.mark.parametrize("dtype", [fp16, bf16])
+@pytest.mark.parametrize("shape", [(1, 96), (7, 129), (2, 3, 40), (0, 16)])
+@pytest.mark.parametrize("sm1,sm2,mask,beta", [(False, False, None, False), (True, True, None, True),
+                                               (True, False, [True, False], False),
+                                               (False, True, [False, True], True)])
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])
+def test_add_rms_norm_dynamic_quant(dtype, shape, sm1, sm2, mask, beta, layout, device):
+    torch.manual_seed(0)
+    h = shape[-1]
+    kw = {"smooth_scale1": (torch.rand(h) + 0.5).to(dtype) if sm1 else None,
+          "smooth_scale2": (torch.rand(h) + 0.5).to(dtype) if sm2 else None,
+          "beta": rand(h, dtype=dtype) if beta else None, "output_mask": mask}
+    args, kw = relayout((rand(*shape, dtype=dtype), rand(*shape, dtype=dtype),
+                         rand(h, dtype=dtype)), kw, layout, which=(0,))
+    _run(norm.add_rms_norm_dynamic_quant, npu.npu_add_rms_norm_dynamic_quant, args, kw, device,
+         exact=(2,))
+
+
+def test_add_rms_norm_dynamic_quant_zero_and_nonfinite_rows(device):
+    x1 = rand(4, 32, dtype=bf16)
+    x1[0] = 0.0
+    x1[1, 2] = float("nan")
+    x1[2, 7] = float("inf")
+    _run(norm.add_rms_norm_dynamic_quant, npu.npu_add_rms_norm_dynamic_quant,
+         (x1, torch.zeros_like(x1), rand(32, dtype=bf16)), {}, device, exact=(0, 1, 2, 3, 4))
+
+
+# ---- dynamic quantisation: bit for bit ----------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 96), (7, 129), (2, 3, 40), (0, 16), (4, 0)])
+@pytest.mark.parametrize("smooth", [False, True])
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_dynamic_quant_is_bit_exact(dtype, shape, smooth, layout, device):
+    torch.manual_seed(0)
+    kw = {"smooth_scales": (torch.rand(shape[-1]) + 0.5).to(dtype) if smooth else None}
+    args, kw = relayout((rand(*shape, dtype=dtype, scale=3.0),), kw, layout, which=(0,))
+    _run(norm.dynamic_quant, npu.npu_dynamic_quant, args, kw, device, exact=(0, 1))
+
+
+def test_dynamic_quant_rounds_half_to_even_and_handles_nonfinite_rows(device):
+    # amax 127: the multiplier is 1, so the halves are rounded as they are
+    halves = torch.tensor([127.0, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 126.5, -126.5, 3.4999998])
+    rows = torch.stack([halves, torch.zeros(10), halves * float("nan"), halves * float("inf")])
+    out = _run(norm.dynamic_quant, npu.npu_dynamic_quant, (rows,), {}, device, exact=(0, 1))
+    assert out[0][0].cpu().tolist() == [127, 0, 2, 2, 0, -2, -2, 126, -126, 3]
+
+
+@pytest.mark.parametrize("kw", [{"dst_type": 292}, {"quant_mode": "pertensor"},
+                                {"dst_type": torch.quint4x2}])
+def test_dynamic_quant_other_forms_run_the_reference(kw, device):
+    torch.manual_seed(0)
+    _run(norm.dynamic_quant, npu.npu_dynamic_quant, (rand(3, 64, dtype=bf16),), kw, device,
+         exact=(0, 1))
+
+
+def test_rules_are_the_operators(device):
+    """The launchers check with the operator's own rules (the same message)."""
+    with pytest.raises(Exception, match="npu_rms_norm.*gamma"):
+        norm.rms_norm(rand(2, 8).to(device), rand(7).to(device))
+    with pytest.raises(Exception, match="npu_dynamic_quant.*input"):
+        norm.dynamic_quant(rand(8).to(device))
+    with pytest.raises(Exception, match="npu_swiglu.*input"):
+        swiglu.swiglu(rand(2, 7).to(device))
+
+
+# ---- SwiGLU -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,dim", [((4, 96), -1), ((3, 6, 5), 1), ((6, 5), 0), ((2, 3, 14), -1),
+                                       ((0, 8), -1), ((3,), 0)])
+@pytest.mark.parametrize("layout", ["contiguous", "strided", "broadcast"])
+def test_swiglu_and_its_backward(dtype, shape, dim, layout, device):
+    torch.manual_seed(0)
+    if shape == (3,):
+        shape = (4,)
+    args, kw = relayout((rand(*shape, dtype=dtype, scale=2.0),), {"dim": dim}, layout)
+    y = _run(swiglu.swiglu, npu.npu_swiglu, args, kw, device)[0]
+    g = rand(*y.shape, dtype=dtype)
+    _run(swiglu.swiglu_backward, npu.npu_swiglu_backward, (g,) + args, kw, device)
+
+
+def test_swiglu_nonfinite(device):
+    x = torch.tensor([[float("inf"), -float("inf"), float("nan"), 0.0, 2.0, 3.0, 1.0, -1.0]])
+    _run(swiglu.swiglu, npu.npu_swiglu, (x,), {}, device, exact=(0,))
