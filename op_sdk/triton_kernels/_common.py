@@ -18,7 +18,7 @@ import triton.language as tl
 # rows one program holds in registers at once; longer rows run the operator's reference
 MAX_ROW = 16384
 # 1.5 * 2^23: adding and subtracting it rounds an fp32 |v| < 2^22 to an integer, half to even
-_RNE = 12582912.0
+_RNE = tl.constexpr(12582912.0)
 
 
 @triton.jit
@@ -63,6 +63,13 @@ def row_launch(rows: int, block: int, elem_bytes: int, device: torch.device) -> 
     programs = max(1, min(rows, _programs_cap(device)))
     warps = max(1, min(16, block * elem_bytes // 1024))
     return {"grid": (programs,), "num_warps": warps, "programs": programs}
+
+
+def options(device: torch.device) -> dict:
+    """Compile options of every launch. On CUDA, no fp contraction: Triton would otherwise
+    fuse a multiply and the add after it into one fma (one rounding where the contract has
+    two: ``v * scale + zero_point``, ``x * rstd * gamma + beta``)."""
+    return {"enable_fp_fusion": False} if device.type == "cuda" else {}
 
 
 def block_for(n: int) -> int:

@@ -22,6 +22,7 @@ from op_sdk.triton_kernels._common import (
     absmax,
     block_for,
     div,
+    options,
     row_launch,
     rows_of,
     sqrt,
@@ -118,7 +119,7 @@ def _launch(x1, n, *, x2=None, gamma=None, beta=None, y=None, yf=None, xo=None, 
         YF=yf is not None, XO=xo is not None, RSTD=rstd is not None, QUANT=quant,
         Q1=q1 is not None, Q2=q2 is not None, S1=s1 is not None, S2=s2 is not None,
         Z1=z1 is not None, Z2=z2 is not None, DIV=bool(div_mode), BLOCK=block,
-        num_warps=cfg["num_warps"])
+        num_warps=cfg["num_warps"], **options(x1.device))
 
 
 def _dense(t):

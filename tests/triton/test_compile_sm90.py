@@ -1,0 +1,100 @@
+"""Each kernel specialisation the launchers use compiles for an H100 (sm_90) with the
+installed Triton, no GPU needed (the interpreter tests cannot see compile errors), and its
+PTX keeps the contract's arithmetic: correctly rounded divisions and square roots (no
+div.full / div.approx / sqrt.approx), no fused multiply-adds (the launchers turn fp fusion
+off), and the round-half-to-even adds of the int8 stores.
+
+Triton cannot compile in a process that imported it to interpret, so the checks run in a
+child process (``python tests/triton/test_compile_sm90.py``)."""
+
+import inspect
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+OFF = dict(ADD=False, NORM=False, BETA=False, Y=False, YF=False, XO=False, RSTD=False, QUANT=0,
+           Q1=False, Q2=False, S1=False, S2=False, Z1=False, Z2=False, DIV=True)
+# the switches each launcher of op_sdk/triton_kernels/norm.py sets (norm._launch's keywords)
+ROWS = {
+    "rms_norm": dict(NORM=True, Y=True, RSTD=True),
+    "add_rms_norm": dict(ADD=True, NORM=True, Y=True, RSTD=True, XO=True),
+    "add_rms_norm_cast": dict(ADD=True, NORM=True, Y=True, YF=True, RSTD=True, XO=True),
+    "add_rms_norm_quant_div": dict(ADD=True, NORM=True, XO=True, QUANT=1, Q1=True, Z1=True),
+    "add_rms_norm_quant_mul_two_beta": dict(ADD=True, NORM=True, XO=True, BETA=True, QUANT=1,
+                                            Q1=True, Q2=True, Z1=True, Z2=True, DIV=False),
+    "add_rms_norm_dynamic_quant": dict(ADD=True, NORM=True, XO=True, BETA=True, QUANT=2,
+                                       Q1=True, Q2=True, S1=True, S2=True),
+    "dynamic_quant": dict(QUANT=2, Q1=True, S1=True),
+}
+
+
+def _compile(fn, types, constexprs):
+    import torch
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from op_sdk.triton_kernels._common import options
+
+    params = list(inspect.signature(fn.fn).parameters)
+    sig = {p: "constexpr" if p in constexprs else types[p] for p in params}
+    src = ASTSource(fn, sig, constexprs={(params.index(k),): v for k, v in constexprs.items()})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                          options=options(torch.device("cuda")))
+
+
+def _rows_types(x):
+    t = {p: f"*{x}" for p in ("x1_ptr", "x2_ptr", "g_ptr", "b_ptr", "y_ptr", "xo_ptr")}
+    t.update({"yf_ptr": "*fp32", "rstd_ptr": "*fp32", "s1_ptr": "*fp32", "z1_ptr": "*i32",
+              "q1_ptr": "*i8", "c1_ptr": "*fp32", "s2_ptr": "*fp32", "z2_ptr": "*i32",
+              "q2_ptr": "*i8", "c2_ptr": "*fp32", "rows": "i32", "n": "i32", "nf": "fp32",
+              "eps": "fp32", "programs": "i32"})
+    return t
+
+
+def _problems(ptx, rne=None):
+    out = []
+    if re.search(r"\b(div\.full|div\.approx|sqrt\.approx|rcp\.approx)", ptx):
+        out.append("an approximate division or square root")
+    if re.search(r"\bfma\.", ptx):
+        out.append("a fused multiply-add")
+    if rne is not None and ("0f4B400000" in ptx) != rne:
+        out.append("the int8 stores' round-half-to-even adds " + ("missing" if rne else "present"))
+    return out
+
+
+def main() -> int:
+    from op_sdk.triton_kernels import norm, swiglu
+
+    failed = 0
+    for dtype in ("bf16", "fp16", "fp32"):
+        for name, switches in ROWS.items():
+            k = _compile(norm._rows, _rows_types(dtype), dict(OFF, **switches, BLOCK=4096))
+            bad = _problems(k.asm["ptx"], rne=switches.get("QUANT", 0) > 0)
+            print(f"_rows {name} {dtype}: {', '.join(bad) or 'ok'}")
+            failed += bool(bad)
+        x = f"*{dtype}"
+        for fn, types in ((swiglu._swiglu, {"x_ptr": x, "y_ptr": x}),
+                          (swiglu._swiglu_backward, {"g_ptr": x, "x_ptr": x, "dx_ptr": x})):
+            k = _compile(fn, dict(types, total="i64", inner="i64"), {"BLOCK": 1024})
+            bad = _problems(k.asm["ptx"])
+            print(f"{fn.__name__} {dtype}: {', '.join(bad) or 'ok'}")
+            failed += bool(bad)
+    return 1 if failed else 0
+
+
+def test_kernels_compile_for_sm90_with_the_contracts_arithmetic():
+    pytest.importorskip("triton")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, cwd=root,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and r.stdout.count(": ok") == 27, r.stdout + r.stderr[-4000:]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
