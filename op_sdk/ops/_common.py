@@ -110,6 +110,13 @@ def quantize_round(v: torch.Tensor, lo: float, hi: float, dtype: torch.dtype) ->
     return r.clamp_(lo, hi).nan_to_num_(0.0).to(dtype)
 
 
+def div_scalar(t: torch.Tensor, d: float) -> torch.Tensor:
+    """t / d as one IEEE division per element on every device: CUDA divides a tensor by a
+    Python scalar as a multiplication by its reciprocal (other bits), so d is made a
+    tensor. On CPU the bits are those of ``t / d``."""
+    return t / torch.full_like(t, d)
+
+
 def absmax(v: torch.Tensor, dim: int | None = None) -> torch.Tensor:
     """max |v| over ``dim`` (kept as size 1), or over every element (shape [1] * v.dim()):
     the dynamic quantisations' amax. NaN propagates (a row with a NaN has a NaN amax, so a

@@ -28,6 +28,7 @@ from op_sdk.ops._common import (
     bench_positive,
     check,
     check_1d,
+    div_scalar,
     dtype_arg,
     pack_int4,
     quantize_round,
@@ -103,7 +104,7 @@ def _dynamic_branch(y, smooth, code):
     # one fp32 division dmax / amax (a Python scalar / tensor is reciprocal(amax) * dmax)
     inv = torch.where(amax > 0, torch.full_like(amax, dmax) / amax, torch.zeros_like(amax))
     q = quantize_round(v * inv, -dmax - 1, dmax, torch.int8)
-    return (pack_int4(q) if code == QUINT4X2 else q), (amax / dmax).squeeze(-1)
+    return (pack_int4(q) if code == QUINT4X2 else q), div_scalar(amax, dmax).squeeze(-1)
 
 
 def add_rms_norm_dynamic_quant_reference(x1, x2, gamma, *, smooth_scale1=None,

@@ -25,6 +25,7 @@ from op_sdk.ops._common import (
     check,
     check_1d,
     check_dtype,
+    div_scalar,
     dtype_arg,
     pack_int4,
     quantize_round,
@@ -156,7 +157,7 @@ def dynamic_quant_reference(input, *, smooth_scales=None, group_index=None, dst_
     # which can differ in the last bit)
     inv = torch.where(amax > 0, torch.full_like(amax, dmax) / amax, torch.zeros_like(amax))
     q = quantize_round(s * inv, -dmax - 1, dmax, torch.int8)
-    scale = amax / dmax
+    scale = div_scalar(amax, dmax)
     y = pack_int4(q) if code == QUINT4X2 else q
     return _y_out(input, y_shape, y.dtype, code).copy_(y), scale.reshape(s_shape)
 

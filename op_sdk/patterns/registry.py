@@ -24,6 +24,7 @@ pipeline makes current while the fusion stage runs.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import hashlib
 import threading
 from collections.abc import Callable, Sequence
@@ -200,9 +201,11 @@ class PatternRegistry:
         def normalize_args(**kwargs):
             return [kwargs[name] for name in argnames]
 
+        # pattern_name: newer torch's (Inductor's pattern-match logs name the entry)
+        fields = {f.name for f in dataclasses.fields(pm.ReplacementPatternEntry)}
+        named = {"pattern_name": record.name} if "pattern_name" in fields else {}
         entry = pm.ReplacementPatternEntry(pattern=pattern, extra_check=extra_check,
-                                           normalize_args=normalize_args,
-                                           pattern_name=record.name)
+                                           normalize_args=normalize_args, **named)
         entry.register(self._pass)
         return pattern
 

@@ -31,18 +31,22 @@ from op_sdk.triton_kernels._common import (
 
 
 @triton.jit
-def _static_branch(v, s_ptr, z_ptr, q_ptr, offs, mask, HAS_Z: tl.constexpr, DIV: tl.constexpr):
-    s = tl.load(s_ptr + offs, mask=mask, other=1.0).to(tl.float32)
-    q = div(v, s) if DIV else v * s
-    if HAS_Z:
-        q = q + tl.load(z_ptr + offs, mask=mask, other=0).to(tl.float32)
-    tl.store(q_ptr + offs, store_int8(q), mask=mask)
+def _load(ptr, offs, mask, other, ON: tl.constexpr):
+    """A per-column vector as fp32 (loaded once per program, before the row loop)."""
+    if ON:
+        return tl.load(ptr + offs, mask=mask, other=other).to(tl.float32)
+    return tl.full(offs.shape, other, tl.float32)
 
 
 @triton.jit
-def _dynamic_branch(v, m_ptr, q_ptr, scale_ptr, row, offs, mask, HAS_M: tl.constexpr):
-    if HAS_M:
-        v = v * tl.load(m_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+def _static_branch(v, s, z, q_ptr, offs, mask, DIV: tl.constexpr):
+    q = div(v, s) if DIV else v * s
+    tl.store(q_ptr + offs, store_int8(q + z), mask=mask)
+
+
+@triton.jit
+def _dynamic_branch(v, m, q_ptr, scale_ptr, row, offs, mask):
+    v = v * m
     amax = absmax(v, mask)
     inv = tl.where(amax > 0, div(127.0, amax), 0.0)
     tl.store(q_ptr + offs, store_int8(v * inv), mask=mask)
@@ -61,10 +65,15 @@ def _rows(x1_ptr, x2_ptr, g_ptr, b_ptr, y_ptr, yf_ptr, xo_ptr, rstd_ptr,
     # scales out c*); Q1 / Q2: the branch runs
     offs = tl.arange(0, BLOCK)
     mask = offs < n
-    if NORM:
-        g = tl.load(g_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    if BETA:
-        beta = tl.load(b_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    g = _load(g_ptr, offs, mask, 0.0, NORM)
+    beta = _load(b_ptr, offs, mask, 0.0, BETA)
+    # the quantisations' per-column vectors: scales (static, 1 where unused) or smooth
+    # scales (dynamic, 1 where absent), zero points (-0 where absent): x * 1 and x + -0 are
+    # x, bit for bit
+    s1 = _load(s1_ptr, offs, mask, 1.0, (QUANT == 1 and Q1) or (QUANT == 2 and S1))
+    s2 = _load(s2_ptr, offs, mask, 1.0, (QUANT == 1 and Q2) or (QUANT == 2 and S2))
+    z1 = _load(z1_ptr, offs, mask, -0.0, QUANT == 1 and Z1)
+    z2 = _load(z2_ptr, offs, mask, -0.0, QUANT == 1 and Z2)
     for row in range(tl.program_id(0), rows, programs):
         base = tl.cast(row, tl.int64) * n
         at = base + offs
@@ -87,14 +96,14 @@ def _rows(x1_ptr, x2_ptr, g_ptr, b_ptr, y_ptr, yf_ptr, xo_ptr, rstd_ptr,
                 v = v + beta
         if QUANT == 1:
             if Q1:
-                _static_branch(v, s1_ptr, z1_ptr, q1_ptr + base, offs, mask, Z1, DIV)
+                _static_branch(v, s1, z1, q1_ptr + base, offs, mask, DIV)
             if Q2:
-                _static_branch(v, s2_ptr, z2_ptr, q2_ptr + base, offs, mask, Z2, DIV)
+                _static_branch(v, s2, z2, q2_ptr + base, offs, mask, DIV)
         if QUANT == 2:
             if Q1:
-                _dynamic_branch(v, s1_ptr, q1_ptr + base, c1_ptr, row, offs, mask, S1)
+                _dynamic_branch(v, s1, q1_ptr + base, c1_ptr, row, offs, mask)
             if Q2:
-                _dynamic_branch(v, s2_ptr, q2_ptr + base, c2_ptr, row, offs, mask, S2)
+                _dynamic_branch(v, s2, q2_ptr + base, c2_ptr, row, offs, mask)
 
 
 def _launch(x1, n, *, x2=None, gamma=None, beta=None, y=None, yf=None, xo=None, rstd=None,

@@ -16,6 +16,7 @@ import triton.language as tl
 from op_sdk.triton_kernels._common import Outputs, div, options
 
 _BLOCK = 1024
+_WARPS = 4
 
 
 @triton.jit
@@ -68,7 +69,7 @@ def swiglu(input, dim=-1):
     total = out.bufs[0].numel()
     if total:
         _swiglu[(triton.cdiv(total, _BLOCK),)](input.contiguous(), out.bufs[0], total,
-                                               _geometry(input, d), BLOCK=_BLOCK, num_warps=4,
+                                               _geometry(input, d), BLOCK=_BLOCK, num_warps=_WARPS,
                                                **options(input.device))
     return out.done()[0]
 
@@ -83,7 +84,7 @@ def swiglu_backward(grad_output, input, dim=-1):
     if total:
         _swiglu_backward[(triton.cdiv(total, _BLOCK),)](
             grad_output.contiguous(), input.contiguous(), out.bufs[0], total,
-            _geometry(input, d), BLOCK=_BLOCK, num_warps=4,
+            _geometry(input, d), BLOCK=_BLOCK, num_warps=_WARPS,
                                                **options(input.device))
     return out.done()[0]
 
