@@ -11,7 +11,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt"
 python3 -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)" | tee -a "$out/gpu.txt"
 if [[ $steps == *tests* ]]; then
-  timeout 200 python3 -m pytest -q -p no:cacheprovider tests/triton > "$out/tests_triton_cuda.txt" 2>&1
+  timeout ${TESTS_TIMEOUT:-200} python3 -m pytest -q -p no:cacheprovider tests/triton > "$out/tests_triton_cuda.txt" 2>&1
   grep -E "^(FAILED|ERROR)|passed|failed" "$out/tests_triton_cuda.txt" | tail -8
 fi
 if [[ $steps == *streams* ]]; then
@@ -22,10 +22,14 @@ if [[ $steps == *tune* ]]; then
   timeout 150 python3 benchmarks/tune_triton.py --out "$out/tune_triton_h100" 2>&1 | grep -v -i warn | tail -12
 fi
 if [[ $steps == *bench* ]]; then
-  timeout 240 python3 benchmarks/bench_triton.py --dtypes bf16 --out "$out/bench_triton_h100" 2>&1 | grep -v -i warn | tail -30
-  timeout 60 python3 benchmarks/bench_triton.py --quick --dtypes fp16 --out "$out/bench_triton_h100_fp16" 2>&1 | grep -v -i warn | tail -10
+  if [ -n "${BENCH_QUICK:-}" ]; then  # T = H = 4096, bf16 only
+    timeout 100 python3 benchmarks/bench_triton.py --quick --dtypes bf16 --rep 50 --out "$out/bench_triton_h100_quick" 2>&1 | grep -v -i warn | tail -10
+  else
+    timeout 240 python3 benchmarks/bench_triton.py --dtypes bf16 --out "$out/bench_triton_h100" 2>&1 | grep -v -i warn | tail -30
+    timeout 60 python3 benchmarks/bench_triton.py --quick --dtypes fp16 --out "$out/bench_triton_h100_fp16" 2>&1 | grep -v -i warn | tail -10
+  fi
 fi
 if [[ $steps == *e2e* ]]; then
-  timeout 150 python3 benchmarks/bench_e2e_cuda.py --out "$out/e2e_cuda_h100" > "$out/e2e.txt" 2>&1
+  timeout ${E2E_TIMEOUT:-150} python3 benchmarks/bench_e2e_cuda.py --out "$out/e2e_cuda_h100" > "$out/e2e.txt" 2>&1
   tail -22 "$out/e2e.txt"
 fi
