@@ -8,6 +8,7 @@ median), and the agreement with eager. Writes ``<out>.json``.
 from __future__ import annotations
 
 import argparse
+import datetime
 import dataclasses
 import json
 import os
@@ -33,6 +34,7 @@ def main(argv=None) -> None:
     model = DeepSeekW8A8(cfg).eval().cuda()
     ids = model.example_tokens(args.batch, args.tokens).cuda()
     res = {"command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+           "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
            "gpu": torch.cuda.get_device_name(), "model": dataclasses.asdict(cfg),
            "batch": args.batch, "tokens": args.tokens,
            "versions": {"torch": torch.__version__, "triton": triton.__version__,

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The checks and measurements that need a CUDA GPU, in one run (a lent GPU's time is short):
-# the Triton kernels' tests natively, the CUDA-graph and side-stream tests, the launch
-# geometry sweep, the kernel benchmark and the embedded model. Full logs and results go to
+# the Triton kernels' tests natively, the CUDA-graph and side-stream tests, the kernel
+# benchmark and the embedded model. Full logs and results go to
 # ${OUT:-benchmarks/results}; the steps named in $GPU_STEPS run (default: all).
 #   bash benchmarks/gpu_checks.sh
 set -u
 out=${OUT:-benchmarks/results}
-steps=${GPU_STEPS:-tests streams tune bench e2e}
+steps=${GPU_STEPS:-tests streams bench e2e}
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt"
 python3 -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)" | tee -a "$out/gpu.txt"
@@ -17,9 +17,6 @@ fi
 if [[ $steps == *streams* ]]; then
   timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_multistream.py tests/test_compiler_pipeline.py -k cuda > "$out/tests_cuda_streams_graphs.txt" 2>&1
   grep -E "^(FAILED|ERROR)|passed|failed" "$out/tests_cuda_streams_graphs.txt" | tail -6
-fi
-if [[ $steps == *tune* ]]; then
-  timeout 150 python3 benchmarks/tune_triton.py --out "$out/tune_triton_h100" 2>&1 | grep -v -i warn | tail -12
 fi
 if [[ $steps == *bench* ]]; then
   if [ -n "${BENCH_QUICK:-}" ]; then  # T = H = 4096, bf16 only

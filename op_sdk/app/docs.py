@@ -104,7 +104,8 @@ def render_npu_table() -> str:
 
 
 def _result_facts(path: str) -> tuple[str, str, str]:
-    """(command, CPU, date) that a results file records; "" where it records none."""
+    """(command, machine, date) that a results file records ("" where it records none):
+    the machine is the CPU, or for a CUDA run the GPU."""
     import json
 
     if not path.endswith(".json"):
@@ -118,6 +119,9 @@ def _result_facts(path: str) -> tuple[str, str, str]:
     family = machine.get("cpu_family_model", "")
     isa = (data.get("env") or {}).get("OP_SDK_CPU_ISA", "") if isinstance(data.get("env"), dict) else ""
     cpu = " ".join(x for x in (cpu, f"({family})" if family else "", f"ISA {isa}" if isa else "") if x)
+    gpu = data.get("gpu")  # the CUDA benchmarks record the GPU (its name, or a dict with it)
+    if not cpu and gpu:
+        cpu = gpu.get("name", "") if isinstance(gpu, dict) else str(gpu)
     date = str(data.get("date") or data.get("started") or "")[:10]
     command = data.get("command", "")
     command = " ".join(command) if isinstance(command, list) else str(command)

@@ -47,6 +47,19 @@ def _unfused(x1, x2, gamma, epsilon=1e-6):
     return torch.ops.npu.npu_rms_norm(x1 + x2, gamma, epsilon)
 
 
+
+def add_rms_norm_cuda(x1, x2, gamma, epsilon=1e-6):
+    """The CUDA kernel (Triton, op_sdk/triton_kernels/norm.py); empty rows and rows longer
+    than its MAX_ROW run the reference."""
+    from op_sdk.triton_kernels import norm
+
+    outs = add_rms_norm_fake(x1, x2, gamma, epsilon)
+    if not norm.fits(gamma.numel()):
+        return add_rms_norm_reference(x1, x2, gamma, epsilon)
+    return norm.run(outs, x1, gamma.numel(), x2=x2, gamma=gamma, y=0, rstd=1, xo=2,
+                    eps=epsilon)
+
+
 # the aclnn API the binding calls: its GetWorkspaceSize prototype, as CANN declares it
 prototypes.declare("aclnnAddRmsNorm",
                    "const aclTensor* x1, const aclTensor* x2, const aclTensor* gamma, double epsilon, "
@@ -58,7 +71,7 @@ npu_add_rms_norm = define_op(
     "npu_add_rms_norm(Tensor x1, Tensor x2, Tensor gamma, float epsilon=1e-06) "
     "-> (Tensor, Tensor, Tensor)",
     aclnn=AclnnBinding("aclnnAddRmsNorm", outputs=("y", "rstd", "x")),
-    kernels={"cuda": TritonKernel("op_sdk.triton_kernels.norm", "add_rms_norm")},
+    kernels={"cuda": TritonKernel(add_rms_norm_cuda)},
     reference=add_rms_norm_reference, fake=add_rms_norm_fake, native=("cpu",),
     backward=_add_rms_norm_backward, setup_context=_add_rms_norm_setup,
     doc="x = x1 + x2 (fp32); (y, rstd, x) with y, rstd from the unrounded sum.",

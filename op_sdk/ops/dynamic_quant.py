@@ -172,6 +172,25 @@ def dynamic_quant_fake(input, *, smooth_scales=None, group_index=None, dst_type=
     return _y_out(input, y_shape, ydt, code), input.new_empty(s_shape, dtype=torch.float32)
 
 
+
+def dynamic_quant_cuda(input, *, smooth_scales=None, group_index=None, dst_type=None,
+                       quant_mode="pertoken", dst_type_max=0.0):
+    """The CUDA kernel (Triton, op_sdk/triton_kernels/norm.py) for int8 per token, with or
+    without smooth_scales; int4 and 8-bit float outputs, the per-tensor / per-channel modes,
+    MoE groups, empty rows and rows longer than its MAX_ROW run the reference."""
+    from op_sdk.triton_kernels import norm
+
+    kw = {"smooth_scales": smooth_scales, "group_index": group_index, "dst_type": dst_type,
+          "quant_mode": quant_mode, "dst_type_max": dst_type_max}
+    code = check_dynamic_quant(input, smooth_scales, group_index, dst_type, quant_mode,
+                               dst_type_max)
+    n = input.shape[-1]
+    if code != INT8 or quant_mode != "pertoken" or group_index is not None or not norm.fits(n):
+        return dynamic_quant_reference(input, **kw)
+    return norm.run(dynamic_quant_fake(input, **kw), input, n, quant=2, s1=smooth_scales,
+                    q1=0, c1=1)
+
+
 # the aclnn API the binding calls: its GetWorkspaceSize prototype, as CANN declares it
 prototypes.declare("aclnnDynamicQuant",
                    "const aclTensor* x, const aclTensor* smoothScalesOptional, const aclTensor* yOut, "
@@ -186,7 +205,7 @@ npu_dynamic_quant = define_op(
     aclnn=AclnnBinding("aclnnDynamicQuant", outputs=("y", "scale"), rename={"x": "input"},
                        requires={"group_index": None, "dst_type": (None, 1),
                                  "quant_mode": "pertoken", "dst_type_max": 0.0}),
-    kernels={"cuda": TritonKernel("op_sdk.triton_kernels.norm", "dynamic_quant")},
+    kernels={"cuda": TritonKernel(dynamic_quant_cuda)},
     reference=dynamic_quant_reference, fake=dynamic_quant_fake, native=("cpu",),
     # float8 / HiFloat8 outputs: csrc/dynamic_quant.cpp routes them here
     reference_op=True,

@@ -59,6 +59,18 @@ def _rms_norm_backward(ctx, dy, drstd):
 
 
 
+
+def rms_norm_cuda(input, gamma, epsilon=1e-6):
+    """The CUDA kernel (Triton, op_sdk/triton_kernels/norm.py); empty rows and rows longer
+    than its MAX_ROW run the reference."""
+    from op_sdk.triton_kernels import norm
+
+    outs = rms_norm_fake(input, gamma, epsilon)
+    if not norm.fits(gamma.numel()):
+        return rms_norm_reference(input, gamma, epsilon)
+    return norm.run(outs, input, gamma.numel(), gamma=gamma, y=0, rstd=1, eps=epsilon)
+
+
 # the aclnn API the binding calls: its GetWorkspaceSize prototype, as CANN declares it
 prototypes.declare("aclnnRmsNorm",
                    "const aclTensor* x, const aclTensor* gamma, double epsilon, "
@@ -69,7 +81,7 @@ prototypes.declare("aclnnRmsNorm",
 npu_rms_norm = define_op(
     "npu_rms_norm(Tensor input, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor)",
     aclnn=AclnnBinding("aclnnRmsNorm", outputs=("y", "rstd"), rename={"x": "input"}),
-    kernels={"cuda": TritonKernel("op_sdk.triton_kernels.norm", "rms_norm")},
+    kernels={"cuda": TritonKernel(rms_norm_cuda)},
     reference=rms_norm_reference, fake=rms_norm_fake, native=("cpu",),
     backward=_rms_norm_backward, setup_context=_rms_norm_setup,
     doc="y = x * rstd * gamma over gamma's dims; rstd = 1/sqrt(mean(x^2) + eps).",

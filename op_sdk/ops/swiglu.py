@@ -99,6 +99,22 @@ def _swiglu_backward(ctx, grad):
     return torch.ops.npu.npu_swiglu_backward(grad, input, ctx.dim), None
 
 
+
+def swiglu_cuda(input, dim=-1):
+    """The CUDA kernel (Triton, op_sdk/triton_kernels/swiglu.py): every form."""
+    from op_sdk.triton_kernels import swiglu
+
+    return swiglu.run(input, swiglu_fake(input, dim), check_swiglu("npu_swiglu", input, dim))
+
+
+def swiglu_backward_cuda(grad_output, input, dim=-1):
+    """The CUDA kernel (Triton, op_sdk/triton_kernels/swiglu.py): every form."""
+    from op_sdk.triton_kernels import swiglu
+
+    d = check_swiglu_backward("npu_swiglu_backward", grad_output, input, dim)
+    return swiglu.run_backward(grad_output, input, swiglu_backward_fake(grad_output, input, dim), d)
+
+
 # the aclnn API torch_npu's own kernel calls (op-plugin: EXEC_NPU_CMD(aclnnSwiGlu, input, dim, out))
 prototypes.declare("aclnnSwiGlu",
                    "const aclTensor* x, int64_t dim, const aclTensor* out",
@@ -106,7 +122,7 @@ prototypes.declare("aclnnSwiGlu",
 
 npu_swiglu = define_op(
     "npu_swiglu(Tensor input, int dim=-1) -> Tensor",
-    kernels={"cuda": TritonKernel("op_sdk.triton_kernels.swiglu", "swiglu")},
+    kernels={"cuda": TritonKernel(swiglu_cuda)},
     benchmarks=(Benchmark(lambda t, h, dt: ((bench_randn(t, 2 * h, dtype=dt),), {})),),
     reference=swiglu_reference, fake=swiglu_fake,
     # on the NPU: CANN's SwiGlu kernel through aclnnSwiGlu, bound OpPlugin-style
@@ -122,7 +138,7 @@ prototypes.declare("aclnnSwiGluGrad",
 
 npu_swiglu_backward = define_op(
     "npu_swiglu_backward(Tensor grad_output, Tensor input, int dim=-1) -> Tensor",
-    kernels={"cuda": TritonKernel("op_sdk.triton_kernels.swiglu", "swiglu_backward")},
+    kernels={"cuda": TritonKernel(swiglu_backward_cuda)},
     reference=swiglu_backward_reference, fake=swiglu_backward_fake,
     aclnn=AclnnBinding("aclnnSwiGluGrad", outputs=("out",), rename={"yGrad": "grad_output", "x": "input"}),
     doc="The gradient of npu_swiglu with respect to input (float32 inside).",

@@ -1,10 +1,11 @@
 """op_sdk's Triton kernels: the CUDA kernels of the operators on a model's hot path.
 
-Each operator names its kernel in its declaration (``kernels={"cuda": TritonKernel(...)}``);
-the module holding it is imported on the first call, so ``import op_sdk`` imports no Triton
-and compiles nothing. A kernel module's launchers take the operator's arguments, check them
-with the operator's own rules, allocate the outputs as the operator's fake does, and run the
-reference for the forms their kernel does not cover (each launcher's docstring lists them).
+The kernels and their launch helpers live here (``norm``: the rms-norm / quantisation row
+kernel; ``swiglu``); each operator's slice (op_sdk/ops) holds its CUDA launcher, which
+checks the arguments with the operator's rules, allocates the outputs as its fake does,
+runs the reference for the forms the kernel does not cover, and imports the kernel module
+on its first call, so ``import op_sdk`` imports no Triton and compiles nothing. The slice
+declares it as ``kernels={"cuda": TritonKernel(launcher)}``.
 
 The launchers also run on CPU tensors under Triton's interpreter (``TRITON_INTERPRET=1``,
 set before the first kernel module is imported): the tests' way to check them without a
@@ -13,7 +14,7 @@ GPU (docs/triton.md).
 
 from __future__ import annotations
 
-import importlib
+import functools
 import logging
 from collections.abc import Callable
 
@@ -22,6 +23,7 @@ log = logging.getLogger("op_sdk")
 __all__ = ["TritonKernel", "available"]
 
 
+@functools.lru_cache(maxsize=None)
 def available() -> bool:
     """Whether Triton can be imported here."""
     try:
@@ -32,35 +34,28 @@ def available() -> bool:
 
 
 class TritonKernel:
-    """An operator's kernel written in Triton: ``module.function``, imported on first call.
-
-    Where Triton cannot be imported the call runs ``fallback`` (the operator's reference),
-    with one warning.
-    """
+    """An operator's CUDA kernel written in Triton: ``launcher`` (the slice's function),
+    or ``fallback`` (define_op sets it to the operator's reference) where Triton cannot be
+    imported, with one warning."""
 
     kind = "triton"
 
-    def __init__(self, module: str, function: str, fallback: Callable | None = None):
-        self.module = module
-        self.function = function
+    def __init__(self, launcher: Callable, fallback: Callable | None = None):
+        self.launcher = launcher
         self.fallback = fallback
-        self._fn: Callable | None = None
-        self.__name__ = f"triton_{function}"
-
-    def load(self) -> Callable:
-        if self._fn is None:
-            if available():
-                self._fn = getattr(importlib.import_module(self.module), self.function)
-            elif self.fallback is not None:
-                log.warning("op_sdk: Triton is not installed; %s runs its reference on CUDA",
-                            self.function)
-                self._fn = self.fallback
-            else:
-                raise ImportError(f"op_sdk: {self.module}.{self.function} needs Triton")
-        return self._fn
+        self.__name__ = getattr(launcher, "__name__", "triton_kernel")
+        self._warned = False
 
     def __call__(self, *args, **kwargs):
-        return (self._fn or self.load())(*args, **kwargs)
+        if available():
+            return self.launcher(*args, **kwargs)
+        if self.fallback is None:
+            raise ImportError(f"op_sdk: {self.__name__} needs Triton")
+        if not self._warned:
+            self._warned = True
+            log.warning("op_sdk: Triton is not installed; %s runs its reference on CUDA",
+                        self.__name__)
+        return self.fallback(*args, **kwargs)
 
     def __repr__(self) -> str:
-        return f"TritonKernel({self.module}.{self.function})"
+        return f"TritonKernel({self.__name__})"

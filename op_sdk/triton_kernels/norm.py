@@ -9,6 +9,9 @@ dynamic ``v = y (* smooth)``, ``scale = amax / 127``, ``q = v * (127 / amax)``, 
 rounded half to even and saturated (``_common.store_int8``). The sum of squares is a tree
 sum in fp32 (the reference's order differs: float outputs agree within rounding, int8 ones
 can differ by one step where a value sits on a rounding boundary; docs/triton.md).
+
+Each operator's CUDA kernel (its slice in op_sdk/ops) checks its arguments, allocates its
+outputs as its fake does, picks the forms that run here and calls ``run``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from op_sdk.triton_kernels._common import (
+from op_sdk.triton_kernels._common import (  # noqa: F401  (MAX_ROW: the launchers' limit)
     MAX_ROW,
     Outputs,
     absmax,
@@ -31,22 +34,18 @@ from op_sdk.triton_kernels._common import (
 
 
 @triton.jit
-def _load(ptr, offs, mask, other, ON: tl.constexpr):
-    """A per-column vector as fp32 (loaded once per program, before the row loop)."""
-    if ON:
-        return tl.load(ptr + offs, mask=mask, other=other).to(tl.float32)
-    return tl.full(offs.shape, other, tl.float32)
-
-
-@triton.jit
-def _static_branch(v, s, z, q_ptr, offs, mask, DIV: tl.constexpr):
+def _static_branch(v, s_ptr, z_ptr, q_ptr, offs, mask, HAS_Z: tl.constexpr, DIV: tl.constexpr):
+    s = tl.load(s_ptr + offs, mask=mask, other=1.0).to(tl.float32)
     q = div(v, s) if DIV else v * s
-    tl.store(q_ptr + offs, store_int8(q + z), mask=mask)
+    if HAS_Z:
+        q = q + tl.load(z_ptr + offs, mask=mask, other=0).to(tl.float32)
+    tl.store(q_ptr + offs, store_int8(q), mask=mask)
 
 
 @triton.jit
-def _dynamic_branch(v, m, q_ptr, scale_ptr, row, offs, mask):
-    v = v * m
+def _dynamic_branch(v, m_ptr, q_ptr, scale_ptr, row, offs, mask, HAS_M: tl.constexpr):
+    if HAS_M:
+        v = v * tl.load(m_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     amax = absmax(v, mask)
     inv = tl.where(amax > 0, div(127.0, amax), 0.0)
     tl.store(q_ptr + offs, store_int8(v * inv), mask=mask)
@@ -65,15 +64,10 @@ def _rows(x1_ptr, x2_ptr, g_ptr, b_ptr, y_ptr, yf_ptr, xo_ptr, rstd_ptr,
     # scales out c*); Q1 / Q2: the branch runs
     offs = tl.arange(0, BLOCK)
     mask = offs < n
-    g = _load(g_ptr, offs, mask, 0.0, NORM)
-    beta = _load(b_ptr, offs, mask, 0.0, BETA)
-    # the quantisations' per-column vectors: scales (static, 1 where unused) or smooth
-    # scales (dynamic, 1 where absent), zero points (-0 where absent): x * 1 and x + -0 are
-    # x, bit for bit
-    s1 = _load(s1_ptr, offs, mask, 1.0, (QUANT == 1 and Q1) or (QUANT == 2 and S1))
-    s2 = _load(s2_ptr, offs, mask, 1.0, (QUANT == 1 and Q2) or (QUANT == 2 and S2))
-    z1 = _load(z1_ptr, offs, mask, -0.0, QUANT == 1 and Z1)
-    z2 = _load(z2_ptr, offs, mask, -0.0, QUANT == 1 and Z2)
+    if NORM:
+        g = tl.load(g_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    if BETA:
+        beta = tl.load(b_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     for row in range(tl.program_id(0), rows, programs):
         base = tl.cast(row, tl.int64) * n
         at = base + offs
@@ -96,14 +90,14 @@ def _rows(x1_ptr, x2_ptr, g_ptr, b_ptr, y_ptr, yf_ptr, xo_ptr, rstd_ptr,
                 v = v + beta
         if QUANT == 1:
             if Q1:
-                _static_branch(v, s1, z1, q1_ptr + base, offs, mask, DIV)
+                _static_branch(v, s1_ptr, z1_ptr, q1_ptr + base, offs, mask, Z1, DIV)
             if Q2:
-                _static_branch(v, s2, z2, q2_ptr + base, offs, mask, DIV)
+                _static_branch(v, s2_ptr, z2_ptr, q2_ptr + base, offs, mask, Z2, DIV)
         if QUANT == 2:
             if Q1:
-                _dynamic_branch(v, s1, q1_ptr + base, c1_ptr, row, offs, mask)
+                _dynamic_branch(v, s1_ptr, q1_ptr + base, c1_ptr, row, offs, mask, S1)
             if Q2:
-                _dynamic_branch(v, s2, q2_ptr + base, c2_ptr, row, offs, mask)
+                _dynamic_branch(v, s2_ptr, q2_ptr + base, c2_ptr, row, offs, mask, S2)
 
 
 def _launch(x1, n, *, x2=None, gamma=None, beta=None, y=None, yf=None, xo=None, rstd=None,
@@ -131,134 +125,26 @@ def _launch(x1, n, *, x2=None, gamma=None, beta=None, y=None, yf=None, xo=None, 
         num_warps=cfg["num_warps"], **options(x1.device))
 
 
-def _dense(t):
-    return None if t is None else t.contiguous()
-
-
-def _fits(n: int) -> bool:
+def fits(n: int) -> bool:
+    """Whether rows of ``n`` elements run here (one program holds a row); the operator's
+    reference runs the others (empty rows, rows longer than MAX_ROW)."""
     return 0 < n <= MAX_ROW
 
 
-def rms_norm(input, gamma, epsilon=1e-6):
-    """npu_rms_norm. Rows longer than MAX_ROW and empty rows run the reference."""
-    from op_sdk.ops.rms_norm import rms_norm_fake, rms_norm_reference
-
-    y, rstd = rms_norm_fake(input, gamma, epsilon)
-    n = gamma.numel()
-    if not _fits(n):
-        return rms_norm_reference(input, gamma, epsilon)
-    out = Outputs(y, rstd)
-    _launch(rows_of(input, n), n, gamma=_dense(gamma), y=out.bufs[0], rstd=out.bufs[1],
-            eps=epsilon)
-    return out.done()
+_INPUTS = ("x2", "gamma", "beta", "s1", "z1", "s2", "z2")
+_OUTPUTS = ("y", "yf", "xo", "rstd", "q1", "c1", "q2", "c2")
 
 
-def add_rms_norm(x1, x2, gamma, epsilon=1e-6):
-    """npu_add_rms_norm. Rows longer than MAX_ROW and empty rows run the reference."""
-    from op_sdk.ops.add_rms_norm import add_rms_norm_fake, add_rms_norm_reference
-
-    y, rstd, x = add_rms_norm_fake(x1, x2, gamma, epsilon)
-    n = gamma.numel()
-    if not _fits(n):
-        return add_rms_norm_reference(x1, x2, gamma, epsilon)
-    out = Outputs(y, rstd, x)
-    _launch(rows_of(x1, n), n, x2=rows_of(x2, n), gamma=_dense(gamma), y=out.bufs[0],
-            rstd=out.bufs[1], xo=out.bufs[2], eps=epsilon)
-    return out.done()
-
-
-def add_rms_norm_cast(x1, x2, gamma, epsilon=1e-6):
-    """npu_add_rms_norm_cast. Rows longer than MAX_ROW and empty rows run the reference."""
-    from op_sdk.ops.add_rms_norm_cast import add_rms_norm_cast_fake, add_rms_norm_cast_reference
-
-    y1, y2, rstd, x = add_rms_norm_cast_fake(x1, x2, gamma, epsilon)
-    n = gamma.numel()
-    if not _fits(n):
-        return add_rms_norm_cast_reference(x1, x2, gamma, epsilon)
-    out = Outputs(y1, y2, rstd, x)
-    _launch(rows_of(x1, n), n, x2=rows_of(x2, n), gamma=_dense(gamma), yf=out.bufs[0],
-            y=out.bufs[1], rstd=out.bufs[2], xo=out.bufs[3], eps=epsilon)
-    return out.done()
-
-
-def add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1, beta=None, scales2=None,
-                       zero_points2=None, *, axis=-1, epsilon=1e-6, div_mode=True,
-                       dst_type=None):
-    """npu_add_rms_norm_quant. The int8 outputs run here; 8-bit float outputs, rows longer
-    than MAX_ROW and empty rows run the reference."""
-    from op_sdk.ops._common import INT8, QINT8
-    from op_sdk.ops.add_rms_norm_quant import (
-        add_rms_norm_quant_fake,
-        add_rms_norm_quant_reference,
-        check_add_rms_norm_quant,
-    )
-
-    args = (x1, x2, gamma, scales1, zero_points1, beta, scales2, zero_points2)
-    kw = {"axis": axis, "epsilon": epsilon, "div_mode": div_mode, "dst_type": dst_type}
-    code = check_add_rms_norm_quant(*args, axis, dst_type)
-    n = gamma.numel()
-    if code not in (INT8, QINT8) or not _fits(n):
-        return add_rms_norm_quant_reference(*args, **kw)
-    y1, y2, x = add_rms_norm_quant_fake(*args, **kw)
-    out = Outputs(y1, y2, x)
-    if scales2 is None:
-        out.bufs[1].zero_()
-    _launch(rows_of(x1, n), n, x2=rows_of(x2, n), gamma=_dense(gamma), beta=_dense(beta),
-            xo=out.bufs[2], quant=1, s1=_dense(scales1), z1=_dense(zero_points1),
-            q1=out.bufs[0], s2=_dense(scales2), z2=_dense(zero_points2),
-            q2=None if scales2 is None else out.bufs[1], div_mode=div_mode, eps=epsilon)
-    return out.done()
-
-
-def add_rms_norm_dynamic_quant(x1, x2, gamma, *, smooth_scale1=None, smooth_scale2=None,
-                               beta=None, epsilon=1e-6, output_mask=None, y_dtype=None):
-    """npu_add_rms_norm_dynamic_quant. int8 outputs run here; int4 and 8-bit float outputs,
-    rows longer than MAX_ROW and empty rows run the reference."""
-    from op_sdk.ops._common import INT8
-    from op_sdk.ops.add_rms_norm_dynamic_quant import (
-        add_rms_norm_dynamic_quant_fake,
-        add_rms_norm_dynamic_quant_reference,
-        check_add_rms_norm_dynamic_quant,
-    )
-
-    kw = {"smooth_scale1": smooth_scale1, "smooth_scale2": smooth_scale2, "beta": beta,
-          "epsilon": epsilon, "output_mask": output_mask, "y_dtype": y_dtype}
-    run, code = check_add_rms_norm_dynamic_quant(x1, x2, gamma, smooth_scale1, smooth_scale2,
-                                                 beta, output_mask, y_dtype)
-    n = gamma.numel()
-    if code != INT8 or not _fits(n):
-        return add_rms_norm_dynamic_quant_reference(x1, x2, gamma, **kw)
-    y1, y2, x, c1, c2 = add_rms_norm_dynamic_quant_fake(x1, x2, gamma, **kw)
-    out = Outputs(y1, y2, x, c1, c2)
-    b = out.bufs
-    _launch(rows_of(x1, n), n, x2=rows_of(x2, n), gamma=_dense(gamma), beta=_dense(beta),
-            xo=b[2], quant=2, s1=_dense(smooth_scale1), q1=b[0] if run[0] else None,
-            c1=b[3] if run[0] else None, s2=_dense(smooth_scale2),
-            q2=b[1] if run[1] else None, c2=b[4] if run[1] else None, eps=epsilon)
-    return out.done()
-
-
-def dynamic_quant(input, *, smooth_scales=None, group_index=None, dst_type=None,
-                  quant_mode="pertoken", dst_type_max=0.0):
-    """npu_dynamic_quant. int8 per token (with or without smooth_scales) runs here; int4,
-    8-bit float outputs, per-tensor / per-channel modes, MoE groups, rows longer than
-    MAX_ROW and empty rows run the reference."""
-    from op_sdk.ops._common import INT8
-    from op_sdk.ops.dynamic_quant import (
-        check_dynamic_quant,
-        dynamic_quant_fake,
-        dynamic_quant_reference,
-    )
-
-    kw = {"smooth_scales": smooth_scales, "group_index": group_index, "dst_type": dst_type,
-          "quant_mode": quant_mode, "dst_type_max": dst_type_max}
-    code = check_dynamic_quant(input, smooth_scales, group_index, dst_type, quant_mode,
-                               dst_type_max)
-    n = input.shape[-1]
-    if code != INT8 or quant_mode != "pertoken" or group_index is not None or not _fits(n):
-        return dynamic_quant_reference(input, **kw)
-    y, scale = dynamic_quant_fake(input, **kw)
-    out = Outputs(y, scale)
-    _launch(rows_of(input, n), n, quant=2, s1=_dense(smooth_scales), q1=out.bufs[0],
-            c1=out.bufs[1])
+def run(outs, x1, n, **kw):
+    """Run the row kernel over ``x1`` (rows of ``n``) into ``outs``, the operator's outputs
+    allocated as its fake allocates them; returns them. Keywords: the inputs (``x2``,
+    ``gamma``, ``beta``, scales / smooth scales ``s1`` / ``s2``, zero points ``z1`` / ``z2``:
+    tensors or None), the outputs (``y``, ``yf``, ``xo``, ``rstd``, ``q1``, ``c1``, ``q2``,
+    ``c2``: an index into ``outs`` or None), ``quant``, ``div_mode``, ``eps``."""
+    out = Outputs(*outs)
+    args = {k: (rows_of(v, n) if k == "x2" else v.contiguous()) for k, v in kw.items()
+            if k in _INPUTS and v is not None}
+    args.update({k: out.bufs[v] for k, v in kw.items() if k in _OUTPUTS and v is not None})
+    args.update({k: v for k, v in kw.items() if k in ("quant", "div_mode", "eps")})
+    _launch(rows_of(x1, n), n, **args)
     return out.done()

@@ -60,31 +60,24 @@ def _geometry(input, dim):
     return inner
 
 
-def swiglu(input, dim=-1):
-    """npu_swiglu: every dtype and dim of the contract."""
-    from op_sdk.ops.swiglu import check_swiglu, swiglu_fake
-
-    d = check_swiglu("npu_swiglu", input, dim)
-    out = Outputs(swiglu_fake(input, dim))
-    total = out.bufs[0].numel()
+def run(input, out, dim):
+    """npu_swiglu of ``input`` along ``dim`` (wrapped) into ``out`` (its fake's
+    allocation); returns it."""
+    o = Outputs(out)
+    total = out.numel()
     if total:
-        _swiglu[(triton.cdiv(total, _BLOCK),)](input.contiguous(), out.bufs[0], total,
-                                               _geometry(input, d), BLOCK=_BLOCK, num_warps=_WARPS,
-                                               **options(input.device))
-    return out.done()[0]
+        _swiglu[(triton.cdiv(total, _BLOCK),)](input.contiguous(), o.bufs[0], total,
+                                               _geometry(input, dim), BLOCK=_BLOCK,
+                                               num_warps=_WARPS, **options(input.device))
+    return o.done()[0]
 
 
-def swiglu_backward(grad_output, input, dim=-1):
-    """npu_swiglu_backward: every dtype and dim of the contract."""
-    from op_sdk.ops.swiglu import check_swiglu_backward, swiglu_backward_fake
-
-    d = check_swiglu_backward("npu_swiglu_backward", grad_output, input, dim)
-    out = Outputs(swiglu_backward_fake(grad_output, input, dim))
+def run_backward(grad_output, input, out, dim):
+    """npu_swiglu_backward into ``out`` (its fake's allocation); returns it."""
+    o = Outputs(out)
     total = grad_output.numel()
     if total:
         _swiglu_backward[(triton.cdiv(total, _BLOCK),)](
-            grad_output.contiguous(), input.contiguous(), out.bufs[0], total,
-            _geometry(input, d), BLOCK=_BLOCK, num_warps=_WARPS,
-                                               **options(input.device))
-    return out.done()[0]
-
+            grad_output.contiguous(), input.contiguous(), o.bufs[0], total,
+            _geometry(input, dim), BLOCK=_BLOCK, num_warps=_WARPS, **options(input.device))
+    return o.done()[0]

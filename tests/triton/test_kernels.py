@@ -9,7 +9,8 @@ native CPU kernels)."""
 import pytest
 import torch
 
-from op_sdk.triton_kernels import norm, swiglu
+from op_sdk.library import get_op
+from op_sdk.triton_kernels import norm
 from tests.ops._helpers import (
     LAYOUTS,
     assert_float_close,
@@ -23,6 +24,11 @@ from tests.ops._helpers import (
 )
 
 npu = torch.ops.npu
+
+
+def K(name):
+    """The operator's CUDA kernel (its slice's Triton launcher), called directly."""
+    return get_op(name).kernels["cuda"]
 
 
 def _cpu(v):
@@ -76,23 +82,23 @@ def test_rms_norm(dtype, shape, layout, device):
     torch.manual_seed(0)
     args, kw = relayout((rand(*shape, dtype=dtype), rand(shape[-1], dtype=dtype)), {}, layout,
                         which=(0,))
-    _run(norm.rms_norm, npu.npu_rms_norm, args, kw, device)
+    _run(K("npu_rms_norm"), npu.npu_rms_norm, args, kw, device)
 
 
 @pytest.mark.parametrize("pair", [(fp16, fp32), (bf16, fp32)])
 def test_rms_norm_fp32_gamma_and_gamma_of_two_dims(pair, device):
     torch.manual_seed(0)
     x, g = rand(3, 4, 24, dtype=pair[0]), rand(4, 24, dtype=pair[1])
-    _run(norm.rms_norm, npu.npu_rms_norm, (x, g), {"epsilon": 1e-5}, device)
+    _run(K("npu_rms_norm"), npu.npu_rms_norm, (x, g), {"epsilon": 1e-5}, device)
 
 
 def test_rms_norm_long_rows_and_nonfinite(device):
     torch.manual_seed(0)
     x = rand(3, 40)
     x[0, 3], x[1, 5], x[2] = float("nan"), float("inf"), 0.0
-    _run(norm.rms_norm, npu.npu_rms_norm, (x, rand(40)), {}, device, exact=(0, 1))
+    _run(K("npu_rms_norm"), npu.npu_rms_norm, (x, rand(40)), {}, device, exact=(0, 1))
     long = rand(2, norm.MAX_ROW + 3, dtype=bf16)  # longer than a program holds: the reference
-    _run(norm.rms_norm, npu.npu_rms_norm, (long, rand(norm.MAX_ROW + 3, dtype=bf16)), {}, device)
+    _run(K("npu_rms_norm"), npu.npu_rms_norm, (long, rand(norm.MAX_ROW + 3, dtype=bf16)), {}, device)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -102,7 +108,7 @@ def test_add_rms_norm(dtype, shape, layout, device):
     torch.manual_seed(0)
     args, kw = relayout((rand(*shape, dtype=dtype), rand(*shape, dtype=dtype),
                          rand(shape[-1], dtype=dtype)), {}, layout, which=(0,))
-    _run(norm.add_rms_norm, npu.npu_add_rms_norm, args, kw, device, exact=(2,))
+    _run(K("npu_add_rms_norm"), npu.npu_add_rms_norm, args, kw, device, exact=(2,))
 
 
 @pytest.mark.parametrize("dtype", [fp16, bf16])
@@ -110,7 +116,7 @@ def test_add_rms_norm(dtype, shape, layout, device):
 def test_add_rms_norm_cast(dtype, shape, device):
     torch.manual_seed(0)
     args = (rand(*shape, dtype=dtype), rand(*shape, dtype=dtype), rand(shape[-1], dtype=dtype))
-    _run(norm.add_rms_norm_cast, npu.npu_add_rms_norm_cast, args, {}, device, exact=(3,),
+    _run(K("npu_add_rms_norm_cast"), npu.npu_add_rms_norm_cast, args, {}, device, exact=(3,),
          close=(0,))
 
 
@@ -132,14 +138,14 @@ def _arq_args(dtype, shape, zp_int, two, beta):
 def test_add_rms_norm_quant(dtype, zp_int, shape, two, beta, div_mode, device):
     torch.manual_seed(0)
     args = _arq_args(dtype, shape, zp_int, two, beta)
-    _run(norm.add_rms_norm_quant, npu.npu_add_rms_norm_quant, args, {"div_mode": div_mode},
+    _run(K("npu_add_rms_norm_quant"), npu.npu_add_rms_norm_quant, args, {"div_mode": div_mode},
          device, exact=(2,))
 
 
 def test_add_rms_norm_quant_non_int8_runs_the_reference(device):
     torch.manual_seed(0)
     args = _arq_args(bf16, (3, 32), False, False, False)
-    _run(norm.add_rms_norm_quant, npu.npu_add_rms_norm_quant, args, {"dst_type": 291}, device,
+    _run(K("npu_add_rms_norm_quant"), npu.npu_add_rms_norm_quant, args, {"dst_type": 291}, device,
          exact=(0, 1, 2))
 
 
@@ -157,7 +163,7 @@ def test_add_rms_norm_dynamic_quant(dtype, shape, sm1, sm2, mask, beta, layout, 
           "beta": rand(h, dtype=dtype) if beta else None, "output_mask": mask}
     args, kw = relayout((rand(*shape, dtype=dtype), rand(*shape, dtype=dtype),
                          rand(h, dtype=dtype)), kw, layout, which=(0,))
-    _run(norm.add_rms_norm_dynamic_quant, npu.npu_add_rms_norm_dynamic_quant, args, kw, device,
+    _run(K("npu_add_rms_norm_dynamic_quant"), npu.npu_add_rms_norm_dynamic_quant, args, kw, device,
          exact=(2,))
 
 
@@ -166,7 +172,7 @@ def test_add_rms_norm_dynamic_quant_zero_and_nonfinite_rows(device):
     x1[0] = 0.0
     x1[1, 2] = float("nan")
     x1[2, 7] = float("inf")
-    _run(norm.add_rms_norm_dynamic_quant, npu.npu_add_rms_norm_dynamic_quant,
+    _run(K("npu_add_rms_norm_dynamic_quant"), npu.npu_add_rms_norm_dynamic_quant,
          (x1, torch.zeros_like(x1), rand(32, dtype=bf16)), {}, device, exact=(0, 1, 2, 3, 4))
 
 
@@ -180,14 +186,14 @@ def test_dynamic_quant_is_bit_exact(dtype, shape, smooth, layout, device):
     torch.manual_seed(0)
     kw = {"smooth_scales": (torch.rand(shape[-1]) + 0.5).to(dtype) if smooth else None}
     args, kw = relayout((rand(*shape, dtype=dtype, scale=3.0),), kw, layout, which=(0,))
-    _run(norm.dynamic_quant, npu.npu_dynamic_quant, args, kw, device, exact=(0, 1))
+    _run(K("npu_dynamic_quant"), npu.npu_dynamic_quant, args, kw, device, exact=(0, 1))
 
 
 def test_dynamic_quant_rounds_half_to_even_and_handles_nonfinite_rows(device):
     # amax 127: the multiplier is 1, so the halves are rounded as they are
     halves = torch.tensor([127.0, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 126.5, -126.5, 3.4999998])
     rows = torch.stack([halves, torch.zeros(10), halves * float("nan"), halves * float("inf")])
-    out = _run(norm.dynamic_quant, npu.npu_dynamic_quant, (rows,), {}, device, exact=(0, 1))
+    out = _run(K("npu_dynamic_quant"), npu.npu_dynamic_quant, (rows,), {}, device, exact=(0, 1))
     assert out[0][0].cpu().tolist() == [127, 0, 2, 2, 0, -2, -2, 126, -126, 3]
 
 
@@ -195,18 +201,18 @@ def test_dynamic_quant_rounds_half_to_even_and_handles_nonfinite_rows(device):
                                 {"dst_type": torch.quint4x2}])
 def test_dynamic_quant_other_forms_run_the_reference(kw, device):
     torch.manual_seed(0)
-    _run(norm.dynamic_quant, npu.npu_dynamic_quant, (rand(3, 64, dtype=bf16),), kw, device,
+    _run(K("npu_dynamic_quant"), npu.npu_dynamic_quant, (rand(3, 64, dtype=bf16),), kw, device,
          exact=(0, 1))
 
 
 def test_rules_are_the_operators(device):
     """The launchers check with the operator's own rules (the same message)."""
     with pytest.raises(Exception, match="npu_rms_norm.*gamma"):
-        norm.rms_norm(rand(2, 8).to(device), rand(7).to(device))
+        K("npu_rms_norm")(rand(2, 8).to(device), rand(7).to(device))
     with pytest.raises(Exception, match="npu_dynamic_quant.*input"):
-        norm.dynamic_quant(rand(8).to(device))
+        K("npu_dynamic_quant")(rand(8).to(device))
     with pytest.raises(Exception, match="npu_swiglu.*input"):
-        swiglu.swiglu(rand(2, 7).to(device))
+        K("npu_swiglu")(rand(2, 7).to(device))
 
 
 # ---- SwiGLU -----------------------------------------------------------------------------
@@ -220,11 +226,25 @@ def test_swiglu_and_its_backward(dtype, shape, dim, layout, device):
     if shape == (3,):
         shape = (4,)
     args, kw = relayout((rand(*shape, dtype=dtype, scale=2.0),), {"dim": dim}, layout)
-    y = _run(swiglu.swiglu, npu.npu_swiglu, args, kw, device)[0]
+    y = _run(K("npu_swiglu"), npu.npu_swiglu, args, kw, device)[0]
     g = rand(*y.shape, dtype=dtype)
-    _run(swiglu.swiglu_backward, npu.npu_swiglu_backward, (g,) + args, kw, device)
+    _run(K("npu_swiglu_backward"), npu.npu_swiglu_backward, (g,) + args, kw, device)
 
 
 def test_swiglu_nonfinite(device):
     x = torch.tensor([[float("inf"), -float("inf"), float("nan"), 0.0, 2.0, 3.0, 1.0, -1.0]])
-    _run(swiglu.swiglu, npu.npu_swiglu, (x,), {}, device, exact=(0,))
+    _run(K("npu_swiglu"), npu.npu_swiglu, (x,), {}, device, exact=(0,))
+
+
+def test_without_triton_the_cuda_kernel_runs_the_reference(monkeypatch, caplog, device):
+    import op_sdk.triton_kernels as tk
+
+    kernel = K("npu_rms_norm")
+    monkeypatch.setattr(tk, "available", lambda: False)
+    monkeypatch.setattr(kernel, "_warned", False)
+    x, g = rand(3, 16).to(device), rand(16).to(device)
+    with caplog.at_level("WARNING", logger="op_sdk"):
+        out = kernel(x, g)
+    assert "runs its reference" in caplog.text
+    for o, r in zip(out, npu.npu_rms_norm(x.cpu(), g.cpu())):
+        assert torch.equal(o.cpu(), r) or torch.allclose(o.cpu(), r)
