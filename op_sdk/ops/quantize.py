@@ -10,6 +10,7 @@ import torch
 from op_sdk.library import Benchmark, define_op
 from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
+from op_sdk.triton_kernels import TritonKernel
 from op_sdk.ops._common import (
     FLOAT_DTYPES,
     INT32,
@@ -125,6 +126,21 @@ def _bench_inputs(t, h, dt):
             torch.randint(-4, 4, (h,), dtype=torch.int32), torch.qint8, -1, True), {}
 
 
+
+def quantize_cuda(input, scales, zero_points, dtype, axis=1, div_mode=True):
+    """The CUDA kernel (Triton, op_sdk/triton_kernels/quantize.py) for int8 / uint8
+    outputs; int32 and quint4x2 outputs run the reference."""
+    from op_sdk.triton_kernels import quantize
+
+    code, ax = check_quantize(input, scales, zero_points, dtype, axis, div_mode)
+    out = _QUANTIZE_OUT[code]
+    if code == QUINT4X2 or out == torch.int32:
+        return quantize_reference(input, scales, zero_points, dtype, axis, div_mode)
+    return quantize.run(input, scales, zero_points, ax, div_mode,
+                        quantize_fake(input, scales, zero_points, dtype, axis, div_mode),
+                        *_RANGES[out])
+
+
 # the aclnn API the binding calls: its GetWorkspaceSize prototype, as CANN declares it
 # zeroPoints may be null: "支持传入空指针" (the API document's zeroPoints row)
 prototypes.declare("aclnnQuantize",
@@ -157,6 +173,7 @@ npu_quantize = define_op(
             rename={"x": "input", "scale": "scales", "offset": "zero_points"},
             constants={"sqrtMode": "false", "roundMode": '"round"'}, dtype_of={"dstType": "y"},
             convert={"axis": "ascend_quant_axis"}, requires={"dtype": (INT8, QINT8, QUINT4X2)})),
+    kernels={"cuda": TritonKernel(quantize_cuda)},
     reference=quantize_reference, fake=quantize_fake, native=("cpu",),
     doc="Static quantisation rint(x / scales + zp) (div_mode) or rint(x * scales + zp).",
     benchmarks=(Benchmark(_bench_inputs),),

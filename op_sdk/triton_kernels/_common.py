@@ -33,13 +33,19 @@ def sqrt(a):
 
 
 @triton.jit
-def store_int8(v):
-    """The contract's float -> int8 store (ops/_common.py quantize_round): round half to
-    even, saturate to [-128, 127] (+-inf to the bounds), NaN stores 0."""
+def round_saturate(v, lo, hi):
+    """The contract's float -> integer store (ops/_common.py quantize_round) for a range
+    inside +-2^22 (int8, uint8, int4): round half to even, saturate to [lo, hi] (+-inf to
+    the bounds), NaN 0; an fp32 holding an integer, for a cast to the store's type."""
     nan = v != v
-    c = tl.minimum(tl.maximum(v, -128.0), 127.0)
+    c = tl.minimum(tl.maximum(v, lo), hi)
     r = (c + _RNE) - _RNE
-    return tl.where(nan, 0.0, r).to(tl.int8)
+    return tl.where(nan, 0.0, r)
+
+
+@triton.jit
+def store_int8(v):
+    return round_saturate(v, -128.0, 127.0).to(tl.int8)
 
 
 @triton.jit

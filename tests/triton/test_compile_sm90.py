@@ -67,7 +67,7 @@ def _problems(ptx, rne=None):
 
 
 def main() -> int:
-    from op_sdk.triton_kernels import norm, swiglu
+    from op_sdk.triton_kernels import norm, quantize, swiglu
 
     failed = 0
     for dtype in ("bf16", "fp16", "fp32"):
@@ -83,6 +83,15 @@ def main() -> int:
             bad = _problems(k.asm["ptx"])
             print(f"{fn.__name__} {dtype}: {', '.join(bad) or 'ok'}")
             failed += bool(bad)
+        for q, per, has_z, div_mode in (("i8", True, True, True), ("u8", False, False, False)):
+            k = _compile(quantize._quantize, {"x_ptr": x, "s_ptr": "*fp32", "z_ptr": "*i32",
+                                              "q_ptr": f"*{q}", "total": "i64", "inner": "i64",
+                                              "channels": "i64", "lo": "fp32", "hi": "fp32"},
+                         {"S_PER": per, "Z_PER": per, "HAS_Z": has_z, "DIV": div_mode,
+                          "BLOCK": 1024})
+            bad = _problems(k.asm["ptx"], rne=True)
+            print(f"_quantize {q} {dtype}: {', '.join(bad) or 'ok'}")
+            failed += bool(bad)
     return 1 if failed else 0
 
 
@@ -93,7 +102,7 @@ def test_kernels_compile_for_sm90_with_the_contracts_arithmetic():
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     r = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, cwd=root,
                        capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0 and r.stdout.count(": ok") == 27, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") == 33, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

@@ -248,3 +248,45 @@ def test_without_triton_the_cuda_kernel_runs_the_reference(monkeypatch, caplog, 
     assert "runs its reference" in caplog.text
     for o, r in zip(out, npu.npu_rms_norm(x.cpu(), g.cpu())):
         assert torch.equal(o.cpu(), r) or torch.allclose(o.cpu(), r)
+
+
+# ---- static quantisation: bit for bit ------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("code", [torch.qint8, torch.int8, torch.quint8, torch.uint8, torch.int32])
+@pytest.mark.parametrize("axis,nscale", [(-1, "n"), (1, "n"), (0, "n"), (-1, 1)])
+@pytest.mark.parametrize("layout", ["contiguous", "strided", "permuted", "broadcast"])
+def test_quantize_div_mode_is_bit_exact(dtype, code, axis, nscale, layout, device):
+    torch.manual_seed(0)
+    x = rand(6, 5, 23, dtype=dtype, scale=100.0)
+    n = 1 if nscale == 1 else x.shape[axis]
+    s, zp = torch.rand(n) + 0.05, torch.randint(-5, 5, (n,), dtype=torch.int32)
+    args, kw = relayout((x, s, zp, code, axis, True), {}, layout, which=(0,))
+    _run(K("npu_quantize"), npu.npu_quantize, args, kw, device, exact=(0,))
+    args = (args[0], s.to(bf16), None, code, axis, True)
+    _run(K("npu_quantize"), npu.npu_quantize, args, {}, device, exact=(0,))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("axis", [1, -1, -2])
+@pytest.mark.parametrize("code", [torch.int8, torch.uint8, torch.quint4x2])
+def test_quantize_mul_mode_is_bit_exact(dtype, axis, code, device):
+    torch.manual_seed(0)
+    x = rand(3, 4, 16, dtype=dtype, scale=5.0)
+    n = x.shape[-2 if axis == -2 else -1]
+    s, zp = (torch.rand(n) + 0.5).to(dtype), torch.randint(-2, 2, (n,)).to(dtype)
+    _run(K("npu_quantize"), npu.npu_quantize, (x, s, zp, code, axis, False), {}, device,
+         exact=(0,))
+    if axis == -2:  # per-head scales of input's rank: (1, 4, 1)
+        args = (x, s.reshape(1, n, 1), zp.reshape(1, n, 1), code, axis, False)
+        _run(K("npu_quantize"), npu.npu_quantize, args, {}, device, exact=(0,))
+
+
+def test_quantize_rounds_half_to_even_saturates_and_handles_nan(device):
+    x = torch.tensor([[0.5, 1.5, 2.5, -0.5, -2.5, 1e6, -1e6, 3e9, -3e9, 127.5, -128.5, 254.5,
+                       float("nan"), float("inf"), -float("inf"), 4194304.5]])
+    for code in (torch.int8, torch.uint8):
+        _run(K("npu_quantize"), npu.npu_quantize, (x, torch.ones(1), None, code, -1, True), {},
+             device, exact=(0,))
+    _run(K("npu_quantize"), npu.npu_quantize, (torch.empty(0, 16), torch.ones(16), None,
+                                               torch.int8, -1, True), {}, device, exact=(0,))
