@@ -234,8 +234,11 @@ def test_valid_option_values_and_defaults():
     cfg = op_sdk.CompilerConfig()
     assert cfg.experimental_config.fusion_benefit_threshold_us.value == 0.0
     assert cfg.experimental_config.fusion_benefit_device.value == "auto"
-    for v in (None, 0, 2.5, -1.0):
+    for v in (None, 0, 2.5):
         cfg.experimental_config.fusion_benefit_threshold_us = v
+    for v in (-1.0, -3, float("inf"), True):  # a fusion must save time: no negative threshold
+        with pytest.raises(ValueError, match="fusion_benefit_threshold_us"):
+            cfg.experimental_config.fusion_benefit_threshold_us = v
     for d in ("auto", "cpu", "npu", "cuda"):
         cfg.experimental_config.fusion_benefit_device = d
 

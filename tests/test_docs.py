@@ -53,3 +53,29 @@ def test_readme_starts_with_the_two_commands():
     assert len(block) == 2 and block[0].endswith("op-sdk demo") and "pytest" in block[1], block
     ci = _read(".ci", "run")
     assert "sed -n 2p" in ci and ".ci/install_check" in ci
+
+
+def test_documents_cite_only_files_the_repository_has():
+    """Every relative Markdown link resolves inside the repository, and no document cites
+    the specification folder the project was started from (shared/), which it does not
+    ship."""
+    import glob
+    import re
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    files = [os.path.join(root, p) for p in ("README.md", "CONTRIBUTING.md")]
+    for pattern in ("docs/*.md", "examples/**/*.md", "benchmarks/**/*.md"):
+        files += glob.glob(os.path.join(root, pattern), recursive=True)
+    bad = []
+    for f in files:
+        with open(f, encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                for m in re.finditer(r"\]\(([^)\s]+)\)", line):
+                    target = m.group(1).split("#")[0]
+                    if not target or "://" in target or target.startswith("mailto:"):
+                        continue
+                    if not os.path.exists(os.path.join(os.path.dirname(f), target)):
+                        bad.append(f"{os.path.relpath(f, root)}:{n}: {target}")
+                if re.search(r"(?<![\w-])shared/", line):
+                    bad.append(f"{os.path.relpath(f, root)}:{n}: shared/")
+    assert not bad, bad

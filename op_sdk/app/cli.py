@@ -157,13 +157,50 @@ def _int_list(text: str, flag: str) -> list[int]:
     return values
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
+class _Help(argparse.HelpFormatter):
+    """Help in plain text, each option's default shown (where it has one and its help does
+    not say it already)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if (action.default not in (None, False, argparse.SUPPRESS) and "(default" not in text
+                and action.option_strings):
+            text += " (default: %(default)s)"
+        return text
+
+
+def _plain(text: str) -> str:
+    """A docstring as plain text (no RST literal markup)."""
+    return text.replace("``", "")
+
+
 def _model_options(p: argparse.ArgumentParser, layers: int) -> None:
     g = p.add_argument_group("model")
-    g.add_argument("--layers", type=int, default=layers, help=f"decoder layers (default {layers})")
-    g.add_argument("--hidden", type=int, default=1024, help="hidden size (multiple of 16)")
-    g.add_argument("--heads", type=int, default=8, help="attention heads")
-    g.add_argument("--intermediate", type=int, default=2816, help="MLP intermediate size")
-    g.add_argument("--vocab", type=int, default=4096, help="vocabulary size")
+    g.add_argument("--layers", type=_positive_int, default=layers, help="decoder layers")
+    g.add_argument("--hidden", type=_positive_int, default=1024, help="hidden size (multiple of 16)")
+    g.add_argument("--heads", type=_positive_int, default=8, help="attention heads")
+    g.add_argument("--intermediate", type=_positive_int, default=2816, help="MLP intermediate size")
+    g.add_argument("--vocab", type=_positive_int, default=4096, help="vocabulary size")
     g.add_argument("--dtype", default="bfloat16", help="bfloat16 or float16")
     g.add_argument("--mlp-quant", default="dynamic", help="dynamic or static")
     g.add_argument("--aux-layer", type=int, default=-1,
@@ -216,15 +253,16 @@ def _cmd_fuse(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="op-sdk", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="op-sdk", description=_plain(__doc__),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=_version_line())
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_SubParser)
 
     p = sub.add_parser("demo", help="compile the embedded model; show fusions, accuracy, speed")
     _model_options(p, layers=4)
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--tokens", type=int, default=8, help="tokens per sequence (default 8)")
-    p.add_argument("--repeats", type=int, default=10,
+    p.add_argument("--batch", type=_positive_int, default=1, help="sequences per forward")
+    p.add_argument("--tokens", type=_positive_int, default=8, help="tokens per sequence")
+    p.add_argument("--repeats", type=_positive_int, default=10,
                    help="timing rounds; each runs every backend 2 times untimed, 5 timed")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -232,8 +270,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="write an HTML + Markdown fusion report of a compile")
     _model_options(p, layers=2)
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--tokens", type=int, default=8)
+    p.add_argument("--batch", type=_positive_int, default=1, help="sequences per forward")
+    p.add_argument("--tokens", type=_positive_int, default=8, help="tokens per sequence")
     p.add_argument("--mode", default="max-autotune", help="max-autotune or reduce-overhead")
     p.add_argument("--fusions", default="all",
                    help="in max-autotune: all, opaque or torchair (which fusions run)")
@@ -247,7 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
     _model_options(p, layers=4)
     p.add_argument("--decode", default="1,4,16", help="decode token counts")
     p.add_argument("--prefill", default="512", help="prefill token counts")
-    p.add_argument("--repeats", type=int, default=10,
+    p.add_argument("--repeats", type=_positive_int, default=10,
                    help="end-to-end timing rounds (each: 2 untimed, 5 timed forwards per "
                         "contender)")
     p.add_argument("--no-kernels", action="store_true", help="end-to-end only")
@@ -262,7 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fusion-tokens", default="1,16,4096",
                    help="with --fusions: token counts (rows; hidden 4096, or 16 heads x "
                         "128 for bmm+transpose)")
-    p.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
+    p.add_argument("--wait-quiet", type=_non_negative, default=0.0, metavar="SECONDS",
                    help="with --fusions: before a round, wait up to this long for the "
                         "machine to be idle (a shared machine)")
     p.add_argument("--fusion-device", default="cpu", choices=("cpu", "npu", "cuda"),
@@ -289,7 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--package", default=None,
                    help="a user project's Python package (default: the namespace)")
     p.add_argument("--out", default=".",
-                   help="folder to write the user project <package>/ into (default .)")
+                   help="folder to write the user project <package>/ into (default: .)")
     p.add_argument("--force", action="store_true", help="overwrite the slice's files")
     p.set_defaults(run=_cmd_new_op)
 
@@ -298,7 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, help="the fused ONNX model to write")
     p.add_argument("--report", metavar="JSON", help="also write the groups as JSON")
     p.add_argument("--device", default="cpu", help="benefit model: cpu (measured), npu or cuda")
-    p.add_argument("--threshold-us", type=float, default=0.0,
+    p.add_argument("--threshold-us", type=_non_negative, default=0.0,
                    help="fuse a group only when its predicted benefit exceeds this (us)")
     p.add_argument("--dim", action="append", metavar="NAME=VALUE",
                    help="value of a symbolic dimension (repeatable; default 128)")
@@ -310,9 +348,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _SubParser(argparse.ArgumentParser):
+    """A subcommand's parser: its help shows each option's default."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _Help)
+        super().__init__(*args, **kwargs)
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # a flag the subcommand does not take: its own usage, not the top level's
+        _subparsers(parser)[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return args.run(args)
     except (UsageError, ValueError) as exc:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import torch
 
-__all__ = ["Progress", "time_interleaved", "calibrate", "measure", "OthersMeter", "cpu_busy",
+__all__ = ["Progress", "time_interleaved", "time_interleaved_stats", "calibrate", "measure", "OthersMeter", "cpu_busy",
            "wait_quiet", "machine_copy_bandwidth", "copy_of"]
 
 
@@ -34,7 +34,16 @@ class Progress:
 
 def time_interleaved(fns: dict[str, Callable[[], object]], repeats: int,
                      warmup: int = 3, block: int = 5, settle: int = 2) -> dict[str, float]:
-    """Median seconds per call of each function, timed in ``repeats`` rounds. In a round
+    """Median seconds per call of each function (``time_interleaved_stats``' medians)."""
+    stats = time_interleaved_stats(fns, repeats, warmup, block, settle)
+    return {name: st["median"] for name, st in stats.items()}
+
+
+def time_interleaved_stats(fns: dict[str, Callable[[], object]], repeats: int,
+                           warmup: int = 3, block: int = 5,
+                           settle: int = 2) -> dict[str, dict[str, float]]:
+    """Seconds per call of each function, timed in ``repeats`` rounds: its ``median``,
+    ``min``, ``max``, quartiles ``q1`` / ``q3`` and the number of timed calls ``n``. In a round
     each function runs ``settle`` untimed calls and then ``block`` timed ones, in turn:
     the rounds spread a shared machine's slow spells over every contender alike, and the
     consecutive calls measure what a process serving one model sees, the caches holding
@@ -54,7 +63,12 @@ def time_interleaved(fns: dict[str, Callable[[], object]], repeats: int,
                 t = time.perf_counter()
                 fn()
                 times[name].append(time.perf_counter() - t)
-    return {name: statistics.median(ts) for name, ts in times.items()}
+    out = {}
+    for name, ts in times.items():
+        q = statistics.quantiles(ts, n=4) if len(ts) > 1 else [ts[0]] * 3
+        out[name] = {"median": statistics.median(ts), "min": min(ts), "max": max(ts),
+                     "q1": q[0], "q3": q[2], "n": len(ts)}
+    return out
 
 
 def calibrate(fn, min_time=2e-3, max_number=2000) -> int:

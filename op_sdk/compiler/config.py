@@ -102,8 +102,8 @@ def _microseconds_or_none(v) -> str | None:
 
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        return f"must be a finite number of microseconds or None, got {v!r}"
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        return f"must be a finite number of microseconds >= 0 or None, got {v!r}"
     return None
 
 

@@ -37,7 +37,7 @@ def add_rms_norm_golden(x1: np.ndarray, x2: np.ndarray, gamma: np.ndarray, epsil
 
 def add_rms_norm_contract(x1: torch.Tensor, x2: torch.Tensor, gamma: torch.Tensor,
                           epsilon=1e-6):
-    """shared/spec/ops.md: rstd and y from the unrounded fp32 sum."""
+    """The contract (docs/operators.md): rstd and y from the unrounded fp32 sum."""
     x = x1.float() + x2.float()
     rstd = 1 / torch.sqrt(x.square().mean(-1, keepdim=True) + epsilon)
     return (x * rstd * gamma.float()).to(x1.dtype), rstd, x.to(x1.dtype)

@@ -123,7 +123,7 @@ def golden_v2(x1, x2, gamma, scales1, zp1, beta, scales2=None, zp2=None, epsilon
 
 
 def contract_quant(x1, x2, gamma, scales, zp, beta=None, epsilon=1e-6):
-    """shared/spec/ops.md: rint(rmsnorm(x1 + x2) * gamma (+ beta) / scales + zp) in fp32,
+    """The contract (docs/operators.md): rint(rmsnorm(x1 + x2) * gamma (+ beta) / scales + zp) in fp32,
     saturated to int8 (rounding half to even)."""
     y, _ = _norm(x1, x2, gamma, beta, epsilon)
     v = y / scales.reshape(-1).float()
