@@ -1,4 +1,7 @@
-"""Markers of the suite (select with -m, e.g. `pytest -m torch_npu_real tests`)."""
+"""Markers of the suite (select with -m, e.g. `pytest -m torch_npu_real tests`), and the
+per-area summary printed after a run."""
+
+import collections
 
 
 def pytest_configure(config):
@@ -8,3 +11,32 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "triton: a Triton kernel's test (tests/triton): natively on a CUDA device, "
         "else under Triton's interpreter on CPU")
+
+
+def _area(nodeid: str) -> str:
+    """tests/<folder> for a test in a folder, else its file."""
+    path = nodeid.split("::", 1)[0]
+    parts = path.split("/")
+    return "/".join(parts[:2]) if len(parts) > 2 else path
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Per area of the suite: tests passed / failed / skipped and the seconds they took,
+    slowest first (with --durations=N pytest also lists the N slowest tests)."""
+    areas = collections.defaultdict(collections.Counter)
+    seconds = collections.Counter()
+    for key, reports in terminalreporter.stats.items():
+        for rep in reports:
+            nodeid = getattr(rep, "nodeid", "")
+            if not nodeid or not hasattr(rep, "duration"):
+                continue
+            area = _area(nodeid)
+            seconds[area] += rep.duration  # setup, call and teardown
+            if key:  # "": the setup / teardown of a passing test
+                areas[area][key] += 1
+    if not areas:
+        return
+    terminalreporter.section("time per area of the suite")
+    for area, secs in seconds.most_common():
+        counts = ", ".join(f"{n} {k}" for k, n in sorted(areas[area].items()))
+        terminalreporter.write_line(f"{secs:8.1f} s  {area:<48} {counts}")

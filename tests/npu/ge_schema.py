@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from tests.npu.torch_npu_env import cache_root
+from tests.npu.torch_npu_env import announce, cache_root
 
 # TorchAir's module for protobuf 4.x (ge_ir_by_protoc_3_19_pb2) reads with any 4.x runtime
 PROTOBUF = "protobuf>=4.21,<5"
@@ -19,6 +19,7 @@ def prepare_protobuf() -> tuple[str | None, str]:
     root = os.path.join(os.path.dirname(cache_root()), "protobuf-4")
     if os.path.isdir(os.path.join(root, "google", "protobuf")):
         return root, ""
+    announce(f"installing {PROTOBUF} into {root} (GE's protobuf schema), once")
     try:
         subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet",
                         "--disable-pip-version-check", "--only-binary", ":all:", "--target",

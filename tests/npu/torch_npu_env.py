@@ -96,10 +96,18 @@ def _system_lib(soname: str) -> str | None:
     return m.group(1) if m else None
 
 
+def announce(message: str) -> None:
+    """Say on the terminal, past pytest's capture, what the tests fetch and where."""
+    sys.__stderr__.write(f"\nop_sdk tests: {message}\n")
+    sys.__stderr__.flush()
+
+
 def _download_wheel(dest: str) -> str:
     os.makedirs(dest, exist_ok=True)
     found = glob.glob(os.path.join(dest, f"torch_npu-{TORCH_NPU_VERSION}-*.whl"))
     if not found:
+        announce(f"downloading the torch-npu=={TORCH_NPU_VERSION} wheel (about 44 MB, 169 MB "
+                 f"unpacked) into {os.path.dirname(dest)} for the real-torch_npu checks, once")
         subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
                         "--disable-pip-version-check", "--only-binary=:all:",
                         f"torch-npu=={TORCH_NPU_VERSION}", "-d", dest],
