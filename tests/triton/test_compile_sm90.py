@@ -67,7 +67,7 @@ def _problems(ptx, rne=None):
 
 
 def main() -> int:
-    from op_sdk.triton_kernels import norm, quantize, swiglu
+    from op_sdk.triton_kernels import norm, quantize, rotary, swiglu
 
     failed = 0
     for dtype in ("bf16", "fp16", "fp32"):
@@ -92,6 +92,15 @@ def main() -> int:
             bad = _problems(k.asm["ptx"], rne=True)
             print(f"_quantize {q} {dtype}: {', '.join(bad) or 'ok'}")
             failed += bool(bad)
+        for has_a in (False, True):
+            k = _compile(rotary._rotary, {"x_ptr": x, "r1_ptr": x, "r2_ptr": x, "pa_ptr": "*i64",
+                                          "pb_ptr": "*i64", "sb_ptr": "*fp32", "y_ptr": x,
+                                          "total": "i64", "d": "i64", "s1": "i64", "s2": "i64",
+                                          "st0": "i64", "st1": "i64", "st2": "i64", "st3": "i64"},
+                         {"HAS_A": has_a, "BLOCK": 1024})
+            bad = _problems(k.asm["ptx"])
+            print(f"_rotary {has_a} {dtype}: {', '.join(bad) or 'ok'}")
+            failed += bool(bad)
     return 1 if failed else 0
 
 
@@ -102,7 +111,7 @@ def test_kernels_compile_for_sm90_with_the_contracts_arithmetic():
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     r = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, cwd=root,
                        capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0 and r.stdout.count(": ok") == 33, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") == 39, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

@@ -290,3 +290,32 @@ def test_quantize_rounds_half_to_even_saturates_and_handles_nan(device):
              device, exact=(0,))
     _run(K("npu_quantize"), npu.npu_quantize, (torch.empty(0, 16), torch.ones(16), None,
                                                torch.int8, -1, True), {}, device, exact=(0,))
+
+
+# ---- rotary position embedding: bit for bit -------------------------------------------------
+
+ROPE_LAYOUTS = [((2, 3, 5, 8), (1, 1, 5, 8)), ((2, 5, 3, 16), (2, 5, 1, 16)),
+                ((5, 2, 3, 12), (5, 1, 1, 12)), ((7, 3, 4), (7, 1, 4)), ((7, 3, 4), (7, 3, 4)),
+                ((0, 3, 8), (0, 1, 8))]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mode", ["half", "interleave", "quarter", "interleave-half"])
+@pytest.mark.parametrize("shape,rshape", ROPE_LAYOUTS)
+@pytest.mark.parametrize("layout", ["contiguous", "permuted", "broadcast"])
+def test_rotary_mul_is_bit_exact(dtype, mode, shape, rshape, layout, device):
+    if mode == "quarter" and shape[-1] % 4:
+        pytest.skip("quarter needs a multiple of 4")
+    torch.manual_seed(0)
+    x, c, s = rand(*shape, dtype=dtype), rand(*rshape, dtype=dtype), rand(*rshape, dtype=dtype)
+    args, kw = relayout((x, c, s, mode), {}, layout, which=(0,))
+    _run(K("npu_rotary_mul"), npu.npu_rotary_mul, args, kw, device, exact=(0,))
+
+
+def test_rotary_mul_mixed_dtypes_nonfinite_and_rotate(device):
+    torch.manual_seed(0)
+    x, c, s = rand(2, 3, 4, 8, dtype=bf16), rand(1, 1, 4, 8), rand(1, 1, 4, 8)
+    x[0, 0, 0, 1], x[1, 2, 3, 6] = float("nan"), float("inf")
+    _run(K("npu_rotary_mul"), npu.npu_rotary_mul, (x, c, s, "interleave"), {}, device, exact=(0,))
+    rot = rand(8, 8, dtype=bf16)  # a matrix product: the reference runs
+    _run(K("npu_rotary_mul"), npu.npu_rotary_mul, (x, c, s, "half", rot), {}, device, exact=(0,))
