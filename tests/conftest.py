@@ -2,6 +2,16 @@
 per-area summary printed after a run."""
 
 import collections
+import os
+
+import torch
+
+# Without a CUDA device the Triton kernels' tests (tests/triton) run under Triton's
+# interpreter, which must be chosen before Triton is first imported: Triton's own library
+# functions (tl.sum, ...) are compiled or interpreted by the mode of that first import, and
+# other tests import Triton early (through torch._inductor).
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 def pytest_configure(config):

@@ -107,15 +107,15 @@ def _parts(x, r1, r2, rotary_mode, rotate):
 
 def rotary_mul_reference(input, r1, r2, rotary_mode="half", rotate=None):
     """The ground truth (ops-transformer's golden): A(x) * r1 + B(x) * r2 in float32, rounded
-    once to input's dtype, in input's layout (torch_npu's Meta: empty_like)."""
+    once to input's dtype, contiguous (torch_npu's Meta allocates it so)."""
     check_rotary_mul("npu_rotary_mul", input, r1, r2, rotary_mode, rotate)
     a, b, r1f, r2f = _parts(input, r1, r2, rotary_mode, rotate)
-    return torch.empty_like(input).copy_(a * r1f + b * r2f)
+    return input.new_empty(input.shape).copy_(a * r1f + b * r2f)
 
 
 def rotary_mul_fake(input, r1, r2, rotary_mode="half", rotate=None):
     check_rotary_mul("npu_rotary_mul", input, r1, r2, rotary_mode, rotate)
-    return torch.empty_like(input)
+    return input.new_empty(input.shape)
 
 
 def check_rotary_mul_backward(op, grad, input, r1, r2, rotary_mode):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 CUDA = torch.cuda.is_available()
-if not CUDA:
+if not CUDA:  # also set by tests/conftest.py, before anything imports Triton
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 try:

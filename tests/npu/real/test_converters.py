@@ -40,6 +40,16 @@ from op_sdk.converters import register_with_torchair  # noqa: E402
 from op_sdk.converters import torchair_bridge  # noqa: E402
 from tests import plugin_example  # noqa: E402
 from tests.ops import gather  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _an_atlas_a2(monkeypatch):
+    """TorchAir's converters that branch on the chip (``is_arch35``: Ascend 950 or not) ask
+    torch_npu for the device's name, which the stubbed environment cannot give: they are
+    run as on an Atlas A2, the platform op_sdk's converters write for."""
+    import torch_npu
+
+    monkeypatch.setattr(torch_npu.npu, "get_device_name", lambda *a, **k: "Ascend910B1")
 from tests.test_converters import IR_TYPE, _op, _qualname, fx_of_call  # noqa: E402
 
 compat_ir.is_cann_compat = lambda *args, **kwargs: ""  # CANN's prototype registry is not here
@@ -57,26 +67,32 @@ def _torchair_prototype(op_type: str):
     before ``*``, Optional ones optional, list ones dynamic; keyword attributes with their
     defaults) and emits (input descriptor and output names, all inputs fed)."""
     fn = getattr(raw, op_type)
-    inputs, attrs = [], []
+    inputs, attrs, by_keyword = [], [], set()
     for p in inspect.signature(fn).parameters.values():
         if p.name in ("dependencies", "node_name"):
             continue
+        note = str(p.annotation)
         if p.kind == p.POSITIONAL_OR_KEYWORD:
-            note = str(p.annotation)
             kind = "dynamic" if "List" in note else "optional" if "Optional" in note else "input"
             inputs.append((kind, p.name))
+        elif p.kind == p.KEYWORD_ONLY and "Tensor" in note:
+            # an optional input the generator put after the attributes' `*`
+            # (RotaryPositionEmbedding's rotate, appended to the REG_OP later)
+            inputs.append(("optional", p.name))
+            by_keyword.add(p.name)
         elif p.kind == p.KEYWORD_ONLY:
             attrs.append((p.name, p.default))
     with TaGraph() as graph:
         def data(i):
             return TaData(index=i, dtype=0, shape=[2], placement="NPU")
 
-        args = [[data(i), data(i)] if k == "dynamic" else data(i)
-                for i, (k, _) in enumerate(inputs)]
+        fed = [(name, [data(i), data(i)] if k == "dynamic" else data(i))
+               for i, (k, name) in enumerate(inputs)]
         proto = ir.prototype(op_type)
         required = {a.name: {"Int": 1, "Type": 1, "String": "torch.qint8", "Float": 1.0,
                              "Bool": False}.get(a.type, []) for a in proto.attrs if a.required}
-        fn(*args, **required)
+        fn(*[v for n, v in fed if n not in by_keyword],
+           **{n: v for n, v in fed if n in by_keyword}, **required)
     (op,) = [o for o in graph._proto.op if o.type == op_type]
     return inputs, attrs, [d.name for d in op.input_desc], [d.name for d in op.output_desc]
 
