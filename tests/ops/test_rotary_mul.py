@@ -1,5 +1,6 @@
 """npu_rotary_mul and npu_rotary_mul_backward: the tables the registry-wide tests read
-(samples, constraint cases, GE types, schemas, the Meta grid) and the slice's own tests: the
+(samples: opcheck in five layouts; constraint cases: each rule on cpu and meta; GE types,
+schemas, the Meta grid) and the slice's own tests: the
 operator against an independent float64 formula of each rotary_mode (ops-transformer's golden)
 over dtypes, layouts (BNSD / BSND / SBND / TND broadcasts), 3-D, non-contiguous, stride-0, empty
 and NaN / inf inputs and dynamic shapes; autograd (the backward operator) and the rotate
@@ -154,22 +155,6 @@ def test_non_contiguous_stride_zero_empty_and_nonfinite():
     xn[0, 0, 0, 0], xn[1, 1, 1, 5] = float("nan"), float("inf")
     for mode in MODES:
         _assert_same(OP(xn, c, s, mode), slice_module.rotary_mul_reference(xn, c, s, mode))
-
-
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c[0])
-def test_rules_name_operator_and_argument(case):
-    _, op, args, kwargs, arg, exc = case
-    for device in ("cpu", "meta"):
-        kw = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
-        with pytest.raises(exc, match=rf"{op}: argument '{arg}' must"):
-            getattr(torch.ops.npu, op)(*[a.to(device) for a in args], **kw)
-
-
-def test_opcheck():
-    for name, args, kwargs in samples():
-        op = getattr(torch.ops.npu, name).default
-        torch.library.opcheck(op, args, kwargs,
-                              test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_static"))
 
 
 def test_compiles_with_dynamic_shapes():
