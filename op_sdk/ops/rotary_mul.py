@@ -47,11 +47,13 @@ def _rotation_lists(mode: str, d: int) -> tuple[list | None, list, list]:
     return evens + odds, odds + evens, [-1.0] * h + [1.0] * h
 
 
+@functools.lru_cache(maxsize=None)
 def rotation(mode: str, d: int, device=None):
     """The mode as index tensors over the last dim: (A's permutation or None for the
     identity, B's permutation, B's signs in float32), ``A(x)[i] = x[pa[i]]`` and
     ``B(x)[i] = sb[i] * x[pb[i]]``. The reference, the Triton kernel and the ONNX composite
-    read them from here."""
+    read them from here. Made once per device (a copy to a GPU is not made again on later
+    calls, which may run under CUDA-graph capture); callers never write them."""
     pa, pb, sb = _rotation_lists(mode, d)
     as_idx = lambda p: torch.tensor(p, dtype=torch.int64, device=device)  # noqa: E731
     return (None if pa is None else as_idx(pa)), as_idx(pb), torch.tensor(sb, device=device)
