@@ -132,6 +132,11 @@ def add_rms_norm_dynamic_quant_fake(x1, x2, gamma, *, smooth_scale1=None, smooth
                                     beta=None, epsilon=1e-6, output_mask=None, y_dtype=None):
     run, code = check_add_rms_norm_dynamic_quant(x1, x2, gamma, smooth_scale1, smooth_scale2,
                                                  beta, output_mask, y_dtype)
+    return _ardq_outputs(x1, run, code)
+
+
+def _ardq_outputs(x1, run, code):
+    """y1, y2, x, scale1, scale2 as the fake allocates them for the branches in ``run``."""
     ys, ss = [], []
     ydt = y_storage(code)
     for on in run:
@@ -175,7 +180,7 @@ def add_rms_norm_dynamic_quant_cuda(x1, x2, gamma, *, smooth_scale1=None, smooth
                                                  beta, output_mask, y_dtype)
     if code != INT8 or not norm.fits(gamma.numel()):
         return add_rms_norm_dynamic_quant_reference(x1, x2, gamma, **kw)
-    outs = add_rms_norm_dynamic_quant_fake(x1, x2, gamma, **kw)
+    outs = _ardq_outputs(x1, run, code)
     return norm.run(outs, x1, gamma.numel(), x2=x2, gamma=gamma, beta=beta, xo=2, quant=2,
                     s1=smooth_scale1, q1=0 if run[0] else None, c1=3 if run[0] else None,
                     s2=smooth_scale2, q2=1 if run[1] else None, c2=4 if run[1] else None,

@@ -113,7 +113,12 @@ def add_rms_norm_quant_fake(x1, x2, gamma, scales1, zero_points1, beta=None, sca
                             dst_type=None):
     code = check_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1, beta, scales2,
                                     zero_points2, axis, dst_type)
-    # contiguous whatever x1's layout, as torch_npu's Meta allocates them
+    return _arq_outputs(x1, code)
+
+
+def _arq_outputs(x1, code):
+    """y1, y2, x as the fake allocates them: contiguous whatever x1's layout, as torch_npu's
+    Meta allocates them."""
     y = x1.new_empty(x1.shape, dtype=_arq_out_dtype(code))
     return y, torch.empty_like(y), x1.new_empty(x1.shape)
 
@@ -153,7 +158,7 @@ def add_rms_norm_quant_cuda(x1, x2, gamma, scales1, zero_points1, beta=None, sca
     code = check_add_rms_norm_quant(*args, axis, dst_type)
     if code not in (INT8, QINT8) or not norm.fits(gamma.numel()):
         return add_rms_norm_quant_reference(*args, **kw)
-    outs = add_rms_norm_quant_fake(*args, **kw)
+    outs = _arq_outputs(x1, code)
     if scales2 is None:
         outs[1].zero_()  # y2 is all zeros without scales2 (the contract)
     return norm.run(outs, x1, gamma.numel(), x2=x2, gamma=gamma, beta=beta, xo=2, quant=1,

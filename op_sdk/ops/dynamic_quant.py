@@ -166,6 +166,11 @@ def dynamic_quant_fake(input, *, smooth_scales=None, group_index=None, dst_type=
                        quant_mode="pertoken", dst_type_max=0.0):
     code = check_dynamic_quant(input, smooth_scales, group_index, dst_type, quant_mode,
                                dst_type_max)
+    return _dynamic_quant_outputs(input, quant_mode, code)
+
+
+def _dynamic_quant_outputs(input, quant_mode, code):
+    """y, scale as the fake allocates them."""
     y_shape, s_shape = _dynamic_quant_shapes(input, quant_mode, code)
     ydt = (torch.int32 if code == QUINT4X2 else
            storage_dtype(code) if code in FLOAT8_OUT_CODES else torch.int8)
@@ -187,7 +192,7 @@ def dynamic_quant_cuda(input, *, smooth_scales=None, group_index=None, dst_type=
     n = input.shape[-1]
     if code != INT8 or quant_mode != "pertoken" or group_index is not None or not norm.fits(n):
         return dynamic_quant_reference(input, **kw)
-    return norm.run(dynamic_quant_fake(input, **kw), input, n, quant=2, s1=smooth_scales,
+    return norm.run(_dynamic_quant_outputs(input, quant_mode, code), input, n, quant=2, s1=smooth_scales,
                     q1=0, c1=1)
 
 

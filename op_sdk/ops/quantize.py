@@ -114,6 +114,11 @@ def quantize_reference(input, scales, zero_points, dtype, axis=1, div_mode=True)
 
 def quantize_fake(input, scales, zero_points, dtype, axis=1, div_mode=True):
     code, _ = check_quantize(input, scales, zero_points, dtype, axis, div_mode)
+    return _quantize_output(input, code)
+
+
+def _quantize_output(input, code):
+    """y as the fake allocates it."""
     if code != QUINT4X2:  # in the input's layout, as torch_npu's Meta (empty_like)
         return torch.empty_like(input, dtype=_QUANTIZE_OUT[code])
     shape = list(input.shape)
@@ -136,8 +141,7 @@ def quantize_cuda(input, scales, zero_points, dtype, axis=1, div_mode=True):
     out = _QUANTIZE_OUT[code]
     if code == QUINT4X2 or out == torch.int32:
         return quantize_reference(input, scales, zero_points, dtype, axis, div_mode)
-    return quantize.run(input, scales, zero_points, ax, div_mode,
-                        quantize_fake(input, scales, zero_points, dtype, axis, div_mode),
+    return quantize.run(input, scales, zero_points, ax, div_mode, _quantize_output(input, code),
                         *_RANGES[out])
 
 

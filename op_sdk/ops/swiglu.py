@@ -57,7 +57,11 @@ def swiglu_reference(input, dim=-1):
 
 def swiglu_fake(input, dim=-1):
     """Output shape and dtype only (FakeTensor / Meta), by the reference's rules."""
-    dim = check_swiglu("npu_swiglu", input, dim)
+    return _output(input, check_swiglu("npu_swiglu", input, dim))
+
+
+def _output(input, dim):
+    """The result as the fake allocates it (dim wrapped)."""
     return input.new_empty(_out_shape(input, dim))
 
 
@@ -104,7 +108,8 @@ def swiglu_cuda(input, dim=-1):
     """The CUDA kernel (Triton, op_sdk/triton_kernels/swiglu.py): every form."""
     from op_sdk.triton_kernels import swiglu
 
-    return swiglu.run(input, swiglu_fake(input, dim), check_swiglu("npu_swiglu", input, dim))
+    d = check_swiglu("npu_swiglu", input, dim)
+    return swiglu.run(input, _output(input, d), d)
 
 
 def swiglu_backward_cuda(grad_output, input, dim=-1):
@@ -112,7 +117,7 @@ def swiglu_backward_cuda(grad_output, input, dim=-1):
     from op_sdk.triton_kernels import swiglu
 
     d = check_swiglu_backward("npu_swiglu_backward", grad_output, input, dim)
-    return swiglu.run_backward(grad_output, input, swiglu_backward_fake(grad_output, input, dim), d)
+    return swiglu.run_backward(grad_output, input, torch.empty_like(input), d)
 
 
 # the aclnn API torch_npu's own kernel calls (op-plugin: EXEC_NPU_CMD(aclnnSwiGlu, input, dim, out))
