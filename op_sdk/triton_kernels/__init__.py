@@ -1,11 +1,12 @@
 """op_sdk's Triton kernels: the CUDA kernels of the operators on a model's hot path.
 
 The kernels and their launch helpers live here (``norm``: the rms-norm / quantisation row
-kernel; ``swiglu``); each operator's slice (op_sdk/ops) holds its CUDA launcher, which
-checks the arguments with the operator's rules, allocates the outputs as its fake does,
-runs the reference for the forms the kernel does not cover, and imports the kernel module
-on its first call, so ``import op_sdk`` imports no Triton and compiles nothing. The slice
-declares it as ``kernels={"cuda": TritonKernel(launcher)}``.
+kernel; ``swiglu``, ``quantize``, ``rotary``: elementwise kernels); each operator's slice
+(op_sdk/ops) holds its CUDA launcher, which checks the arguments with the operator's rules,
+allocates the outputs as its fake does, runs the reference for the forms the kernel does not
+cover, and imports the kernel module on its first call, so ``import op_sdk`` imports no
+Triton and compiles nothing. The slice declares it as
+``kernels={"cuda": TritonKernel(launcher)}``.
 
 The launchers also run on CPU tensors under Triton's interpreter (``TRITON_INTERPRET=1``,
 set before the first kernel module is imported): the tests' way to check them without a

@@ -78,6 +78,21 @@ def options(device: torch.device) -> dict:
     return {"enable_fp_fusion": False} if device.type == "cuda" else {}
 
 
+# an elementwise kernel's program: BLOCK consecutive elements, in ELEMENTWISE_WARPS warps
+ELEMENTWISE_BLOCK = 1024
+ELEMENTWISE_WARPS = 4
+
+
+def elementwise(kernel, total: int, *args, **constexprs) -> None:
+    """Launch an elementwise kernel (a ``BLOCK`` constexpr; program i handles elements
+    [i * BLOCK, (i + 1) * BLOCK)) over ``total`` elements; nothing when there are none."""
+    if total:
+        device = next(a.device for a in args if isinstance(a, torch.Tensor))
+        kernel[(triton.cdiv(total, ELEMENTWISE_BLOCK),)](
+            *args, **constexprs, BLOCK=ELEMENTWISE_BLOCK, num_warps=ELEMENTWISE_WARPS,
+            **options(device))
+
+
 def block_for(n: int) -> int:
     return max(16, triton.next_power_of_2(n))
 

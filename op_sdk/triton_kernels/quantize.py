@@ -11,10 +11,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from op_sdk.triton_kernels._common import Outputs, div, options, round_saturate
-
-_BLOCK = 1024
-_WARPS = 4
+from op_sdk.triton_kernels._common import Outputs, div, elementwise, round_saturate
 
 
 @triton.jit
@@ -36,16 +33,12 @@ def run(input, scales, zero_points, axis, div_mode, out, lo, hi):
     """npu_quantize of ``input`` along ``axis`` (non-negative) into ``out`` (its fake's
     allocation), saturating to [lo, hi]; returns it."""
     o = Outputs(out)
-    total = input.numel()
-    if total:
-        channels = input.shape[axis]
-        inner = 1
-        for d in input.shape[axis + 1:]:
-            inner *= d
-        s = scales.reshape(-1).contiguous()
-        z = s if zero_points is None else zero_points.reshape(-1).contiguous()
-        _quantize[(triton.cdiv(total, _BLOCK),)](
-            input.contiguous(), s, z, o.bufs[0], total, inner, channels, float(lo), float(hi),
-            S_PER=s.numel() > 1, Z_PER=z.numel() > 1, HAS_Z=zero_points is not None,
-            DIV=bool(div_mode), BLOCK=_BLOCK, num_warps=_WARPS, **options(input.device))
+    inner = 1
+    for d in input.shape[axis + 1:]:
+        inner *= d
+    s = scales.reshape(-1).contiguous()
+    z = s if zero_points is None else zero_points.reshape(-1).contiguous()
+    elementwise(_quantize, input.numel(), input.contiguous(), s, z, o.bufs[0], input.numel(),
+                inner, input.shape[axis], float(lo), float(hi), S_PER=s.numel() > 1,
+                Z_PER=z.numel() > 1, HAS_Z=zero_points is not None, DIV=bool(div_mode))
     return o.done()[0]

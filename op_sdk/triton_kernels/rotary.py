@@ -10,10 +10,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from op_sdk.triton_kernels._common import Outputs, options
-
-_BLOCK = 1024
-_WARPS = 4
+from op_sdk.triton_kernels._common import Outputs, elementwise
 
 
 @triton.jit
@@ -42,16 +39,13 @@ def run(input, r1, r2, rotation, out):
     """npu_rotary_mul of ``input`` with r1 / r2 (input's dtype) and the mode's ``rotation``
     (pa or None, pb, sb) into ``out`` (its fake's allocation); returns it."""
     o = Outputs(out)
-    total = input.numel()
-    if total:
-        pa, pb, sb = rotation
-        shape = [1] * (4 - input.dim()) + list(input.shape)
-        r1e = r1.reshape([1] * (4 - r1.dim()) + list(r1.shape)).expand(shape)
-        r2e = r2.reshape([1] * (4 - r2.dim()) + list(r2.shape)).expand(shape)
-        if r1e.stride() != r2e.stride():
-            r1e, r2e = r1e.contiguous(), r2e.contiguous()
-        _rotary[(triton.cdiv(total, _BLOCK),)](
-            input.contiguous(), r1e, r2e, pb if pa is None else pa, pb, sb, o.bufs[0], total,
-            shape[3], shape[1], shape[2], *r1e.stride(), HAS_A=pa is not None, BLOCK=_BLOCK,
-            num_warps=_WARPS, **options(input.device))
+    pa, pb, sb = rotation
+    shape = [1] * (4 - input.dim()) + list(input.shape)
+    r1e = r1.reshape([1] * (4 - r1.dim()) + list(r1.shape)).expand(shape)
+    r2e = r2.reshape([1] * (4 - r2.dim()) + list(r2.shape)).expand(shape)
+    if r1e.stride() != r2e.stride():
+        r1e, r2e = r1e.contiguous(), r2e.contiguous()
+    elementwise(_rotary, input.numel(), input.contiguous(), r1e, r2e,
+                pb if pa is None else pa, pb, sb, o.bufs[0], input.numel(), shape[3], shape[1],
+                shape[2], *r1e.stride(), HAS_A=pa is not None)
     return o.done()[0]

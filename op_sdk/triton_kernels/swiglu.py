@@ -13,10 +13,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from op_sdk.triton_kernels._common import Outputs, div, options
-
-_BLOCK = 1024
-_WARPS = 4
+from op_sdk.triton_kernels._common import Outputs, div, elementwise
 
 
 @triton.jit
@@ -64,20 +61,14 @@ def run(input, out, dim):
     """npu_swiglu of ``input`` along ``dim`` (wrapped) into ``out`` (its fake's
     allocation); returns it."""
     o = Outputs(out)
-    total = out.numel()
-    if total:
-        _swiglu[(triton.cdiv(total, _BLOCK),)](input.contiguous(), o.bufs[0], total,
-                                               _geometry(input, dim), BLOCK=_BLOCK,
-                                               num_warps=_WARPS, **options(input.device))
+    elementwise(_swiglu, out.numel(), input.contiguous(), o.bufs[0], out.numel(),
+                _geometry(input, dim))
     return o.done()[0]
 
 
 def run_backward(grad_output, input, out, dim):
     """npu_swiglu_backward into ``out`` (its fake's allocation); returns it."""
     o = Outputs(out)
-    total = grad_output.numel()
-    if total:
-        _swiglu_backward[(triton.cdiv(total, _BLOCK),)](
-            grad_output.contiguous(), input.contiguous(), o.bufs[0], total,
-            _geometry(input, dim), BLOCK=_BLOCK, num_warps=_WARPS, **options(input.device))
+    elementwise(_swiglu_backward, grad_output.numel(), grad_output.contiguous(),
+                input.contiguous(), o.bufs[0], grad_output.numel(), _geometry(input, dim))
     return o.done()[0]

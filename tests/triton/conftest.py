@@ -1,15 +1,13 @@
 """The Triton kernels' tests (marker `triton`): natively on a CUDA device, otherwise on CPU
-tensors under Triton's interpreter (TRITON_INTERPRET=1, set here, before any kernel module
-is imported). Without Triton they skip, or fail where OP_SDK_REQUIRE_TRITON=1 (.ci/run)."""
+tensors under Triton's interpreter (TRITON_INTERPRET=1, set by tests/conftest.py before
+anything imports Triton). Without Triton they skip, or fail where OP_SDK_REQUIRE_TRITON=1 (.ci/run)."""
 
 import os
 
 import pytest
 import torch
 
-CUDA = torch.cuda.is_available()
-if not CUDA:  # also set by tests/conftest.py, before anything imports Triton
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+CUDA = torch.cuda.is_available()  # without one, tests/conftest.py chose the interpreter
 
 try:
     import triton  # noqa: F401

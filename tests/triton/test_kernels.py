@@ -31,10 +31,6 @@ def K(name):
     return get_op(name).kernels["cuda"]
 
 
-def _cpu(v):
-    return v.cpu() if isinstance(v, torch.Tensor) else v
-
-
 def _to(args, kwargs, device):
     mv = lambda v: v.to(device) if isinstance(v, torch.Tensor) else v  # noqa: E731
     return tuple(mv(a) for a in args), {k: mv(v) for k, v in kwargs.items()}
