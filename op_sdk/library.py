@@ -21,8 +21,10 @@ The SDK's own operators (``op_sdk.ops``) and user plugins (``examples/``) use th
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
+import threading
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -122,6 +124,8 @@ class OpDef:
     ge: Any = None
     # whether its reference is also the operator op_sdk_reference::<name> (reference_op=True)
     reference_op: bool = False
+    # the CUDA kernel torch.compile traces through (library.INLINE_DEVICES), or None
+    inline: Callable | None = None
 
     @property
     def slice(self) -> str:
@@ -265,10 +269,13 @@ def define_op(
         for device, key in _DISPATCH_KEYS.items():
             if device in kernels:
                 lib.impl(name, kernels[device], key)
+                _inline_when_compiled(opdef, device, lib,
+                                      getattr(kernels[device], "traced", None))
             elif device in native and device not in opdef.native_missing:
                 continue
             elif not torch._C._dispatch_has_kernel_for_dispatch_key(qualname, key):
                 lib.impl(name, reference, key)  # also where a native kernel is missing
+                _inline_when_compiled(opdef, device, lib, reference)
         _register_autograd(opdef, lib)
 
     if reference_op:
@@ -283,6 +290,65 @@ def define_op(
     for hook in list(_DEFINE_HOOKS):
         hook(opdef)
     return opdef
+
+
+# devices on which torch.compile traces through an operator's Python kernel (a Triton
+# launcher, whose launches Inductor then compiles and makes itself, or the reference, which
+# Inductor fuses) instead of calling it: on CUDA. On CPU the operator stays one call of its
+# C++ kernel. Remove a device (before compiling: Inductor's caches do not key on this) to
+# keep its operators opaque calls; ``inline_calls(False)`` does it for the traces inside.
+INLINE_DEVICES = {"cuda"}
+_inline_state = threading.local()
+
+
+@contextlib.contextmanager
+def inline_calls(enabled: bool):
+    """Whether the graphs traced inside trace through the operators (on INLINE_DEVICES) or
+    keep each one call. op_sdk's backend keeps them calls where no Inductor compiles the
+    graph (its reduce-overhead and run_eagerly executors run the calls as they stand) and
+    while its fusion passes match them, then traces through those left (compiler/inline.py)."""
+    prev = getattr(_inline_state, "off", False)
+    _inline_state.off = not enabled
+    try:
+        yield
+    finally:
+        _inline_state.off = prev
+
+
+def traced_through(op, device: str) -> bool:
+    """Whether torch.compile traces through ``op`` (an OpOverload) on ``device`` tensors."""
+    opdef = _REGISTRY.get(op.name()) if isinstance(op, torch._ops.OpOverload) else None
+    return opdef is not None and opdef.inline is not None and device in INLINE_DEVICES
+
+
+def _inline_when_compiled(opdef: OpDef, device: str, lib: torch.library.Library,
+                          kernel: Callable | None) -> None:
+    """Under AOTAutograd's functional tracing (``FunctionalTensorMode``, torch.compile), a
+    call of the operator whose tensors are all on ``device`` is traced through ``kernel``
+    rather than recorded as one call: the rule ``torch.library.triton_op`` registers for its
+    operators. Elsewhere (another device, export with custom-op decomposition off, another
+    tensor subclass, the device taken out of ``INLINE_DEVICES``) the call stays as it is."""
+    if kernel is None or device not in INLINE_DEVICES:
+        return
+    opdef.inline = kernel
+    from torch._subclasses import FakeTensor
+    from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
+
+    known = (FakeTensor, FunctionalTensor)
+
+    def rule(mode, func, types, args, kwargs):
+        from torch.export._trace import custom_triton_ops_decomposition_disabled
+
+        tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+        if (device not in INLINE_DEVICES or getattr(_inline_state, "off", False)
+                or custom_triton_ops_decomposition_disabled()
+                or any(t is not torch.Tensor and not issubclass(t, known) for t in types)
+                or not tensors or any(t.device.type != device for t in tensors)):
+            return mode.__torch_dispatch__(func, types, args, kwargs)
+        with mode:
+            return kernel(*args, **kwargs)
+
+    torch.library.register_torch_dispatch(opdef.qualname, FunctionalTensorMode, rule, lib=lib)
 
 
 REFERENCE_NAMESPACE = "op_sdk_reference"

@@ -14,7 +14,9 @@ T (rows) x H (hidden) x dtype:
 Every column is timed as the replay of a CUDA graph holding one call
 (``triton.testing.do_bench_cudagraph``, median), so Python and launch overheads are out of
 all four alike; ``fused_launch_us`` also gives the operator called from Python
-(``triton.testing.do_bench``, median, L2 flushed between calls). GB/s come from an analytic
+(``triton.testing.do_bench``, median, L2 flushed between calls), and ``inlined_launch_us``
+the operator in a torch.compile'd function called from Python (traced: Inductor's code
+launches the kernel, library.INLINE_DEVICES). GB/s come from an analytic
 byte count: every input read once and every output written once. The GPU's copy bandwidth
 is measured on a 256 MiB tensor. Writes ``<out>.json`` (GPU, versions, command).
 
@@ -74,6 +76,7 @@ def run(args) -> dict:
 
     torch._dynamo.config.cache_size_limit = 1024
     ts, hs = (QUICK_T, QUICK_H) if args.quick else (FULL_T, FULL_H)
+    ts, hs = args.T or ts, args.H or hs
     started = time.time()
     bw = copy_bandwidth()
     rows = []
@@ -82,6 +85,8 @@ def run(args) -> dict:
             continue
         spec, fused = case.spec, case.opdef.op
         compiled = torch.compile(spec.composite or case.opdef.reference, dynamic=False)
+        # the operator inside a compiled graph: traced, Inductor launches its kernel
+        inlined = torch.compile(lambda *a, **k: fused(*a, **k), dynamic=False)
         unfused = spec.unfused or case.opdef.reference
         for dt in (DTYPES[d] for d in args.dtypes):
             for t in ts:
@@ -105,10 +110,14 @@ def run(args) -> dict:
                             f, rep=args.rep, return_mode="median") for k, f in fns.items()}
                         launch = 1e3 * triton.testing.do_bench(fns["fused"], rep=args.rep,
                                                                return_mode="median")
+                        inlined(*a, **kw)
+                        inlined_launch = 1e3 * triton.testing.do_bench(
+                            lambda: inlined(*a, **kw), rep=args.rep, return_mode="median")
                     row = {"op": case.op, "dtype": str(dt).replace("torch.", ""), "T": t,
                            "H": h, "bytes": nbytes,
                            **{f"{k}_us": v for k, v in us.items()},
                            "fused_launch_us": launch,
+                           "inlined_launch_us": inlined_launch,
                            "fused_GBps": nbytes / us["fused"] / 1e3,
                            "fused_pct_of_copy_bw": 100 * nbytes / us["fused"] / 1e3 / bw,
                            "speedup_vs_eager": us["eager"] / us["fused"],
@@ -133,7 +142,8 @@ def run(args) -> dict:
                      "op_sdk": op_sdk.__version__},
         "settings": {"quick": args.quick, "T": list(ts), "H": list(hs), "dtypes": args.dtypes,
                      "timing": "median CUDA-graph replay (triton.testing.do_bench_cudagraph), "
-                               f"rep={args.rep} ms; fused_launch_us: do_bench from Python",
+                               f"rep={args.rep} ms; fused_launch_us, inlined_launch_us: "
+                               "do_bench from Python",
                      "compile": "torch.compile(reference or composite, dynamic=False), default Inductor"},
         "copy_GBps": bw,
         "wall_s": time.time() - started,
@@ -146,6 +156,8 @@ def main(argv=None) -> None:
     p.add_argument("--quick", action="store_true", help="T = H = 4096 only")
     p.add_argument("--out", default=os.path.join("benchmarks", "results", "bench_triton"))
     p.add_argument("--ops", nargs="*", help="only these operators")
+    p.add_argument("--T", type=int, nargs="*", help="rows (default: 1 257 4096; --quick 4096)")
+    p.add_argument("--H", type=int, nargs="*", help="hidden sizes (default: 4096 7168; --quick 4096)")
     p.add_argument("--dtypes", nargs="*", default=list(DTYPES), choices=list(DTYPES))
     p.add_argument("--rep", type=int, default=100, help="ms of timed replays per variant")
     args = p.parse_args(argv)

@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from op_sdk.compiler import executors
+from op_sdk.library import inline_calls
 from op_sdk.compiler.config import CompilerConfig
 from op_sdk.compiler.dump import GraphDumper, check_dump_type
 from op_sdk.compiler.pipeline import PassPipeline
@@ -95,8 +96,11 @@ class NpuBackend:
                 if cfg.experimental_config.frozen_parameter.value:
                     pipeline.frozen_inputs = list(example_inputs)
                 try:
-                    compiled = executors.inductor(gm, example_inputs, patches,
-                                                  self._inductor_decompositions())
+                    # the operators kept calls for the fusion passes, traced through after
+                    # them (the inline_kernels stage)
+                    with inline_calls(False):
+                        compiled = executors.inductor(gm, example_inputs, patches,
+                                                      self._inductor_decompositions())
                 finally:
                     pipeline.frozen_inputs = None
                 if not report.graphs:
@@ -114,14 +118,15 @@ class NpuBackend:
 
         compile_graph = functools.partial(self._compile_graph, pipeline, report,
                                           len(example_inputs))
-        return aot_module_simplified(
-            gm, example_inputs,
-            fw_compiler=functools.partial(compile_graph, "forward"),
-            bw_compiler=executors.eager,
-            inference_compiler=functools.partial(compile_graph, "inference"),
-            decompositions=self.custom_decompositions,
-            keep_inference_input_mutations=bool(
-                self.config.experimental_config.keep_inference_input_mutations.value))
+        with inline_calls(False):  # no Inductor here to compile a traced-through operator
+            return aot_module_simplified(
+                gm, example_inputs,
+                fw_compiler=functools.partial(compile_graph, "forward"),
+                bw_compiler=executors.eager,
+                inference_compiler=functools.partial(compile_graph, "inference"),
+                decompositions=self.custom_decompositions,
+                keep_inference_input_mutations=bool(
+                    self.config.experimental_config.keep_inference_input_mutations.value))
 
     def _compile_graph(self, pipeline: PassPipeline, report: CompileReport,
                        num_dynamo_inputs: int, kind: str, gm: torch.fx.GraphModule,

@@ -61,7 +61,7 @@ from op_sdk.compiler.report import PARTITIONED, CompileReport, GraphReport, Stag
 __all__ = ["PassPipeline", "UserPassError", "STAGES", "fusion_plan"]
 
 STAGES = ("post_grad_custom_pre_pass", "remove_noop_ops", "native_ops", "pattern_fusion",
-          "weight_prepack", "post_grad_custom_post_pass")
+          "weight_prepack", "inline_kernels", "post_grad_custom_post_pass")
 
 
 class UserPassError(RuntimeError):
@@ -246,7 +246,18 @@ class PassPipeline:
             if not cfg.executes_with_inductor:
                 return "max-autotune only"
             return self._weight_prepack
+        if name == "inline_kernels":
+            if not cfg.executes_with_inductor:
+                return "no Inductor compiles the graph"
+            return self._inline_kernels
         raise AssertionError(name)
+
+    def _inline_kernels(self, gm, example_inputs, report) -> None:
+        """The op_sdk operators left after the fusions, traced through on CUDA
+        (compiler/inline.py)."""
+        from op_sdk.compiler.inline import inline_operators
+
+        inline_operators(gm)
 
     def _user_pass(self, slot: str, fn: Callable, gm, example_inputs, report) -> None:
         what = f"config.{slot} ({getattr(fn, '__qualname__', repr(fn))})"
@@ -353,7 +364,8 @@ class PassPipeline:
             "post_grad_custom_pre_pass": _InductorStages(
                 self, compile_report, executor, ("post_grad_custom_pre_pass",
                                                  "remove_noop_ops", "native_ops",
-                                                 "pattern_fusion", "weight_prepack")),
+                                                 "pattern_fusion", "weight_prepack",
+                                                 "inline_kernels")),
             "post_grad_custom_post_pass": _InductorStages(
                 self, compile_report, executor, ("post_grad_custom_post_pass",)),
         }

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 
 import torch
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from op_sdk.library import Benchmark, define_op
 from op_sdk.npu import prototypes
@@ -47,13 +48,25 @@ def _rotation_lists(mode: str, d: int) -> tuple[list | None, list, list]:
     return evens + odds, odds + evens, [-1.0] * h + [1.0] * h
 
 
-@functools.lru_cache(maxsize=None)
 def rotation(mode: str, d: int, device=None):
     """The mode as index tensors over the last dim: (A's permutation or None for the
     identity, B's permutation, B's signs in float32), ``A(x)[i] = x[pa[i]]`` and
     ``B(x)[i] = sb[i] * x[pb[i]]``. The reference, the Triton kernel and the ONNX composite
     read them from here. Made once per device (a copy to a GPU is not made again on later
-    calls, which may run under CUDA-graph capture); callers never write them."""
+    calls, which may run under CUDA-graph capture); callers never write them. Under a
+    dispatch mode (a trace: fake tensors, functionalization) they are made afresh, the
+    traced graph's constants, and not kept."""
+    if _get_current_dispatch_mode() is not None:
+        return _rotation(mode, d, device)
+    return _cached_rotation(mode, d, device)
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_rotation(mode: str, d: int, device=None):
+    return _rotation(mode, d, device)
+
+
+def _rotation(mode: str, d: int, device=None):
     pa, pb, sb = _rotation_lists(mode, d)
     as_idx = lambda p: torch.tensor(p, dtype=torch.int64, device=device)  # noqa: E731
     return (None if pa is None else as_idx(pa)), as_idx(pb), torch.tensor(sb, device=device)

@@ -8,6 +8,12 @@ cover, and imports the kernel module on its first call, so ``import op_sdk`` imp
 Triton and compiles nothing. The slice declares it as
 ``kernels={"cuda": TritonKernel(launcher)}``.
 
+Under torch.compile on CUDA, define_op has AOTAutograd trace the operator through
+``TritonKernel.traced`` (op_sdk/library.py, ``INLINE_DEVICES``): the launcher's checks and
+allocations become graph nodes and each kernel launch a ``torch.library.wrap_triton`` call,
+so Inductor compiles and launches the kernels from its own generated code, with no Python
+per call (what ``torch.library.triton_op`` does for its operators).
+
 The launchers also run on CPU tensors under Triton's interpreter (``TRITON_INTERPRET=1``,
 set before the first kernel module is imported): the tests' way to check them without a
 GPU (docs/triton.md).
@@ -15,13 +21,33 @@ GPU (docs/triton.md).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
+import threading
 from collections.abc import Callable
 
 log = logging.getLogger("op_sdk")
 
-__all__ = ["TritonKernel", "available"]
+__all__ = ["TritonKernel", "available", "tracing"]
+
+_state = threading.local()
+
+
+def tracing() -> bool:
+    """Whether a launch is being traced for Inductor (``_common.launch`` then records the
+    kernel call with ``torch.library.wrap_triton`` instead of running it)."""
+    return getattr(_state, "tracing", False)
+
+
+@contextlib.contextmanager
+def _traced():
+    prev = tracing()
+    _state.tracing = True
+    try:
+        yield
+    finally:
+        _state.tracing = prev
 
 
 @functools.lru_cache(maxsize=None)
@@ -60,3 +86,11 @@ class TritonKernel:
 
     def __repr__(self) -> str:
         return f"TritonKernel({self.__name__})"
+
+    def traced(self, *args, **kwargs):
+        """The launcher as torch.compile traces it: each kernel launch recorded in the graph
+        (``_common.launch``), for Inductor to compile and launch."""
+        if not available():
+            return self(*args, **kwargs)  # the reference, traced as it stands
+        with _traced():
+            return self.launcher(*args, **kwargs)

@@ -1,10 +1,15 @@
 """Pieces every op_sdk Triton kernel shares: the contract's rounding rules written once in
-Triton, the launch geometry, and the output handling of the launchers.
+Triton, the launch geometry and launch (eager, or traced for Inductor), and the output
+handling of the launchers.
 
 Portable subset (docs/triton.md): tl.load / tl.store with masks, tl.arange, tl.sum / tl.max
 over one axis, tl.where, tl.minimum / tl.maximum, casts with ``.to``, tl.exp, and
 correctly rounded fp32 division and square root (``tl.math.div_rn``, ``tl.sqrt_rn``), kept
 behind ``div`` / ``sqrt`` here. No inline assembly, no libdevice, no atomics, no float64.
+
+The kernels compile with Triton's default options (also when Inductor compiles them as
+user-defined kernels, where no compile option can be passed): the contract's separately
+rounded products are written with ``mul``, which no fp contraction can fuse into an add.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ import functools
 import torch
 import triton
 import triton.language as tl
+
+from op_sdk.triton_kernels import tracing
 
 # rows one program holds in registers at once; longer rows run the operator's reference
 MAX_ROW = 16384
@@ -30,6 +37,17 @@ def div(a, b):
 @triton.jit
 def sqrt(a):
     return tl.sqrt_rn(a)
+
+
+@triton.jit
+def mul(a, b, mask):
+    """a * b, rounded on its own before any add that consumes it (the references round each
+    product and each sum): the product goes through a select on the lanes' runtime mask,
+    across which no compiler contracts a multiply and an add into one fma
+    (tests/triton/test_compile_sm90.py checks the PTX). Masked-off lanes hold ``a`` (not a
+    constant: two such selects added would otherwise fold into one select of the sum, whose
+    multiplies LLVM contracts)."""
+    return tl.where(mask, a * b, a)
 
 
 @triton.jit
@@ -63,19 +81,17 @@ def _programs_cap(device: torch.device) -> int:
     return 1 << 30  # the interpreter: one program per row
 
 
-def row_launch(rows: int, block: int, elem_bytes: int, device: torch.device) -> dict:
+def row_launch(rows: int, block: int, elem_bytes: int, device: torch.device,
+               quant: bool = False) -> dict:
     """Grid and warps of a kernel whose program handles whole rows of ``block`` elements
-    (rows loop inside the program: the grid stays under the Ascend core counts' limits)."""
-    programs = max(1, min(rows, _programs_cap(device)))
-    warps = max(1, min(16, block * elem_bytes // 1024))
+    (rows loop inside the program: the grid stays under the Ascend core counts' limits);
+    ``rows`` >= 1, a symbolic size under dynamic shapes (no guard on it here). One warp per
+    2 KiB of row, at most 4 (8 for the quantising forms, which hold more per row): the best
+    or within a few percent of it in the sweep of benchmarks/sweep_rows.py on an H200
+    (benchmarks/results/sweep_rows_h200.json, 4096 rows of 4096 and 7168)."""
+    programs = torch.sym_min(rows, _programs_cap(device))
+    warps = max(1, min(8 if quant else 4, block * elem_bytes // 2048))
     return {"grid": (programs,), "num_warps": warps, "programs": programs}
-
-
-def options(device: torch.device) -> dict:
-    """Compile options of every launch. On CUDA, no fp contraction: Triton would otherwise
-    fuse a multiply and the add after it into one fma (one rounding where the contract has
-    two: ``v * scale + zero_point``, ``x * rstd * gamma + beta``)."""
-    return {"enable_fp_fusion": False} if device.type == "cuda" else {}
 
 
 # an elementwise kernel's program: BLOCK consecutive elements, in ELEMENTWISE_WARPS warps
@@ -83,14 +99,21 @@ ELEMENTWISE_BLOCK = 1024
 ELEMENTWISE_WARPS = 4
 
 
+def launch(kernel, grid: tuple, *args, **kwargs) -> None:
+    """``kernel[grid](*args, **kwargs)``; while a launcher is traced for Inductor
+    (``op_sdk.triton_kernels.tracing``), the launch is recorded in the graph instead
+    (``torch.library.wrap_triton``), and Inductor's generated code launches the kernel."""
+    if tracing():
+        kernel = torch.library.wrap_triton(kernel)
+    kernel[grid](*args, **kwargs)
+
+
 def elementwise(kernel, total: int, *args, **constexprs) -> None:
     """Launch an elementwise kernel (a ``BLOCK`` constexpr; program i handles elements
     [i * BLOCK, (i + 1) * BLOCK)) over ``total`` elements; nothing when there are none."""
     if total:
-        device = next(a.device for a in args if isinstance(a, torch.Tensor))
-        kernel[(triton.cdiv(total, ELEMENTWISE_BLOCK),)](
-            *args, **constexprs, BLOCK=ELEMENTWISE_BLOCK, num_warps=ELEMENTWISE_WARPS,
-            **options(device))
+        launch(kernel, (triton.cdiv(total, ELEMENTWISE_BLOCK),), *args, **constexprs,
+               BLOCK=ELEMENTWISE_BLOCK, num_warps=ELEMENTWISE_WARPS)
 
 
 def block_for(n: int) -> int:

@@ -25,7 +25,8 @@ from op_sdk.triton_kernels._common import (
     absmax,
     block_for,
     div,
-    options,
+    launch,
+    mul,
     row_launch,
     rows_of,
     sqrt,
@@ -36,7 +37,7 @@ from op_sdk.triton_kernels._common import (
 @triton.jit
 def _static_branch(v, s_ptr, z_ptr, q_ptr, offs, mask, HAS_Z: tl.constexpr, DIV: tl.constexpr):
     s = tl.load(s_ptr + offs, mask=mask, other=1.0).to(tl.float32)
-    q = div(v, s) if DIV else v * s
+    q = div(v, s) if DIV else mul(v, s, mask)
     if HAS_Z:
         q = q + tl.load(z_ptr + offs, mask=mask, other=0).to(tl.float32)
     tl.store(q_ptr + offs, store_int8(q), mask=mask)
@@ -64,6 +65,8 @@ def _rows(x1_ptr, x2_ptr, g_ptr, b_ptr, y_ptr, yf_ptr, xo_ptr, rstd_ptr,
     # scales out c*); Q1 / Q2: the branch runs
     offs = tl.arange(0, BLOCK)
     mask = offs < n
+    nf = tl.cast(nf, tl.float32)  # float arguments arrive as fp64 from Inductor's launcher
+    eps = tl.cast(eps, tl.float32)
     if NORM:
         g = tl.load(g_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     if BETA:
@@ -78,10 +81,10 @@ def _rows(x1_ptr, x2_ptr, g_ptr, b_ptr, y_ptr, yf_ptr, xo_ptr, rstd_ptr,
             tl.store(xo_ptr + at, x.to(xo_ptr.dtype.element_ty), mask=mask)
         v = x
         if NORM:
-            r = div(1.0, sqrt(div(tl.sum(x * x, axis=0), nf) + eps))
+            r = div(1.0, sqrt(div(tl.sum(mul(x, x, mask), axis=0), nf) + eps))
             if RSTD:
                 tl.store(rstd_ptr + row, r)
-            v = x * r * g
+            v = mul(x * r, g, mask)
             if YF:
                 tl.store(yf_ptr + at, v, mask=mask)
             if Y:
@@ -108,16 +111,16 @@ def _launch(x1, n, *, x2=None, gamma=None, beta=None, y=None, yf=None, xo=None, 
     if rows == 0:
         return
     block = block_for(n)
-    cfg = row_launch(rows, block, x1.element_size(), x1.device)
+    cfg = row_launch(rows, block, x1.element_size(), x1.device, quant=quant > 0)
     tensors = (x2, gamma, beta, y, yf, xo, rstd, s1, z1, q1, c1, s2, z2, q2, c2)
-    _rows[cfg["grid"]](
-        x1, *(x1 if t is None else t for t in tensors),  # a switched-off pointer is never read
+    launch(
+        _rows, cfg["grid"], x1, *(x1 if t is None else t for t in tensors),  # a switched-off pointer is never read
         rows, n, float(n), float(eps), cfg["programs"],
         ADD=x2 is not None, NORM=gamma is not None, BETA=beta is not None, Y=y is not None,
         YF=yf is not None, XO=xo is not None, RSTD=rstd is not None, QUANT=quant,
         Q1=q1 is not None, Q2=q2 is not None, S1=s1 is not None, S2=s2 is not None,
         Z1=z1 is not None, Z2=z2 is not None, DIV=bool(div_mode), BLOCK=block,
-        num_warps=cfg["num_warps"], **options(x1.device))
+        num_warps=cfg["num_warps"])
 
 
 def fits(n: int) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from op_sdk.triton_kernels._common import Outputs, div, elementwise, round_saturate
+from op_sdk.triton_kernels._common import Outputs, div, elementwise, mul, round_saturate
 
 
 @triton.jit
@@ -23,9 +23,11 @@ def _quantize(x_ptr, s_ptr, z_ptr, q_ptr, total, inner, channels, lo, hi,
     c = (i // inner) % channels
     x = tl.load(x_ptr + i, mask=m, other=0.0).to(tl.float32)
     s = tl.load(s_ptr + (c if S_PER else c * 0), mask=m, other=1.0).to(tl.float32)
-    v = div(x, s) if DIV else x * s
+    v = div(x, s) if DIV else mul(x, s, m)
     if HAS_Z:
         v = v + tl.load(z_ptr + (c if Z_PER else c * 0), mask=m, other=0).to(tl.float32)
+    # float arguments arrive as fp64 from Inductor's launcher; the rounding is fp32's
+    lo, hi = tl.cast(lo, tl.float32), tl.cast(hi, tl.float32)
     tl.store(q_ptr + i, round_saturate(v, lo, hi).to(q_ptr.dtype.element_ty), mask=m)
 
 

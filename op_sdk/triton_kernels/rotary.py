@@ -1,8 +1,8 @@
 """The Triton kernel of npu_rotary_mul (ops/rotary_mul.py's contract), without ``rotate``:
 ``y[i] = x[pa[i]] * r1[i] + (sb[i] * x[pb[i]]) * r2[i]`` along the last dim, the mode's
 permutations and signs read from ``ops.rotary_mul.rotation`` (one definition of each mode),
-r1 / r2 broadcast through stride-0 views. float32 inside, no fused multiply-add: the
-reference's bits.
+r1 / r2 broadcast through stride-0 views. float32 inside, each product rounded before the
+sum (``_common.mul``): the reference's bits.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from op_sdk.triton_kernels._common import Outputs, elementwise
+from op_sdk.triton_kernels._common import Outputs, elementwise, mul
 
 
 @triton.jit
@@ -32,7 +32,7 @@ def _rotary(x_ptr, r1_ptr, r2_ptr, pa_ptr, pb_ptr, sb_ptr, y_ptr, total, d, s1, 
     b = tl.load(x_ptr + base + pb, mask=m, other=0.0).to(tl.float32) * sb
     c = tl.load(r1_ptr + ro, mask=m, other=0.0).to(tl.float32)
     s = tl.load(r2_ptr + ro, mask=m, other=0.0).to(tl.float32)
-    tl.store(y_ptr + i, (a.to(tl.float32) * c + b * s).to(y_ptr.dtype.element_ty), mask=m)
+    tl.store(y_ptr + i, (mul(a.to(tl.float32), c, m) + mul(b, s, m)).to(y_ptr.dtype.element_ty), mask=m)
 
 
 def run(input, r1, r2, rotation, out):

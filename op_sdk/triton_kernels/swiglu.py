@@ -13,7 +13,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from op_sdk.triton_kernels._common import Outputs, div, elementwise
+from op_sdk.triton_kernels._common import Outputs, div, elementwise, mul
 
 
 @triton.jit
@@ -42,7 +42,7 @@ def _swiglu_backward(g_ptr, x_ptr, dx_ptr, total, inner, BLOCK: tl.constexpr):
     a = tl.load(x_ptr + at, mask=m, other=0.0).to(tl.float32)
     b = tl.load(x_ptr + at + inner, mask=m, other=0.0).to(tl.float32)
     s = div(1.0, 1.0 + tl.exp(-a))
-    da = g * (s + s * (1.0 - s) * a) * b
+    da = g * (s + mul(s * (1.0 - s), a, m)) * b
     db = g * s * a
     tl.store(dx_ptr + at, da.to(dx_ptr.dtype.element_ty), mask=m)
     tl.store(dx_ptr + at + inner, db.to(dx_ptr.dtype.element_ty), mask=m)

@@ -1,8 +1,10 @@
 """Each kernel specialisation the launchers use compiles for an H100 (sm_90) with the
 installed Triton, no GPU needed (the interpreter tests cannot see compile errors), and its
 PTX keeps the contract's arithmetic: correctly rounded divisions and square roots (no
-div.full / div.approx / sqrt.approx), no fused multiply-adds (the launchers turn fp fusion
-off), and the round-half-to-even adds of the int8 stores.
+div.full / div.approx / sqrt.approx), no fused multiply-add and no multiply whose result
+feeds an add directly (which ptxas may contract), with Triton's default compile options, the
+ones Inductor compiles user-defined kernels with (``_common.mul``), and the
+round-half-to-even adds of the int8 stores.
 
 Triton cannot compile in a process that imported it to interpret, so the checks run in a
 child process (``python tests/triton/test_compile_sm90.py``)."""
@@ -32,18 +34,14 @@ ROWS = {
 
 
 def _compile(fn, types, constexprs):
-    import torch
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from op_sdk.triton_kernels._common import options
-
     params = list(inspect.signature(fn.fn).parameters)
     sig = {p: "constexpr" if p in constexprs else types[p] for p in params}
     src = ASTSource(fn, sig, constexprs={(params.index(k),): v for k, v in constexprs.items()})
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                          options=options(torch.device("cuda")))
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32))
 
 
 def _rows_types(x):
@@ -55,12 +53,30 @@ def _rows_types(x):
     return t
 
 
+def _contractible(ptx):
+    """Whether a ``mul.f32`` result feeds an ``add.f32`` / ``sub.f32`` directly: ptxas may
+    contract such a pair into one fma (PTX ISA: mul / add without a rounding modifier)."""
+    products = set()
+    for op, dst, srcs in re.findall(r"\b(mul|add|sub)\.f32\s+(%\w+),\s*([^;]*);", ptx):
+        if op == "mul":
+            products.add(dst)
+        elif products & {a.strip() for a in srcs.split(",")}:
+            return True
+    return False
+
+
+def _fp64_arithmetic(ptx):
+    """fp64 instructions other than the conversion of an fp64 argument to fp32."""
+    ops = set(re.findall(r"\b[a-z]+(?:\.[a-z0-9]+)*\.f64\b", ptx)) - {"cvt.rn.f32.f64"}
+    return [f"fp64 arithmetic ({', '.join(sorted(ops))})"] if ops else []
+
+
 def _problems(ptx, rne=None):
     out = []
     if re.search(r"\b(div\.full|div\.approx|sqrt\.approx|rcp\.approx)", ptx):
         out.append("an approximate division or square root")
-    if re.search(r"\bfma\.", ptx):
-        out.append("a fused multiply-add")
+    if re.search(r"\bfma\.", ptx) or _contractible(ptx):
+        out.append("a fused (or fusable) multiply-add")
     if rne is not None and ("0f4B400000" in ptx) != rne:
         out.append("the int8 stores' round-half-to-even adds " + ("missing" if rne else "present"))
     return out
@@ -101,6 +117,21 @@ def main() -> int:
             bad = _problems(k.asm["ptx"])
             print(f"_rotary {has_a} {dtype}: {', '.join(bad) or 'ok'}")
             failed += bool(bad)
+    # Inductor's launcher passes Python floats as fp64 (user-defined kernels under
+    # torch.compile): the kernels round in fp32 all the same
+    fp64 = {"nf": "fp64", "eps": "fp64"}
+    k = _compile(norm._rows, dict(_rows_types("bf16"), **fp64),
+                 dict(OFF, **ROWS["add_rms_norm_quant_div"], BLOCK=4096))
+    bad = _problems(k.asm["ptx"], rne=True) + _fp64_arithmetic(k.asm["ptx"])
+    print(f"_rows add_rms_norm_quant_div fp64 scalars: {', '.join(bad) or 'ok'}")
+    failed += bool(bad)
+    k = _compile(quantize._quantize, {"x_ptr": "*bf16", "s_ptr": "*fp32", "z_ptr": "*i32",
+                                      "q_ptr": "*i8", "total": "i64", "inner": "i64",
+                                      "channels": "i64", "lo": "fp64", "hi": "fp64"},
+                 {"S_PER": True, "Z_PER": True, "HAS_Z": True, "DIV": True, "BLOCK": 1024})
+    bad = _problems(k.asm["ptx"], rne=True) + _fp64_arithmetic(k.asm["ptx"])
+    print(f"_quantize fp64 scalars: {', '.join(bad) or 'ok'}")
+    failed += bool(bad)
     return 1 if failed else 0
 
 
@@ -111,7 +142,7 @@ def test_kernels_compile_for_sm90_with_the_contracts_arithmetic():
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     r = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, cwd=root,
                        capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0 and r.stdout.count(": ok") == 39, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") == 41, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

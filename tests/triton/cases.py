@@ -1,0 +1,27 @@
+"""One call of each operator with a Triton kernel (CPU tensors; the GPU tests move them to
+CUDA, the trace test makes fake CUDA tensors of their shapes)."""
+
+import torch
+
+from tests.ops._helpers import bf16, fp16, rand
+
+
+def triton_cases():
+    h = 64
+    x1, x2, g = rand(6, h, dtype=bf16), rand(6, h, dtype=bf16), rand(h, dtype=bf16)
+    s = torch.rand(h) * 0.05 + 0.01
+    return {
+        "npu_rms_norm": ((rand(3, 5, h, dtype=fp16), rand(h, dtype=fp16)), {}),
+        "npu_add_rms_norm": ((x1, x2, g), {}),
+        "npu_add_rms_norm_cast": ((x1, x2, g), {}),
+        "npu_add_rms_norm_quant": ((x1.half(), x2.half(), g.half(), s,
+                                    torch.randint(-4, 4, (h,), dtype=torch.int32)), {}),
+        "npu_add_rms_norm_dynamic_quant": ((x1, x2, g), {"smooth_scale1": (s + 0.5).to(bf16)}),
+        "npu_dynamic_quant": ((x1,), {"smooth_scales": (s + 0.5).to(bf16)}),
+        "npu_swiglu": ((x1,), {}),
+        "npu_swiglu_backward": ((rand(6, h // 2, dtype=bf16), x1), {}),
+        "npu_quantize": ((x1, s, torch.randint(-4, 4, (h,), dtype=torch.int32), torch.qint8,
+                          -1), {}),
+        "npu_rotary_mul": ((rand(2, 3, 4, h, dtype=bf16), rand(2, 1, 4, h, dtype=bf16),
+                            rand(2, 1, 4, h, dtype=bf16)), {"rotary_mode": "interleave-half"}),
+    }

@@ -1,0 +1,152 @@
+"""What torch.compile's AOTAutograd records for an op_sdk operator on CUDA tensors
+(library.INLINE_DEVICES), checked with fake CUDA tensors, no GPU needed: each Triton
+operator becomes its kernel launches (``triton_kernel_wrapper_functional`` of the expected
+kernel) and the allocations of its fake, with no call of the operator left; a form its
+kernel does not cover becomes the reference's ATen ops; a reference-only operator becomes
+its reference's ATen ops; taken out of INLINE_DEVICES, or on CPU tensors, the operator stays
+one call. (test_cuda_dispatch.py compiles and runs the same on a GPU.)
+
+Triton's kernels must not be the interpreter's here, so the checks run in a child process
+(``python tests/triton/test_inductor_trace.py``)."""
+
+import logging
+import os
+import subprocess
+import sys
+
+import pytest
+
+KERNEL = {"npu_rms_norm": "_rows", "npu_add_rms_norm": "_rows", "npu_add_rms_norm_cast": "_rows",
+          "npu_add_rms_norm_quant": "_rows", "npu_add_rms_norm_dynamic_quant": "_rows",
+          "npu_dynamic_quant": "_rows", "npu_swiglu": "_swiglu",
+          "npu_swiglu_backward": "_swiglu_backward", "npu_quantize": "_quantize",
+          "npu_rotary_mul": "_rotary"}
+# the rotation tables are real CUDA tensors: traced on a GPU only
+NEEDS_CUDA = {"npu_rotary_mul"}
+
+
+def _trace_fn(fn, args, device="cuda"):
+    """The graph AOTAutograd's functional tracing records for ``fn(*args)``, on fake tensors
+    of the arguments' shapes on ``device``."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch._subclasses.functional_tensor import dispatch_functionalize
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def fake(t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=device)
+
+    with FakeTensorMode():
+        flat = [fake(a) for a in args]
+    return make_fx(dispatch_functionalize(fn), tracing_mode="fake")(*flat)
+
+
+def _trace(name, args, kw, device="cuda"):
+    """``_trace_fn`` of one call of the operator (its keyword tensors inputs too)."""
+    import torch
+
+    op = getattr(torch.ops.npu, name).default
+    keys = list(kw)
+
+    def call(*flat):
+        return op(*flat[:len(args)], **dict(zip(keys, flat[len(args):])))
+
+    return _trace_fn(call, (*args, *kw.values()), device)
+
+
+def _summary(gm):
+    from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
+
+    kernels, ops = [], set()
+    for n in gm.graph.nodes:
+        if n.op != "call_function":
+            continue
+        if "triton_kernel_wrapper" in str(n.target):
+            kernels.append(kernel_side_table.get_kernel(n.kwargs["kernel_idx"]).fn.__name__)
+        else:
+            ops.add(str(n.target))
+    return kernels, ops
+
+
+def main() -> int:
+    import torch
+
+    from op_sdk import library
+    from op_sdk.triton_kernels import _common
+    from tests.ops._helpers import bf16, rand
+    from tests.triton.cases import triton_cases
+
+    # no driver to ask for the SM count; Triton's mutation analysis cannot compile either
+    # (it assumes every argument written, which only adds clones to the fake graph)
+    _common._programs_cap = lambda device: 132 * 16
+    logging.getLogger("torch._higher_order_ops.triton_kernel_wrap").setLevel(logging.CRITICAL)
+    cuda = torch.cuda.is_available()
+    failed = 0
+
+    def report(what, ok, detail):
+        nonlocal failed
+        failed += not ok
+        print(f"{what}: {'ok' if ok else 'FAILED ' + str(detail)}")
+
+    for name, (args, kw) in triton_cases().items():
+        if name in NEEDS_CUDA and not cuda:
+            continue
+        kernels, ops = _summary(_trace(name, args, kw))
+        report(f"{name} traced", kernels == [KERNEL[name]] and not any("npu." in o for o in ops),
+               (kernels, sorted(ops)))
+    # a form the kernel does not cover (rows over MAX_ROW): the reference's ATen ops
+    n = _common.MAX_ROW + 2
+    kernels, ops = _summary(_trace("npu_rms_norm", (rand(2, n, dtype=bf16), rand(n, dtype=bf16)), {}))
+    report("npu_rms_norm long rows traced", not kernels and "aten.mean.dim" in ops
+           and not any("npu." in o for o in ops), (kernels, sorted(ops)))
+    # a reference-only operator on CUDA: its reference's ATen ops
+    kernels, ops = _summary(_trace("npu_dtype_cast", (rand(4, 8, dtype=bf16), torch.float16), {}))
+    report("npu_dtype_cast traced", not kernels and "aten._to_copy.default" in ops
+           and not any("npu." in o for o in ops), (kernels, sorted(ops)))
+    # opaque: out of INLINE_DEVICES, and on CPU tensors
+    args, kw = triton_cases()["npu_add_rms_norm"]
+    library.INLINE_DEVICES.discard("cuda")
+    try:
+        kernels, ops = _summary(_trace("npu_add_rms_norm", args, kw))
+    finally:
+        library.INLINE_DEVICES.add("cuda")
+    report("npu_add_rms_norm opaque when not inlined",
+           not kernels and "npu.npu_add_rms_norm.default" in ops, (kernels, sorted(ops)))
+    kernels, ops = _summary(_trace("npu_add_rms_norm", args, kw, device="cpu"))
+    report("npu_add_rms_norm opaque on CPU", not kernels and "npu.npu_add_rms_norm.default" in ops,
+           (kernels, sorted(ops)))
+    # op_sdk's backend: traced with the operators kept calls (for its fusion passes), then
+    # its inline_kernels stage traces through those left (compiler/inline.py)
+    from op_sdk.compiler.inline import inline_operators
+
+    def chain(x1, x2, g):
+        y, _, x = torch.ops.npu.npu_add_rms_norm(x1, x2, g)
+        q, s = torch.ops.npu.npu_dynamic_quant(y)
+        return q, s, torch.ops.npu.npu_dtype_cast(x, torch.float16)
+
+    with library.inline_calls(False):
+        gm = _trace_fn(chain, args)
+    before = _summary(gm)
+    n = inline_operators(gm)
+    kernels, ops = _summary(gm)
+    # in Inductor's post-grad IR: the cast's reference decomposed by Inductor's table
+    report("inline_kernels stage", n == 3 and before[0] == [] and kernels == ["_rows", "_rows"]
+           and not any("npu." in o for o in ops) and "aten._to_copy.default" not in ops
+           and "prims.convert_element_type.default" in ops, (n, before, kernels, sorted(ops)))
+    return 1 if failed else 0
+
+
+def test_torch_compile_traces_the_operators_on_cuda():
+    pytest.importorskip("triton")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, cwd=root,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and r.stdout.count(": ok") >= 14, r.stdout + r.stderr[-4000:]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
