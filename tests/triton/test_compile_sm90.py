@@ -10,12 +10,12 @@ Triton cannot compile in a process that imported it to interpret, so the checks 
 child process (``python tests/triton/test_compile_sm90.py``)."""
 
 import inspect
-import os
 import re
-import subprocess
 import sys
 
 import pytest
+
+from tests.triton.child import run_module
 
 OFF = dict(ADD=False, NORM=False, BETA=False, Y=False, YF=False, XO=False, RSTD=False, QUANT=0,
            Q1=False, Q2=False, S1=False, S2=False, Z1=False, Z2=False, DIV=True)
@@ -137,11 +137,7 @@ def main() -> int:
 
 def test_kernels_compile_for_sm90_with_the_contracts_arithmetic():
     pytest.importorskip("triton")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    r = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, cwd=root,
-                       capture_output=True, text=True, timeout=600)
+    r = run_module(__file__)
     assert r.returncode == 0 and r.stdout.count(": ok") == 41, r.stdout + r.stderr[-4000:]
 
 

@@ -10,11 +10,11 @@ Triton's kernels must not be the interpreter's here, so the checks run in a chil
 (``python tests/triton/test_inductor_trace.py``)."""
 
 import logging
-import os
-import subprocess
 import sys
 
 import pytest
+
+from tests.triton.child import run_module
 
 KERNEL = {"npu_rms_norm": "_rows", "npu_add_rms_norm": "_rows", "npu_add_rms_norm_cast": "_rows",
           "npu_add_rms_norm_quant": "_rows", "npu_add_rms_norm_dynamic_quant": "_rows",
@@ -140,11 +140,7 @@ def main() -> int:
 
 def test_torch_compile_traces_the_operators_on_cuda():
     pytest.importorskip("triton")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    r = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, cwd=root,
-                       capture_output=True, text=True, timeout=600)
+    r = run_module(__file__)
     assert r.returncode == 0 and r.stdout.count(": ok") >= 14, r.stdout + r.stderr[-4000:]
 
 
