@@ -94,6 +94,21 @@ def row_launch(rows: int, block: int, elem_bytes: int, device: torch.device,
     return {"grid": (programs,), "num_warps": warps, "programs": programs}
 
 
+@triton.jit
+def offsets(BLOCK: tl.constexpr, WIDE: tl.constexpr):
+    """The element indices of this program of an elementwise kernel: [pid * BLOCK, (pid + 1)
+    * BLOCK), in int32 where every index the kernel forms fits (``WIDE`` False: its tensors
+    hold fewer than 2^31 elements; a 32-bit division is a fraction of a 64-bit one on a GPU,
+    and triton-ascend runs 64-bit indices as scalar code), else in int64."""
+    if WIDE:
+        i = tl.cast(tl.program_id(0), tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    else:
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    return i
+
+
+# an elementwise kernel indexes in int64 from this many elements in one of its tensors
+WIDE_FROM = 2**31
 # an elementwise kernel's program: BLOCK consecutive elements, in ELEMENTWISE_WARPS warps
 ELEMENTWISE_BLOCK = 1024
 ELEMENTWISE_WARPS = 4
@@ -109,11 +124,13 @@ def launch(kernel, grid: tuple, *args, **kwargs) -> None:
 
 
 def elementwise(kernel, total: int, *args, **constexprs) -> None:
-    """Launch an elementwise kernel (a ``BLOCK`` constexpr; program i handles elements
-    [i * BLOCK, (i + 1) * BLOCK)) over ``total`` elements; nothing when there are none."""
+    """Launch an elementwise kernel (``BLOCK`` and ``WIDE`` constexprs, its indices from
+    ``offsets``) over ``total`` elements; nothing when there are none."""
     if total:
+        wide = total >= WIDE_FROM or any(isinstance(a, torch.Tensor) and a.numel() >= WIDE_FROM
+                                         for a in args)
         launch(kernel, (triton.cdiv(total, ELEMENTWISE_BLOCK),), *args, **constexprs,
-               BLOCK=ELEMENTWISE_BLOCK, num_warps=ELEMENTWISE_WARPS)
+               BLOCK=ELEMENTWISE_BLOCK, WIDE=wide, num_warps=ELEMENTWISE_WARPS)
 
 
 def block_for(n: int) -> int:

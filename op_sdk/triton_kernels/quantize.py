@@ -11,14 +11,14 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from op_sdk.triton_kernels._common import Outputs, div, elementwise, mul, round_saturate
+from op_sdk.triton_kernels._common import Outputs, div, elementwise, mul, offsets, round_saturate
 
 
 @triton.jit
 def _quantize(x_ptr, s_ptr, z_ptr, q_ptr, total, inner, channels, lo, hi,
               S_PER: tl.constexpr, Z_PER: tl.constexpr, HAS_Z: tl.constexpr,
-              DIV: tl.constexpr, BLOCK: tl.constexpr):
-    i = tl.cast(tl.program_id(0), tl.int64) * BLOCK + tl.arange(0, BLOCK)
+              DIV: tl.constexpr, BLOCK: tl.constexpr, WIDE: tl.constexpr):
+    i = offsets(BLOCK, WIDE)
     m = i < total
     c = (i // inner) % channels
     x = tl.load(x_ptr + i, mask=m, other=0.0).to(tl.float32)

@@ -10,13 +10,13 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from op_sdk.triton_kernels._common import Outputs, elementwise, mul
+from op_sdk.triton_kernels._common import Outputs, elementwise, mul, offsets
 
 
 @triton.jit
 def _rotary(x_ptr, r1_ptr, r2_ptr, pa_ptr, pb_ptr, sb_ptr, y_ptr, total, d, s1, s2,
-            st0, st1, st2, st3, HAS_A: tl.constexpr, BLOCK: tl.constexpr):
-    i = tl.cast(tl.program_id(0), tl.int64) * BLOCK + tl.arange(0, BLOCK)
+            st0, st1, st2, st3, HAS_A: tl.constexpr, BLOCK: tl.constexpr, WIDE: tl.constexpr):
+    i = offsets(BLOCK, WIDE)
     m = i < total
     row = i // d
     col = i - row * d

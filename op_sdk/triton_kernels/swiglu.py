@@ -13,7 +13,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from op_sdk.triton_kernels._common import Outputs, div, elementwise, mul
+from op_sdk.triton_kernels._common import Outputs, div, elementwise, mul, offsets
 
 
 @triton.jit
@@ -23,8 +23,8 @@ def _halves(i, inner):
 
 
 @triton.jit
-def _swiglu(x_ptr, y_ptr, total, inner, BLOCK: tl.constexpr):
-    i = tl.cast(tl.program_id(0), tl.int64) * BLOCK + tl.arange(0, BLOCK)
+def _swiglu(x_ptr, y_ptr, total, inner, BLOCK: tl.constexpr, WIDE: tl.constexpr):
+    i = offsets(BLOCK, WIDE)
     m = i < total
     at = _halves(i, inner)
     a = tl.load(x_ptr + at, mask=m, other=0.0).to(tl.float32)
@@ -34,8 +34,8 @@ def _swiglu(x_ptr, y_ptr, total, inner, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _swiglu_backward(g_ptr, x_ptr, dx_ptr, total, inner, BLOCK: tl.constexpr):
-    i = tl.cast(tl.program_id(0), tl.int64) * BLOCK + tl.arange(0, BLOCK)
+def _swiglu_backward(g_ptr, x_ptr, dx_ptr, total, inner, BLOCK: tl.constexpr, WIDE: tl.constexpr):
+    i = offsets(BLOCK, WIDE)
     m = i < total
     at = _halves(i, inner)
     g = tl.load(g_ptr + i, mask=m, other=0.0).to(tl.float32)

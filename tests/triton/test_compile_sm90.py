@@ -95,7 +95,7 @@ def main() -> int:
         x = f"*{dtype}"
         for fn, types in ((swiglu._swiglu, {"x_ptr": x, "y_ptr": x}),
                           (swiglu._swiglu_backward, {"g_ptr": x, "x_ptr": x, "dx_ptr": x})):
-            k = _compile(fn, dict(types, total="i64", inner="i64"), {"BLOCK": 1024})
+            k = _compile(fn, dict(types, total="i64", inner="i64"), {"BLOCK": 1024, "WIDE": True})
             bad = _problems(k.asm["ptx"])
             print(f"{fn.__name__} {dtype}: {', '.join(bad) or 'ok'}")
             failed += bool(bad)
@@ -104,7 +104,7 @@ def main() -> int:
                                               "q_ptr": f"*{q}", "total": "i64", "inner": "i64",
                                               "channels": "i64", "lo": "fp32", "hi": "fp32"},
                          {"S_PER": per, "Z_PER": per, "HAS_Z": has_z, "DIV": div_mode,
-                          "BLOCK": 1024})
+                          "BLOCK": 1024, "WIDE": True})
             bad = _problems(k.asm["ptx"], rne=True)
             print(f"_quantize {q} {dtype}: {', '.join(bad) or 'ok'}")
             failed += bool(bad)
@@ -113,7 +113,7 @@ def main() -> int:
                                           "pb_ptr": "*i64", "sb_ptr": "*fp32", "y_ptr": x,
                                           "total": "i64", "d": "i64", "s1": "i64", "s2": "i64",
                                           "st0": "i64", "st1": "i64", "st2": "i64", "st3": "i64"},
-                         {"HAS_A": has_a, "BLOCK": 1024})
+                         {"HAS_A": has_a, "BLOCK": 1024, "WIDE": True})
             bad = _problems(k.asm["ptx"])
             print(f"_rotary {has_a} {dtype}: {', '.join(bad) or 'ok'}")
             failed += bool(bad)
@@ -128,17 +128,42 @@ def main() -> int:
     k = _compile(quantize._quantize, {"x_ptr": "*bf16", "s_ptr": "*fp32", "z_ptr": "*i32",
                                       "q_ptr": "*i8", "total": "i64", "inner": "i64",
                                       "channels": "i64", "lo": "fp64", "hi": "fp64"},
-                 {"S_PER": True, "Z_PER": True, "HAS_Z": True, "DIV": True, "BLOCK": 1024})
+                 {"S_PER": True, "Z_PER": True, "HAS_Z": True, "DIV": True, "BLOCK": 1024,
+                  "WIDE": True})
     bad = _problems(k.asm["ptx"], rne=True) + _fp64_arithmetic(k.asm["ptx"])
     print(f"_quantize fp64 scalars: {', '.join(bad) or 'ok'}")
     failed += bool(bad)
+    # tensors under 2^31 elements: 32-bit indices (the launchers' usual specialisation)
+    i32 = {"total": "i32", "inner": "i32"}
+    narrow = (
+        ("_swiglu", swiglu._swiglu, {"x_ptr": "*bf16", "y_ptr": "*bf16", **i32}, {}),
+        ("_swiglu_backward", swiglu._swiglu_backward,
+         {"g_ptr": "*bf16", "x_ptr": "*bf16", "dx_ptr": "*bf16", **i32}, {}),
+        ("_quantize", quantize._quantize,
+         {"x_ptr": "*bf16", "s_ptr": "*fp32", "z_ptr": "*i32", "q_ptr": "*i8", **i32,
+          "channels": "i32", "lo": "fp32", "hi": "fp32"},
+         {"S_PER": True, "Z_PER": True, "HAS_Z": True, "DIV": False}),
+        ("_rotary", rotary._rotary,
+         {"x_ptr": "*bf16", "r1_ptr": "*bf16", "r2_ptr": "*bf16", "pa_ptr": "*i64",
+          "pb_ptr": "*i64", "sb_ptr": "*fp32", "y_ptr": "*bf16", "total": "i32", "d": "i32",
+          "s1": "i32", "s2": "i32", "st0": "i32", "st1": "i32", "st2": "i32", "st3": "i32"},
+         {"HAS_A": True}),
+    )
+    for name, fn, types, switches in narrow:
+        k = _compile(fn, types, dict(switches, BLOCK=1024, WIDE=False))
+        ptx = k.asm["ptx"]
+        bad = _problems(ptx, rne=True if name == "_quantize" else None)
+        if re.search(r"\b(div|rem)\.s64", ptx):
+            bad.append("64-bit index division")
+        print(f"{name} 32-bit indices: {', '.join(bad) or 'ok'}")
+        failed += bool(bad)
     return 1 if failed else 0
 
 
 def test_kernels_compile_for_sm90_with_the_contracts_arithmetic():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") == 41, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") == 45, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

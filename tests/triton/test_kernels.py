@@ -315,3 +315,24 @@ def test_rotary_mul_mixed_dtypes_nonfinite_and_rotate(device):
     _run(K("npu_rotary_mul"), npu.npu_rotary_mul, (x, c, s, "interleave"), {}, device, exact=(0,))
     rot = rand(8, 8, dtype=bf16)  # a matrix product: the reference runs
     _run(K("npu_rotary_mul"), npu.npu_rotary_mul, (x, c, s, "half", rot), {}, device, exact=(0,))
+
+
+# ---- the elementwise kernels' 64-bit indexing (tensors of 2^31 elements and more) ----------
+
+def test_elementwise_kernels_index_in_64_bits_too(monkeypatch, device):
+    """The int64 specialisation (``WIDE``) of each elementwise kernel, forced on small
+    tensors: the same results as the int32 one (which every other test runs)."""
+    from op_sdk.triton_kernels import _common
+
+    monkeypatch.setattr(_common, "WIDE_FROM", 0)
+    torch.manual_seed(0)
+    x = rand(3, 6, 10, dtype=bf16, scale=2.0)
+    _run(K("npu_swiglu"), npu.npu_swiglu, (x,), {"dim": 1}, device)
+    _run(K("npu_swiglu_backward"), npu.npu_swiglu_backward,
+         (rand(3, 3, 10, dtype=bf16), x), {"dim": 1}, device)
+    _run(K("npu_quantize"), npu.npu_quantize,
+         (x, torch.rand(6) + 0.1, torch.randint(-3, 3, (6,), dtype=torch.int32), torch.qint8, 1,
+          True), {}, device, exact=(0,))
+    c, s = rand(1, 1, 5, 8, dtype=bf16), rand(1, 1, 5, 8, dtype=bf16)
+    _run(K("npu_rotary_mul"), npu.npu_rotary_mul, (rand(2, 3, 5, 8, dtype=bf16), c, s,
+                                                   "interleave-half"), {}, device, exact=(0,))
