@@ -3,6 +3,7 @@ removal, graph dumps, reports, executors, custom decompositions, Inductor's cach
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 
@@ -186,6 +187,21 @@ def test_report_structure():
     assert d["graphs"][0]["matches"] == [{"fusion": "add_rms_norm_dynamic_quant",
                                           "variant": "x_out", "count": 1}]
     assert "fused add_rms_norm_dynamic_quant[x_out] x1" in report.summary()
+
+
+def test_each_stage_is_logged_at_debug_in_torchairs_words(caplog):
+    """TorchAir logs each pass around its execution ("[forward] before
+    [post_grad_custom_pre_pass] execution"); op_sdk logs each stage of each graph the same
+    way (logger op_sdk.compiler), and why a stage did not run."""
+    with caplog.at_level(logging.DEBUG, logger="op_sdk.compiler"):
+        compile_and_run(layer, layer_inputs(), config("reduce-overhead"))
+    lines = [r.getMessage() for r in caplog.records if r.name == "op_sdk.compiler"]
+    assert "[inference] before [pattern_fusion] execution" in lines
+    assert "[inference] after [pattern_fusion] execution" in lines
+    assert lines.index("[inference] before [remove_noop_ops] execution") < \
+        lines.index("[inference] before [pattern_fusion] execution")
+    assert "[inference] skip [post_grad_custom_pre_pass]: not set" in lines
+    assert "[inference] skip [inline_kernels]: no Inductor compiles the graph" in lines
 
 
 def test_run_eagerly_skips_inductor():

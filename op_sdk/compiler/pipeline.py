@@ -42,6 +42,7 @@ import dataclasses
 import functools
 import gc
 import hashlib
+import logging
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -57,6 +58,10 @@ except ImportError:  # an older torch: its custom passes are not told whether th
 from op_sdk.compiler.config import CompilerConfig, callable_digest
 from op_sdk.compiler.dump import GraphDumper
 from op_sdk.compiler.report import PARTITIONED, CompileReport, GraphReport, StageRecord
+
+# each stage of each graph at DEBUG, in TorchAir's words ("[forward] before
+# [post_grad_custom_pre_pass] execution")
+stage_log = logging.getLogger("op_sdk.compiler")
 
 __all__ = ["PassPipeline", "UserPassError", "STAGES", "fusion_plan"]
 
@@ -185,12 +190,15 @@ class PassPipeline:
             run = self._stage(name)
             if isinstance(run, str):
                 record.skipped = run
+                stage_log.debug("[%s] skip [%s]: %s", report.graph, name, run)
                 continue
             if self.dumper.per_stage:
                 self._dump(gm, f"{label}_{index}_{name}_before", record)
+            stage_log.debug("[%s] before [%s] execution", report.graph, name)
             start = time.perf_counter()
             run(gm, example_inputs, report)
             record.seconds = time.perf_counter() - start
+            stage_log.debug("[%s] after [%s] execution", report.graph, name)
             record.nodes_after = _call_nodes(gm)
             if self.dumper.per_stage:
                 self._dump(gm, f"{label}_{index}_{name}_after", record)
@@ -272,8 +280,6 @@ class PassPipeline:
         except Exception as exc:
             raise UserPassError(f"op_sdk: the graph left by the user pass {what} is invalid: "
                                 f"{exc}") from exc
-        import logging
-
         from op_sdk.compiler import streams
 
         log = logging.getLogger("op_sdk")
