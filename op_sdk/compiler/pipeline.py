@@ -32,7 +32,8 @@ post-grad passes run in between, as TorchAir's built-in ones run before the user
 pass). Handing them to Inductor instead of running them first keeps Inductor's FX graph
 cache working in full: its key is the graph *before* the passes plus each pass's
 ``uuid()``, a content hash of this package's pass and pattern sources, the config and the
-user's passes and patterns, so a cache hit skips the passes too.
+user's patterns, so a cache hit skips the passes too. A compile with a user pass is not
+cached: TorchAir calls the user's passes on every compile.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ except ImportError:  # an older torch: its custom passes are not told whether th
     # for inference (is_inference keeps its default, True)
     from torch._inductor.custom_graph_pass import CustomGraphPass as _CustomPass
 
-from op_sdk.compiler.config import CompilerConfig, callable_digest
+from op_sdk.compiler.config import CompilerConfig
 from op_sdk.compiler.dump import GraphDumper
 from op_sdk.compiler.report import PARTITIONED, CompileReport, GraphReport, StageRecord
 
@@ -144,16 +145,17 @@ class PassPipeline:
 
     def uuid(self) -> str | None:
         """Content hash of everything that decides what the stages do; None (no caching)
-        when a user pass or pattern cannot be hashed by content, or when weight_prepack
+        when the user set a pass (TorchAir calls the user's passes on every compile; a
+        cache hit would skip them, and a pass that records or inspects the graph would see
+        nothing), when a user pattern cannot be hashed by content, or when weight_prepack
         runs: its packed constants are computed from the weights' values, which the cache
         key (the graph, with weights as inputs) does not see."""
         if self.config.experimental_config.frozen_parameter.value and \
                 self.config.executes_with_inductor:
             return None
-        for slot in ("post_grad_custom_pre_pass", "post_grad_custom_post_pass"):
-            fn = getattr(self.config, slot).value
-            if fn is not None and callable_digest(fn) is None:
-                return None
+        if any(getattr(self.config, slot).value is not None
+               for slot in ("post_grad_custom_pre_pass", "post_grad_custom_post_pass")):
+            return None
         user = ""
         if self.config.experimental_config.pattern_fusion_pass.value and len(self.user_patterns):
             user = self.user_patterns.uuid()
