@@ -326,8 +326,9 @@ def _inline_when_compiled(opdef: OpDef, device: str, lib: torch.library.Library,
     """Under AOTAutograd's functional tracing (``FunctionalTensorMode``, torch.compile), a
     call of the operator whose tensors are all on ``device`` is traced through ``kernel``
     rather than recorded as one call: the rule ``torch.library.triton_op`` registers for its
-    operators. Elsewhere (another device, export with custom-op decomposition off, another
-    tensor subclass, the device taken out of ``INLINE_DEVICES``) the call stays as it is."""
+    operators. Elsewhere (another device, torch.export, which keeps custom operators for the
+    ONNX translations and other exporters, another tensor subclass, the device taken out of
+    ``INLINE_DEVICES``) the call stays as it is."""
     if kernel is None or device not in INLINE_DEVICES:
         return
     opdef.inline = kernel
@@ -337,11 +338,10 @@ def _inline_when_compiled(opdef: OpDef, device: str, lib: torch.library.Library,
     known = (FakeTensor, FunctionalTensor)
 
     def rule(mode, func, types, args, kwargs):
-        from torch.export._trace import custom_triton_ops_decomposition_disabled
-
-        tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+        tensors = [a for a in torch.utils._pytree.tree_leaves((args, kwargs))
+                   if isinstance(a, torch.Tensor)]
         if (device not in INLINE_DEVICES or getattr(_inline_state, "off", False)
-                or custom_triton_ops_decomposition_disabled()
+                or torch.compiler.is_exporting()
                 or any(t is not torch.Tensor and not issubclass(t, known) for t in types)
                 or not tensors or any(t.device.type != device for t in tensors)):
             return mode.__torch_dispatch__(func, types, args, kwargs)

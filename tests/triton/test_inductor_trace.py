@@ -4,7 +4,7 @@ operator becomes its kernel launches (``triton_kernel_wrapper_functional`` of th
 kernel) and the allocations of its fake, with no call of the operator left; a form its
 kernel does not cover becomes the reference's ATen ops; a reference-only operator becomes
 its reference's ATen ops; a symbolic row count traces the same; taken out of
-INLINE_DEVICES, or on CPU tensors, the operator stays one call. (test_cuda_dispatch.py
+INLINE_DEVICES, under torch.export or on CPU tensors, the operator stays one call. (test_cuda_dispatch.py
 compiles and runs the same on a GPU.)
 
 Triton's kernels must not be the interpreter's here, so the checks run in a child process
@@ -154,6 +154,14 @@ def main() -> int:
         library.INLINE_DEVICES.add("cuda")
     report("npu_add_rms_norm opaque when not inlined",
            not kernels and "npu.npu_add_rms_norm.default" in ops, (kernels, sorted(ops)))
+    exporting = torch.compiler.is_exporting
+    torch.compiler.is_exporting = lambda: True  # torch.export keeps custom operators
+    try:
+        kernels, ops = _summary(_trace("npu_add_rms_norm", args, kw))
+    finally:
+        torch.compiler.is_exporting = exporting
+    report("npu_add_rms_norm opaque under torch.export",
+           not kernels and "npu.npu_add_rms_norm.default" in ops, (kernels, sorted(ops)))
     kernels, ops = _summary(_trace("npu_add_rms_norm", args, kw, device="cpu"))
     report("npu_add_rms_norm opaque on CPU", not kernels and "npu.npu_add_rms_norm.default" in ops,
            (kernels, sorted(ops)))
@@ -181,7 +189,7 @@ def main() -> int:
 def test_torch_compile_traces_the_operators_on_cuda():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") >= 17, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") >= 18, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":
