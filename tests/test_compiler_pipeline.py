@@ -380,3 +380,33 @@ def test_reduce_overhead_uses_cuda_graphs_on_cuda():
     for _ in range(3):  # replays
         out = torch.compile(layer, backend=result.backend)(*inputs)
     assert torch.equal(out[0], first[0])
+
+
+def test_backend_by_name_with_torchair_options():
+    """``torch.compile(m, backend="op_sdk", options={...})``: the torch_dynamo_backends
+    entry point (no get_npu_backend call), options by their CompilerConfig paths."""
+    from op_sdk.compiler import named
+
+    assert "op_sdk" in torch._dynamo.list_backends()
+    torch._dynamo.reset()
+    options = {"mode": "reduce-overhead", "experimental_config.remove_noop_ops": False}
+    args = layer_inputs()
+    got = torch.compile(layer, backend="op_sdk", options=options)(*args)
+    backend = named.backend_for(options)
+    assert backend.config.mode.value == "reduce-overhead"
+    assert backend.config.experimental_config.remove_noop_ops.value is False
+    assert backend.last_report.graphs[0].match_count("add_rms_norm_dynamic_quant") == 1
+    want = layer(*args)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=0, atol=1)
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"experimental_config.no_such": 1}, "no option 'no_such'"),
+    ({"no_such_group.x": 1}, "no group of options 'no_such_group'"),
+    ({"mode": "fast"}, "mode"),
+])
+def test_backend_by_name_refuses_bad_options(options, message):
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match=message):
+        torch.compile(layer, backend="op_sdk", options=options)(*layer_inputs())
