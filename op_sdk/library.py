@@ -315,6 +315,13 @@ def inline_calls(enabled: bool):
         _inline_state.off = prev
 
 
+def tensors_device(values) -> str | None:
+    """The device type of the tensors among ``values`` when there are some and they share
+    one, else None."""
+    devices = {v.device.type for v in values if isinstance(v, torch.Tensor)}
+    return devices.pop() if len(devices) == 1 else None
+
+
 def traced_through(op, device: str) -> bool:
     """Whether torch.compile traces through ``op`` (an OpOverload) on ``device`` tensors."""
     opdef = _REGISTRY.get(op.name()) if isinstance(op, torch._ops.OpOverload) else None
@@ -338,12 +345,10 @@ def _inline_when_compiled(opdef: OpDef, device: str, lib: torch.library.Library,
     known = (FakeTensor, FunctionalTensor)
 
     def rule(mode, func, types, args, kwargs):
-        tensors = [a for a in torch.utils._pytree.tree_leaves((args, kwargs))
-                   if isinstance(a, torch.Tensor)]
         if (device not in INLINE_DEVICES or getattr(_inline_state, "off", False)
                 or torch.compiler.is_exporting()
                 or any(t is not torch.Tensor and not issubclass(t, known) for t in types)
-                or not tensors or any(t.device.type != device for t in tensors)):
+                or tensors_device(torch.utils._pytree.tree_leaves((args, kwargs))) != device):
             return mode.__torch_dispatch__(func, types, args, kwargs)
         with mode:
             return kernel(*args, **kwargs)

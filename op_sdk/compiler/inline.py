@@ -18,30 +18,24 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 
-def _device(values) -> str | None:
-    devices = {v.device.type for v in values if isinstance(v, torch.Tensor)}
-    return devices.pop() if len(devices) == 1 else None
-
-
-def inline_operators(gm: torch.fx.GraphModule, decompositions: dict | None = None) -> int:
+def inline_operators(gm: torch.fx.GraphModule) -> int:
     """Replace each traced-through operator call in ``gm`` (on one device of
-    INLINE_DEVICES) by its traced kernel, decomposed by ``decompositions`` (default:
-    Inductor's table); returns how many."""
+    INLINE_DEVICES) by its traced kernel, decomposed by Inductor's table; returns how many."""
     from torch._guards import detect_fake_mode
     from torch._inductor.decomposition import select_decomp_table
     from torch._subclasses.functional_tensor import dispatch_functionalize
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from op_sdk.library import inline_calls, traced_through
+    from op_sdk.library import inline_calls, tensors_device, traced_through
 
     graph, count = gm.graph, 0
-    decompositions = select_decomp_table() if decompositions is None else decompositions
+    decompositions = select_decomp_table()
     for node in list(graph.nodes):
         if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
             continue
         flat, spec = tree_flatten((node.args, node.kwargs))
         values = [a.meta.get("val") if isinstance(a, torch.fx.Node) else a for a in flat]
-        device = _device(values)
+        device = tensors_device(values)
         if device is None or not traced_through(node.target, device):
             continue
         inputs = [i for i, a in enumerate(flat) if isinstance(a, torch.fx.Node)]

@@ -26,25 +26,38 @@ KERNEL = {"npu_rms_norm": "_rows", "npu_add_rms_norm": "_rows", "npu_add_rms_nor
 NEEDS_CUDA = {"npu_rotary_mul"}
 
 
-def _trace_fn(fn, args, device="cuda"):
+def _trace_fn(fn, args, device="cuda", dynamic_rows=False):
     """The graph AOTAutograd's functional tracing records for ``fn(*args)``, on fake tensors
-    of the arguments' shapes on ``device``."""
+    of the arguments' shapes and strides on ``device``; with ``dynamic_rows``, the leading
+    (row) dim of the inputs that have the first one's is symbolic (those inputs contiguous),
+    as under torch.compile's dynamic shapes."""
     import torch
+    from torch._dynamo.source import ConstantSource
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch._subclasses.functional_tensor import dispatch_functionalize
     from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
+
+    env = ShapeEnv() if dynamic_rows else None
+    mode = FakeTensorMode(shape_env=env)
+    rows, sym = args[0].shape[0], None
+    if dynamic_rows:
+        sym = env.create_symintnode(env.create_symbol(rows, ConstantSource("rows"),
+                                                      dynamic_dim=DimDynamic.DYNAMIC), hint=rows)
 
     def fake(t):
         if not isinstance(t, torch.Tensor):
             return t
+        if sym is not None and t.dim() >= 2 and t.shape[0] == rows:
+            return torch.empty((sym, *t.shape[1:]), dtype=t.dtype, device=device)
         return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=device)
 
-    with FakeTensorMode():
+    with mode:
         flat = [fake(a) for a in args]
-    return make_fx(dispatch_functionalize(fn), tracing_mode="fake")(*flat)
+        return make_fx(dispatch_functionalize(fn), tracing_mode="real")(*flat)
 
 
-def _trace(name, args, kw, device="cuda"):
+def _trace(name, args, kw, device="cuda", dynamic_rows=False):
     """``_trace_fn`` of one call of the operator (its keyword tensors inputs too)."""
     import torch
 
@@ -54,40 +67,7 @@ def _trace(name, args, kw, device="cuda"):
     def call(*flat):
         return op(*flat[:len(args)], **dict(zip(keys, flat[len(args):])))
 
-    return _trace_fn(call, (*args, *kw.values()), device)
-
-
-def _trace_dynamic(name, args, kw):
-    """``_trace`` with the leading (row) dim of the inputs that have it symbolic, as under
-    torch.compile's dynamic shapes."""
-    import torch
-    from torch._dynamo.source import ConstantSource
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch._subclasses.functional_tensor import dispatch_functionalize
-    from torch.fx.experimental.proxy_tensor import make_fx
-    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
-
-    op = getattr(torch.ops.npu, name).default
-    keys, rows = list(kw), args[0].shape[0]
-    env = ShapeEnv()
-    mode = FakeTensorMode(shape_env=env)
-    sym = env.create_symintnode(env.create_symbol(rows, ConstantSource("rows"),
-                                                  dynamic_dim=DimDynamic.DYNAMIC), hint=rows)
-
-    def fake(t):
-        if not isinstance(t, torch.Tensor):
-            return t
-        shape = list(t.shape)
-        if t.dim() >= 2 and shape[0] == rows:
-            shape[0] = sym
-        return torch.empty(shape, dtype=t.dtype, device="cuda")
-
-    def call(*flat):
-        return op(*flat[:len(args)], **dict(zip(keys, flat[len(args):])))
-
-    with mode:
-        flat = [fake(a) for a in (*args, *kw.values())]
-        return make_fx(dispatch_functionalize(call), tracing_mode="real")(*flat)
+    return _trace_fn(call, (*args, *kw.values()), device, dynamic_rows)
 
 
 def _summary(gm):
@@ -133,7 +113,7 @@ def main() -> int:
     # dynamic shapes: a symbolic row count (no guard but 32-bit indexing's size limit)
     for name in ("npu_add_rms_norm_dynamic_quant", "npu_swiglu", "npu_quantize"):
         args, kw = triton_cases()[name]
-        kernels, ops = _summary(_trace_dynamic(name, args, kw))
+        kernels, ops = _summary(_trace(name, args, kw, dynamic_rows=True))
         report(f"{name} traced with dynamic rows", kernels == [KERNEL[name]]
                and not any("npu." in o for o in ops), (kernels, sorted(ops)))
     # a form the kernel does not cover (rows over MAX_ROW): the reference's ATen ops
