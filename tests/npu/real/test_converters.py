@@ -40,6 +40,13 @@ from op_sdk.converters import register_with_torchair  # noqa: E402
 from op_sdk.converters import torchair_bridge  # noqa: E402
 from tests import plugin_example  # noqa: E402
 from tests.ops import gather  # noqa: E402
+from tests.test_converters import IR_TYPE, _op, _qualname, fx_of_call  # noqa: E402
+
+compat_ir.is_cann_compat = lambda *args, **kwargs: ""  # CANN's prototype registry is not here
+# the SoC whose converter path op_sdk's mirrors (Atlas A2 / A3, not arch35); TorchAir asks
+# the device, which is not here
+quantmatmul.is_arch35 = lambda: False
+compat_ir.ge_op.__globals__["is_cann_compat"] = compat_ir.is_cann_compat  # noqa: E501
 
 
 @pytest.fixture(autouse=True)
@@ -50,13 +57,7 @@ def _an_atlas_a2(monkeypatch):
     import torch_npu
 
     monkeypatch.setattr(torch_npu.npu, "get_device_name", lambda *a, **k: "Ascend910B1")
-from tests.test_converters import IR_TYPE, _op, _qualname, fx_of_call  # noqa: E402
 
-compat_ir.is_cann_compat = lambda *args, **kwargs: ""  # CANN's prototype registry is not here
-# the SoC whose converter path op_sdk's mirrors (Atlas A2 / A3, not arch35); TorchAir asks
-# the device, which is not here
-quantmatmul.is_arch35 = lambda: False
-compat_ir.ge_op.__globals__["is_cann_compat"] = compat_ir.is_cann_compat  # noqa: E501
 
 # the operators TorchAir of torch-npu 2.13.0 converts itself (op_sdk's deliverables table
 # reports the same set)
