@@ -17,7 +17,8 @@
 //   lo, then round half to even, in float lanes), reduce_add / reduce_max, absmax /
 //   reduce_absmax (max |x| that propagates NaN), store_q (round half to even, saturated
 //   to an integer type; a NaN lane stores 0, the contract's rule for quantised stores),
-//   store_fence, for_each_vec (the loop with its tail). generic and avx2 have the same lane count and the same reduction trees, so
+//   store_fence, exp2i (2^n of integer lanes) / select_nan (exp's building blocks, see
+//   kernels/swiglu.inl), for_each_vec (the loop with its tail). generic and avx2 have the same lane count and the same reduction trees, so
 //   their results are bit-identical.
 #pragma once
 
@@ -393,6 +394,18 @@ inline void store_q(O* p, Vec a, Vec lo, Vec hi, int n) {
 inline void store_q_stream(int8_t* p, Vec a, Vec lo, Vec hi) { store_q(p, a, lo, hi, Full{}); }
 
 // The row loop with its tail (opk::for_each_lane_block).
+// 2^n for integer-valued lanes n in [-126, 127] (exp's scaling: built from the exponent bits)
+inline Vec exp2i(Vec n) {
+  return map([&](int i) {
+    const uint32_t u = uint32_t(int32_t(n.v[i]) + 127) << 23;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  });
+}
+// lanes where x is NaN take x, the others y
+inline Vec select_nan(Vec x, Vec y) { return map([&](int i) { return x.v[i] != x.v[i] ? x.v[i] : y.v[i]; }); }
+
 template <typename F>
 inline void for_each_vec(int64_t n, F&& f) {
   for_each_lane_block<Vec::N, Full>(n, f);
@@ -551,6 +564,14 @@ inline void store_q(O* p, Vec a, Vec lo, Vec hi, int n) {
 }
 
 // The row loop with its tail (opk::for_each_lane_block).
+inline Vec exp2i(Vec n) {
+  const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n.v), _mm256_set1_epi32(127));
+  return {_mm256_castsi256_ps(_mm256_slli_epi32(e, 23))};
+}
+inline Vec select_nan(Vec x, Vec y) {
+  return {_mm256_blendv_ps(y.v, x.v, _mm256_cmp_ps(x.v, x.v, _CMP_UNORD_Q))};
+}
+
 template <typename F>
 inline void for_each_vec(int64_t n, F&& f) {
   for_each_lane_block<Vec::N, Full>(n, f);
@@ -704,6 +725,14 @@ inline void store_q(int32_t* p, Vec a, Vec lo, Vec, int n) {
 // does not inline an AVX-512 function (f) into a function with fewer target features, so
 // every vector became a call (npu_dynamic_quant, bf16 4096 x 4096 on AMD Zen 5: 2.8 ms,
 // twice its AVX2 body's time).
+inline Vec exp2i(Vec n) {
+  const __m512i e = _mm512_add_epi32(_mm512_cvtps_epi32(n.v), _mm512_set1_epi32(127));
+  return {_mm512_castsi512_ps(_mm512_slli_epi32(e, 23))};
+}
+inline Vec select_nan(Vec x, Vec y) {
+  return {_mm512_mask_mov_ps(y.v, _mm512_cmp_ps_mask(x.v, x.v, _CMP_UNORD_Q), x.v)};
+}
+
 template <typename F>
 inline void for_each_vec(int64_t n, F&& f) {
   int64_t j = 0;

@@ -198,8 +198,21 @@ _PATHS_SCRIPT = r"""
 import torch
 from tests.ops import (test_add_rms_norm as add, test_add_rms_norm_cast as cast,
                        test_add_rms_norm_dynamic_quant as ardq, test_add_rms_norm_quant as arq,
-                       test_dynamic_quant as dq, test_quantize as q, test_rms_norm as rms)
+                       test_dynamic_quant as dq, test_quantize as q, test_rms_norm as rms,
+                       test_rotary_mul as rope, test_swiglu as swiglu)
 torch.manual_seed(0)
+for mode in rope.MODES:  # bit for bit; every layout of cos / sin broadcasting
+    for shape, rshape in rope.LAYOUTS:
+        if mode != "quarter" or shape[-1] % 4 == 0:
+            rope.test_matches_reference_and_formula(torch.bfloat16, mode, shape, rshape)
+    rope.test_matches_reference_and_formula(torch.float16, mode, *rope.LAYOUTS[0])
+rope.test_non_contiguous_stride_zero_empty_and_nonfinite()
+for dtype in (torch.float32, torch.bfloat16):
+    for shape, dim in swiglu.SHAPES:
+        swiglu.test_matches_reference_and_formula(dtype, shape, dim)
+        swiglu.test_backward_matches_reference_and_formula(dtype, shape, dim)
+swiglu.test_inf_and_nan_follow_the_formula()
+swiglu.test_non_contiguous_stride_zero_empty_and_nan()
 rms.test_rms_norm(torch.bfloat16, torch.float32, (257, 96), 1)
 rms.test_rms_norm(torch.float16, torch.float16, (2, 3, 7), 1)
 rms.test_rms_norm(torch.float32, torch.float32, (3, 7168), 1)

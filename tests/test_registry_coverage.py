@@ -11,6 +11,7 @@ import torch
 
 from tests.ops import HERE, gather, opdef, sdk_ops, slice_module
 from tests.ops._helpers import TOL, assert_bits_equal, assert_float_close
+from tests.test_ops_constraints import _build
 
 OPS = sdk_ops()
 NATIVE_OPS = [o for o in OPS if "cpu" in o.native]
@@ -82,8 +83,9 @@ ROUTING = [o for o in NATIVE_OPS if o.reference_op]
 @pytest.mark.parametrize("op", ROUTING, ids=lambda o: o.qualname)
 def test_routed_forms_run_the_reference(op):
     """An operator whose launcher routes forms to its reference (reference_op=True): the
-    reference operator has the operator's schema, some sample takes the route, and a routed
-    call computes exactly what the reference does."""
+    reference operator has the operator's schema, some sample or constraint case takes the
+    route, a routed call computes exactly what the reference does, and a routed invalid
+    call raises the reference's error."""
     ours = torch._C._get_schema(op.qualname, "")
     theirs = torch._C._get_schema(f"op_sdk_reference::{op.name}", "")
     assert str(theirs).split("::", 1)[1] == str(ours).split("::", 1)[1]
@@ -102,4 +104,19 @@ def test_routed_forms_run_the_reference(op):
                 o, r = (t.contiguous().view({1: torch.uint8, 2: torch.int16, 4: torch.int32,
                                              8: torch.int64}[t.element_size()]) for t in (o, r))
             assert torch.equal(o, r)
-    assert routed, f"no sample of {op.qualname} takes a form its launcher routes to the reference"
+    # a launcher that routes only invalid calls (their rules and messages in the reference
+    # alone): each constraint case of the operator raises from the reference, same message
+    for _, name, args, kwargs, _, exc in gather("CASES"):
+        if opdef(name) is not op:
+            continue
+        args, kwargs = _build(args, "cpu"), _build(kwargs, "cpu")
+        with torch.profiler.profile() as prof, pytest.raises(exc) as ours_error:
+            op.op(*args, **kwargs)
+        if f"op_sdk_reference::{op.name}" not in {e.name for e in prof.events()}:
+            continue
+        routed += 1
+        with pytest.raises(exc) as reference_error:
+            op.reference(*args, **kwargs)
+        assert str(reference_error.value) in str(ours_error.value)
+    assert routed, (f"no sample or constraint case of {op.qualname} takes a form its launcher "
+                    "routes to the reference")

@@ -11,6 +11,9 @@ input's or 1, the last input's; a float dtype, cast to input's first (op-plugin'
 the last dim even, a multiple of 4 for "quarter", at most 1024; ``rotate`` an optional
 (D, D) matrix of input's dtype with "half" / "interleave" (then ``B(x) = x @ rotate``). Each
 mode is a permutation of the last dim with signs (``rotation``): float32 inside, one rounding.
+
+Native CPU kernel: csrc/rotary_mul.cpp (over kernels/rotary.h), every mode without
+``rotate``; calls with ``rotate`` run the reference.
 """
 
 from __future__ import annotations
@@ -236,7 +239,9 @@ npu_rotary_mul = define_op(
     "npu_rotary_mul(Tensor input, Tensor r1, Tensor r2, str rotary_mode='half', "
     "Tensor? rotate=None) -> Tensor",
     kernels={"cuda": TritonKernel(rotary_mul_cuda)},
-    reference=rotary_mul_reference, fake=rotary_mul_fake,
+    reference=rotary_mul_reference, fake=rotary_mul_fake, native=("cpu",),
+    # the CPU launcher routes calls with `rotate` (and invalid ones) to the reference
+    reference_op=True,
     aclnn=_mode_bindings("aclnnRotaryPositionEmbeddingV2", ("out",),
                          {"x": "input", "cos": "r1", "sin": "r2"}, list(MODES)),
     backward=_rotary_mul_backward, setup_context=_rotary_mul_setup,

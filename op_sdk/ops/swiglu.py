@@ -12,6 +12,8 @@ Backward (docs/aclnnSwiGluGrad.md): ``grad_output`` of ``input``'s dtype and of 
 output shape; with s = sigmoid(a), the gradient is ``grad_output * (s + s * (1 - s) * a) * b``
 for the first half and ``grad_output * s * a`` for the second, in float32, rounded once.
 (ops-nn lists empty tensors as unsupported by the NPU kernel; here they give empty results.)
+
+Native CPU kernels: csrc/swiglu.cpp (over kernels/swiglu.h), every valid call.
 """
 
 from __future__ import annotations
@@ -103,7 +105,6 @@ def _swiglu_backward(ctx, grad):
     return torch.ops.npu.npu_swiglu_backward(grad, input, ctx.dim), None
 
 
-
 def swiglu_cuda(input, dim=-1):
     """The CUDA kernel (Triton, op_sdk/triton_kernels/swiglu.py): every form."""
     from op_sdk.triton_kernels import swiglu
@@ -128,6 +129,7 @@ prototypes.declare("aclnnSwiGlu",
 npu_swiglu = define_op(
     "npu_swiglu(Tensor input, int dim=-1) -> Tensor",
     kernels={"cuda": TritonKernel(swiglu_cuda)},
+    native=("cpu",), reference_op=True,  # the CPU launcher's invalid calls raise here
     benchmarks=(Benchmark(lambda t, h, dt: ((bench_randn(t, 2 * h, dtype=dt),), {})),),
     reference=swiglu_reference, fake=swiglu_fake,
     # on the NPU: CANN's SwiGlu kernel through aclnnSwiGlu, bound OpPlugin-style
@@ -144,6 +146,7 @@ prototypes.declare("aclnnSwiGluGrad",
 npu_swiglu_backward = define_op(
     "npu_swiglu_backward(Tensor grad_output, Tensor input, int dim=-1) -> Tensor",
     kernels={"cuda": TritonKernel(swiglu_backward_cuda)},
+    native=("cpu",), reference_op=True,
     reference=swiglu_backward_reference, fake=swiglu_backward_fake,
     aclnn=AclnnBinding("aclnnSwiGluGrad", outputs=("out",), rename={"yGrad": "grad_output", "x": "input"}),
     doc="The gradient of npu_swiglu with respect to input (float32 inside).",

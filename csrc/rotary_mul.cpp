@@ -1,0 +1,90 @@
+// CPU launcher of npu_rotary_mul: the forms of the hot path (no `rotate` matrix) run the row
+// kernel of kernels/rotary.h; every other call, valid or not, goes to the operator's
+// reference (op_sdk_reference::npu_rotary_mul), so the contract's rules and their error
+// messages have one implementation (op_sdk/ops/rotary_mul.py). `fast_form` only says which
+// calls the kernel takes: each condition is one of those rules, so a call it admits is valid.
+#include <torch/library.h>
+
+#include <string>
+
+#include "launch.h"
+#include "registry.h"
+#include "rotary.h"
+
+namespace opsdk {
+namespace {
+
+using at::Tensor;
+
+constexpr int64_t kMaxD = 1024;
+
+bool is_float(const Tensor& t) {
+  const auto s = t.scalar_type();
+  return s == at::kFloat || s == at::kHalf || s == at::kBFloat16;
+}
+
+int mode_code(c10::string_view m) {
+  if (m == "half") return opk::kRotaryHalf;
+  if (m == "interleave") return opk::kRotaryInterleave;
+  if (m == "quarter") return opk::kRotaryQuarter;
+  if (m == "interleave-half") return opk::kRotaryInterleaveHalf;
+  return -1;
+}
+
+bool broadcasts_to(const Tensor& r, const Tensor& x) {
+  if (!is_float(r) || r.dim() != x.dim() || r.size(-1) != x.size(-1)) return false;
+  for (int64_t i = 0; i < x.dim(); ++i)
+    if (r.size(i) != 1 && r.size(i) != x.size(i)) return false;
+  return true;
+}
+
+bool fast_form(const Tensor& x, const Tensor& r1, const Tensor& r2, int mode,
+               const std::optional<Tensor>& rotate) {
+  if (rotate.has_value() || mode < 0 || !is_float(x) || (x.dim() != 3 && x.dim() != 4))
+    return false;
+  const int64_t d = x.size(-1), step = mode == opk::kRotaryQuarter ? 4 : 2;
+  return d > 0 && d <= kMaxD && d % step == 0 && broadcasts_to(r1, x) &&
+         r2.sizes() == r1.sizes() && broadcasts_to(r2, x);
+}
+
+Tensor npu_rotary_mul(const Tensor& input, const Tensor& r1, const Tensor& r2,
+                      c10::string_view rotary_mode, const std::optional<Tensor>& rotate) {
+  const int mode = mode_code(rotary_mode);
+  if (!fast_form(input, r1, r2, mode, rotate)) {
+    static const auto reference = reference_op<decltype(npu_rotary_mul)>("npu_rotary_mul");
+    return reference.call(input, r1, r2, rotary_mode, rotate);
+  }
+  const auto dt = input.scalar_type();
+  const Tensor x = input.contiguous();
+  // cos / sin rounded to the input's dtype (op-plugin casts them), rows of d contiguous,
+  // broadcast dims as stride 0
+  const Tensor c = r1.to(dt).contiguous().expand(input.sizes());
+  const Tensor s = r2.to(dt).contiguous().expand(input.sizes());
+  Tensor y = new_output(input.sizes(), input.options());  // contiguous: torch_npu's Meta
+  const int64_t d = x.size(-1), nd = x.dim(), rows = x.numel() / d;
+  if (rows == 0) return y;
+  dispatch_float(dt, [&](auto tx) {
+    using T = decltype(tx);
+    parallel_rows(rows, d, [&](int64_t b, int64_t e) {
+      opk::RowBuffer<float> scratch(2 * d);
+      for (int64_t r = b; r < e; ++r) {
+        int64_t rem = r, off_c = 0, off_s = 0;  // r over the leading dims, last fastest
+        for (int64_t k = nd - 2; k >= 0; --k) {
+          const int64_t i = rem % x.size(k);
+          rem /= x.size(k);
+          off_c += i * c.stride(k);
+          off_s += i * s.stride(k);
+        }
+        opk::rotary_row<T>(ptr<T>(x) + r * d, ptr<T>(c) + off_c, ptr<T>(s) + off_s,
+                           ptr<T>(y) + r * d, d, mode, scratch.data);
+      }
+    });
+  });
+  return y;
+}
+
+}  // namespace
+
+OPSDK_NATIVE_OP(npu, npu_rotary_mul, &npu_rotary_mul, kDifferentiable);
+
+}  // namespace opsdk
