@@ -192,6 +192,132 @@ def test_quant_spellings_refused_with_reason():
             res.report.summary()
 
 
+# ---- RoPE (rotate_half) and SwiGLU ----------------------------------------------------------
+
+def rotate_half(x):
+    """transformers' rotate_half."""
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def hf_rope(q, k, cos, sin):
+    """transformers' apply_rotary_pos_emb (unsqueeze_dim=1)."""
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    return (q * cos) + (rotate_half(q) * sin), (k * cos) + (rotate_half(k) * sin)
+
+
+def _rope_inputs(dtype, seq=7, head_dim=32):
+    torch.manual_seed(0)
+    angles = torch.randn(2, seq, head_dim)
+    return [torch.randn(2, 4, seq, head_dim, dtype=dtype),
+            torch.randn(2, 2, seq, head_dim, dtype=dtype),
+            angles.cos().to(dtype), angles.sin().to(dtype)]
+
+
+@pytest.mark.parametrize("mode,dtype", [("reduce-overhead", torch.bfloat16),
+                                        ("reduce-overhead", torch.float16),
+                                        ("reduce-overhead", torch.float32),
+                                        ("max-autotune", torch.bfloat16)])
+def test_hf_rope_becomes_npu_rotary_mul(mode, dtype):
+    args = _rope_inputs(dtype)
+    res = compile_and_run(hf_rope, args, config(mode, **(NPU_PLAN if mode == "max-autotune"
+                                                          else {})))
+    assert res.report.match_count("native_rotary_mul") == 2, res.report.summary()  # q and k
+    assert res.targets.count(npu.npu_rotary_mul.default) == 2
+    assert not res.has(aten.cat.default) and not res.has(aten.neg.default)
+    assert_fused_close(res.outputs, hf_rope(*args), args)
+
+
+def test_rope_sum_in_either_order_and_dynamic_shapes():
+    def rope_sin_first(x, cos, sin):
+        return rotate_half(x) * sin + x * cos
+
+    x, _, cos, sin = _rope_inputs(torch.bfloat16)
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    for t in (x, cos, sin):  # batch and sequence dynamic; the head dim static, as in a model
+        torch._dynamo.mark_dynamic(t, 0)
+        torch._dynamo.mark_dynamic(t, 2)
+    res = compile_and_run(rope_sin_first, [x, cos, sin])
+    assert res.report.match_count("native_rotary_mul") == 1, res.report.summary()
+    assert_fused_close(res.outputs, rope_sin_first(x, cos, sin), [x, cos, sin])
+    compiled = torch.compile(rope_sin_first, backend=res.backend)
+    y, _, c2, s2 = _rope_inputs(torch.bfloat16, seq=11)
+    with torch.no_grad():
+        assert_fused_close(compiled(y[:1], c2[:1].unsqueeze(1), s2[:1].unsqueeze(1)),
+                           rope_sin_first(y[:1], c2[:1].unsqueeze(1), s2[:1].unsqueeze(1)), [y])
+    # every dim dynamic: an odd head dim would be legal for the plain code and not for
+    # npu_rotary_mul, and a check adds no guard: refused, saying why
+    res = compile_and_run(rope_sin_first, [x, cos, sin], dynamic=True)
+    assert res.report.match_count("native_rotary_mul") == 0
+    assert any("not known to be even" in m.reason for m in res.report.misses("native_rotary_mul"))
+    assert_fused_close(res.outputs, rope_sin_first(x, cos, sin), [x, cos, sin])
+
+
+def test_rope_spellings_refused_with_reason():
+    x, _, cos, sin = _rope_inputs(torch.bfloat16)
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+
+    def wrong_halves(x, cos, sin):  # cat((-x1, x2)): not a rotation
+        h = x.shape[-1] // 2
+        return x * cos + torch.cat((-x[..., :h], x[..., h:]), -1) * sin
+
+    res = compile_and_run(wrong_halves, [x, cos, sin])
+    assert res.report.match_count("native_rotary_mul") == 0
+    assert any("slices take [0, 16) and [16, 9223372036854775807)" in m.reason or
+               "splits it into halves" in m.reason
+               for m in res.report.misses("native_rotary_mul")), res.report.summary()
+    # float32 cos / sin with a bf16 x promote the result to float32: refused
+    res = compile_and_run(hf_rope, [x, x.clone(), cos.squeeze(1).float(), sin.squeeze(1).float()])
+    assert res.report.match_count("native_rotary_mul") == 0
+    assert any("returns x's dtype" in m.reason for m in res.report.misses("native_rotary_mul"))
+    assert res.outputs[0].dtype == torch.float32
+
+
+def silu_mul_chunk(x):
+    gate, up = x.chunk(2, dim=-1)
+    return F.silu(gate) * up
+
+
+def silu_mul_slices(x):
+    d = x.shape[-1] // 2
+    return F.silu(x[..., :d]) * x[..., d:]
+
+
+def up_times_silu(x):  # Phi-3's order: up_states * act(gate)
+    gate, up = x.chunk(2, dim=-1)
+    return up * F.silu(gate)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("fn", [silu_mul_chunk, silu_mul_slices, up_times_silu])
+def test_silu_times_up_becomes_npu_swiglu(fn, dtype):
+    x = torch.randn(3, 5, 2 * 48, dtype=dtype)
+    res = compile_and_run(fn, [x])
+    assert res.report.match_count("native_swiglu") == 1, res.report.summary()
+    assert res.has(npu.npu_swiglu.default) and not res.has(aten.silu.default)
+    assert_fused_close(res.outputs, fn(x), [x])
+
+
+def test_swiglu_spellings_refused_with_reason():
+    def silu_of_second(x):
+        up, gate = x.chunk(2, dim=-1)
+        return F.silu(gate) * up
+
+    def uneven(x):
+        return F.silu(x[..., :40]) * x[..., 40:80]
+
+    x = torch.randn(3, 96, dtype=torch.bfloat16)
+    for fn, words in ((silu_of_second, None), (uneven, "into halves")):
+        res = compile_and_run(fn, [x])
+        assert res.report.match_count("native_swiglu") == 0
+        assert not res.has(npu.npu_swiglu.default)
+        if words:  # (silu of the second half is no pattern's shape: no near miss)
+            assert any(words in m.reason for m in res.report.misses("native_swiglu")), \
+                res.report.summary()
+        assert_fused_close(res.outputs, fn(x), [x])
+
+
 def test_switches():
     x = torch.randn(2, 7, 32, dtype=torch.bfloat16)
     w = torch.rand(32, dtype=torch.bfloat16)
@@ -277,6 +403,8 @@ def _tiny(kind: str):
         return transformers.LlamaForCausalLM(transformers.LlamaConfig(**common))
     if kind == "qwen2":
         return transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**common))
+    if kind == "qwen3":  # q_norm / k_norm: RMSNorms over each head's 16 dims
+        return transformers.Qwen3ForCausalLM(transformers.Qwen3Config(**common, head_dim=16))
     cfg = transformers.DeepseekV3Config(
         **{**common, "num_key_value_heads": 4}, moe_intermediate_size=32,
         first_k_dense_replace=1, n_routed_experts=4, num_experts_per_tok=2,
@@ -322,6 +450,32 @@ def test_transformers_models_get_npu_norms(kind, mode):
     assert counts["npu.npu_rms_norm.default"] + with_add == norms, \
         (dict(counts), op_sdk.explain(backend).summary())
     assert with_add == 2 * 2  # the two residual adds of each of the 2 layers
+    assert counts["aten.rsqrt.default"] == 0
+    # RoPE with rotate_half on q and k of each layer (DeepSeek-V3's interleaved spelling,
+    # cat([q1 cos - q2 sin, q2 cos + q1 sin]) of the even / odd lanes, is no rule's: it
+    # stays as it is)
+    assert counts["npu.npu_rotary_mul.default"] == (0 if kind == "deepseek_v3" else 2 * 2)
+    err = (out.float() - ref.float()).abs().max().item()
+    assert err <= 0.02 * ref.float().abs().max().item() + 0.02, err
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_transformers_qwen3_gets_qk_norms_and_rope(mode):
+    """Qwen3's attention: q_norm / k_norm (RMSNorm over each head) become npu_rms_norm and
+    its RoPE npu_rotary_mul, planned for the NPU in max-autotune; logits close to eager."""
+    torch.manual_seed(0)
+    model = _tiny("qwen3").eval().to(torch.bfloat16)
+    ids = torch.randint(0, 128, (2, 9))
+    with torch.no_grad():
+        ref = model(ids).logits
+    out, counts, backend = compile_model(model, ids, config(
+        mode, **(NPU_PLAN if mode == "max-autotune" else {})))
+    summary = op_sdk.explain(backend).summary()
+    # per layer q_norm and k_norm, plus the final norm; the input / post-attention norms
+    # with their residual adds
+    assert counts["npu.npu_rms_norm.default"] == 2 * 2 + 1, (dict(counts), summary)
+    assert counts["npu.npu_add_rms_norm.default"] == 2 * 2, summary
+    assert counts["npu.npu_rotary_mul.default"] == 2 * 2, summary
     assert counts["aten.rsqrt.default"] == 0
     err = (out.float() - ref.float()).abs().max().item()
     assert err <= 0.02 * ref.float().abs().max().item() + 0.02, err

@@ -25,9 +25,20 @@ Rules, in the order they run (each a ``Fusion`` of its own, reported like the fu
 * ``native_add_rms_norm`` -> ``npu_add_rms_norm``: residual ``x1 + x2`` whose sum feeds
   an ``npu_rms_norm`` (the sum used afterwards or not). Checks: x1 and x2 of one shape and
   dtype (no broadcasting), gamma of their dtype.
+* ``native_rotary_mul`` -> ``npu_rotary_mul`` (rotary_mode "half"): RoPE as Hugging Face
+  writes it, ``x * cos + rotate_half(x) * sin`` with ``rotate_half(x) = cat((-x2, x1), -1)``
+  (either order of the sum). Checks: the slices are the two halves of the last dim (known
+  even: a symbolic head dim is refused rather than guarded), the cat is along it, and the
+  result keeps x's dtype (float32 cos / sin with a bf16 x promote it: refused). cos / sin
+  must broadcast to x as npu_rotary_mul's contract says (the replacement's own checks).
+* ``native_swiglu`` -> ``npu_swiglu(x, -1)``: ``F.silu(gate) * up`` where gate / up are
+  the halves of one tensor's last dim (``x.chunk(2, -1)`` or two slices; the product in
+  either order). Checks: two equal halves of the last dim, silu of the first, the result
+  in x's dtype. Separate gate / up projections (Llama's MLP) hold no single tensor to
+  pass: they stay as they are.
 
 The results differ from the plain code only where the operators' contract says
-(ops.md): one rounding instead of two in the norms (HF rounds the normalised value to
+(ops.md): one rounding instead of two or three in the norms, RoPE and SwiGLU (HF rounds the normalised value to
 bf16 before the weight product; npu_add_rms_norm normalises the unrounded fp32 sum) and
 one int8 step where the plain code divides by the scale and the operator multiplies by
 its reciprocal. ``verify_replacement`` checks every variant against the plain code on
@@ -45,7 +56,7 @@ import threading
 
 import torch
 
-from op_sdk.patterns.checks import fmt, node_of, nodes_of, same, val
+from op_sdk.patterns.checks import fmt, known_multiple, node_of, nodes_of, same, val
 from op_sdk.patterns.diagnostics import Check
 from op_sdk.patterns.fusion import Fusion, Variant, generated_variant
 
@@ -289,8 +300,168 @@ ADD_RMS_NORM = _rule(
     doc="residual add + npu_rms_norm -> npu_add_rms_norm",
 )
 
+# ---- halves of the last dim: RoPE's rotate_half and SwiGLU's gate / up ----------------------
+
+_END = 2 ** 62  # a slice "to the end" ends at sys.maxsize (or the size itself)
+
+
+def _slice_span(node, x):
+    """(start, end) of ``aten.slice.Tensor(x, dim, start, end)`` on x's last dim with step 1,
+    with ``end`` clipped to the size; else None."""
+    xv = val(x)
+    args = list(node.args) + [None] * (5 - len(node.args))
+    _, dim, start, end, step = args[:5]
+    dim = node.kwargs.get("dim", 0 if dim is None else dim)
+    start = node.kwargs.get("start", start) or 0
+    end = node.kwargs.get("end", end)
+    step = node.kwargs.get("step", step) or 1
+    if node.args[0] is not x or dim % xv.dim() != xv.dim() - 1 or step != 1:
+        return None
+    d = xv.shape[-1]
+    if end is None or (isinstance(end, int) and end >= _END):
+        end = d
+    return start, end
+
+
+def _halves(match, x, lo_node, hi_node, what: str) -> str | None:
+    """lo_node = x[..., :D/2] and hi_node = x[..., D/2:] over x's last dim D (even)."""
+    d = val(x).shape[-1]
+    if not known_multiple(d, 2):
+        return f"{what}: the last dim {fmt(d)} is not known to be even"
+    lo, hi = _slice_span(lo_node, x), _slice_span(hi_node, x)
+    if lo is None or hi is None:
+        return f"{what}: the slices are not of x's last dim with step 1"
+    if not (same(lo[0], 0) and same(lo[1], d // 2) and same(hi[0], d // 2) and same(hi[1], d)):
+        return (f"{what}: the slices take [{fmt(lo[0])}, {fmt(lo[1])}) and [{fmt(hi[0])}, "
+                f"{fmt(hi[1])}) of the last dim {fmt(d)}; the operator splits it into halves")
+    return None
+
+
+def _keeps_dtype(match, x, op: str) -> str | None:
+    out, xv = val(match.output_nodes()[0]), val(x)
+    if out.dtype != xv.dtype:
+        return f"the result is {out.dtype}, not x's {xv.dtype}; {op} returns x's dtype"
+    return None
+
+
+# ---- RoPE: Hugging Face's rotate_half ---------------------------------------------------------
+
+# (x * cos first or second in the sum)
+_ROPE_FORMS = ("hf", "sin_first")
+
+
+def _rope_variant(form: str) -> Variant:
+    def search(x, cos, sin):
+        h = x.shape[-1] // 2
+        rotated = torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+        if form == "hf":
+            return x * cos + rotated * sin
+        return rotated * sin + x * cos
+
+    def replace(x, cos, sin):
+        return npu.npu_rotary_mul.default(x, cos, sin)
+
+    return Variant(form, search, replace)
+
+
+def _rope_rotate_half(match) -> str | None:
+    cat = node_of(match, aten.cat.default)
+    neg = node_of(match, aten.neg.default)
+    parts = cat.args[0]
+    x = neg.args[0].args[0]
+    rank = val(x).dim()
+    dim = cat.args[1] if len(cat.args) > 1 else cat.kwargs.get("dim", 0)
+    if dim % rank != rank - 1:
+        return f"rotate_half concatenates along dim {dim}; RoPE rotates the last dim"
+    if len(parts) != 2 or parts[0] is not neg:
+        return "rotate_half is not cat((-x2, x1))"
+    return (_halves(match, x, parts[1], neg.args[0], "rotate_half")
+            or _keeps_dtype(match, x, "npu_rotary_mul"))
+
+
+def _rope_inputs(dtype=torch.float16, variant=None, *, tokens=7, heads=3, head_dim=32,
+                 batch=2):
+    shape = (batch, heads, tokens, head_dim)
+    angles = torch.randn(batch, 1, tokens, head_dim)
+    return {"x": torch.randn(shape, dtype=dtype), "cos": angles.cos().to(dtype),
+            "sin": angles.sin().to(dtype)}
+
+
+ROTARY_MUL = _rule(
+    name="native_rotary_mul",
+    number=104,
+    fused_op="npu_rotary_mul",
+    unfused_ops=("aten.cat", "aten.neg"),
+    variants=lambda: tuple(_rope_variant(f) for f in _ROPE_FORMS),
+    example_inputs=_rope_inputs,
+    checks=(Check("rotate_half", "args", _rope_rotate_half),),
+    doc="RoPE with Hugging Face's rotate_half -> npu_rotary_mul (rotary_mode 'half')",
+)
+
+
+# ---- SwiGLU: silu of the first half times the second ---------------------------------------
+
+# "chunk": x.chunk(2, -1) (a split); "slices": x[..., :h], x[..., h:]; "+up_first": the
+# product written up * silu(gate) (Phi-3's MLP)
+_SWIGLU_FORMS = ("chunk", "slices", "chunk+up_first", "slices+up_first")
+
+
+def _swiglu_variant(form: str) -> Variant:
+    def search(x):
+        if form.startswith("chunk"):
+            gate, up = x.chunk(2, dim=-1)
+        else:
+            h = x.shape[-1] // 2
+            gate, up = x[..., :h], x[..., h:]
+        if form.endswith("up_first"):
+            return up * torch.nn.functional.silu(gate)
+        return torch.nn.functional.silu(gate) * up
+
+    def replace(x):
+        return npu.npu_swiglu.default(x, -1)
+
+    return Variant(form, search, replace)
+
+
+def _swiglu_halves(match) -> str | None:
+    silu = node_of(match, aten.silu.default)
+    mul = node_of(match, aten.mul.Tensor)
+    gate = silu.args[0]
+    up = mul.args[1] if mul.args[0] is silu else mul.args[0]
+    split = node_of(match, aten.split.Tensor)
+    if split is not None:
+        x = split.args[0]
+        xv = val(x)
+        size = split.args[1]
+        dim = split.args[2] if len(split.args) > 2 else split.kwargs.get("dim", 0)
+        if dim % xv.dim() != xv.dim() - 1:
+            return f"the split is along dim {dim}; npu_swiglu(x, -1) halves the last dim"
+        if not (known_multiple(xv.shape[-1], 2) and same(size * 2, xv.shape[-1])):
+            return (f"the split takes pieces of {fmt(size)} of the last dim "
+                    f"{fmt(xv.shape[-1])}; the operator takes two halves")
+        # (the getitem indices are part of the pattern: silu of the second half never matches)
+        return _keeps_dtype(match, x, "npu_swiglu")
+    x = gate.args[0]
+    return _halves(match, x, gate, up, "the halves") or _keeps_dtype(match, x, "npu_swiglu")
+
+
+def _swiglu_inputs(dtype=torch.float16, variant=None, *, tokens=7, hidden=32, lead=(2,)):
+    return {"x": torch.randn((*lead, tokens, 2 * hidden), dtype=dtype)}
+
+
+SWIGLU = _rule(
+    name="native_swiglu",
+    number=105,
+    fused_op="npu_swiglu",
+    unfused_ops=("aten.silu",),
+    variants=lambda: tuple(_swiglu_variant(f) for f in _SWIGLU_FORMS),
+    example_inputs=_swiglu_inputs,
+    checks=(Check("halves", "args", _swiglu_halves),),
+    doc="F.silu(gate) * up of the two halves of one tensor -> npu_swiglu",
+)
+
 # in the order the stage runs them: the add + norm rule needs the norms first
-NATIVE_RULES: tuple[Fusion, ...] = (RMS_NORM, DYNAMIC_QUANT, ADD_RMS_NORM)
+NATIVE_RULES: tuple[Fusion, ...] = (RMS_NORM, DYNAMIC_QUANT, ADD_RMS_NORM, ROTARY_MUL, SWIGLU)
 
 
 # ---- registration, verified ----------------------------------------------------------------
