@@ -1,4 +1,4 @@
-// npu_swiglu / npu_swiglu_backward kernels (torch-free): silu(a) * b of the two halves of a
+// npu_swiglu / npu_swiglu_backward / npu_swiglu_quant kernels (torch-free): silu(a) * b of the two halves of a
 // row, and its gradient, float32 inside, one rounding to T (float, bf16 or fp16).
 #pragma once
 
@@ -19,6 +19,16 @@ void swiglu_span(const T* a, const T* b, T* y, int64_t n) {
 template <typename T>
 void swiglu_backward_span(const T* g, const T* a, const T* b, T* da, T* db, int64_t n) {
   OPK_ISA_CALL(swiglu_backward_span, g, a, b, da, db, n);
+}
+
+// npu_swiglu_quant of rows of 2n elements (see swiglu.inl): smooth / offset null, one value
+// (per tensor) or n (per_channel); offset only in static mode (dynamic false).
+template <typename T>
+void swiglu_quant_rows(const T* x, int64_t rows, int64_t n, bool left, const float* smooth,
+                       bool per_channel, const float* offset, bool dynamic, int8_t* y,
+                       float* scale) {
+  OPK_ISA_CALL(swiglu_quant_rows, x, rows, n, left, smooth, per_channel, offset, dynamic, y,
+               scale);
 }
 
 }  // namespace opk

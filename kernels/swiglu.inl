@@ -42,3 +42,57 @@ void swiglu_backward_span(const T* g, const T* a, const T* b, T* da, T* db, int6
     store(db + j, vg * s * va, tail);
   });
 }
+
+// npu_swiglu_quant over rows of 2n: t = silu(a) b (left) or a silu(b), times smooth (n
+// values per channel, or smooth[0] for the tensor), plus offset (the same forms; static
+// mode only); dynamic: scale = 127 / max|t| (inf for an all-zero row), y = rint(t * scale);
+// static: scale 0, y = rint(t). Saturated to [-128, 127], a NaN stores 0 (store_q). The
+// order of operations is op_sdk/ops/swiglu_quant.py's reference.
+template <typename T>
+void swiglu_quant_rows(const T* x, int64_t rows, int64_t n, bool left, const float* smooth,
+                       bool per_channel, const float* offset, bool dynamic, int8_t* y,
+                       float* scale) {
+  RowBuffer<float> buf(n);
+  float* s = buf.data;
+  const Vec one = set1(1.0f), lo = set1(-128.0f), hi = set1(127.0f);
+  const Vec s1 = set1(smooth != nullptr ? smooth[0] : 1.0f);
+  const Vec o1 = set1(offset != nullptr ? offset[0] : 0.0f);
+  with_flags([&](auto k_left, auto k_smooth, auto k_per_channel, auto k_offset) {
+    constexpr bool kLeft = decltype(k_left)::value, kSmooth = decltype(k_smooth)::value;
+    constexpr bool kPerChannel = decltype(k_per_channel)::value;
+    constexpr bool kOffset = decltype(k_offset)::value;
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* a = x + r * 2 * n;
+      const T* b = a + n;
+      Vec m = zero();
+      for_each_vec(n, [&](int64_t j, auto tail) {
+        const Vec va = load(a + j, tail), vb = load(b + j, tail);
+        Vec t;
+        if constexpr (kLeft) t = (va / (one + exp(zero() - va))) * vb;
+        else t = va * (vb / (one + exp(zero() - vb)));
+        if constexpr (kSmooth) {
+          if constexpr (kPerChannel) t = t * load(smooth + j, tail);
+          else t = t * s1;
+        }
+        if constexpr (kOffset) {
+          if constexpr (kPerChannel) t = t + load(offset + j, tail);
+          else t = t + o1;
+        }
+        store(s + j, t, tail);
+        m = absmax(m, t);
+      });
+      int8_t* yr = y + r * n;
+      if (dynamic) {
+        const float mul = 127.0f / reduce_absmax(m);
+        scale[r] = mul;
+        const Vec vmul = set1(mul);
+        for_each_vec(n, [&](int64_t j, auto tail) {
+          store_q(yr + j, load(s + j, tail) * vmul, lo, hi, tail);
+        });
+      } else {
+        scale[r] = 0.0f;
+        for_each_vec(n, [&](int64_t j, auto tail) { store_q(yr + j, load(s + j, tail), lo, hi, tail); });
+      }
+    }
+  }, left, smooth != nullptr, per_channel, offset != nullptr);
+}

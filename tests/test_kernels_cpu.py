@@ -199,7 +199,8 @@ import torch
 from tests.ops import (test_add_rms_norm as add, test_add_rms_norm_cast as cast,
                        test_add_rms_norm_dynamic_quant as ardq, test_add_rms_norm_quant as arq,
                        test_dynamic_quant as dq, test_quantize as q, test_rms_norm as rms,
-                       test_rotary_mul as rope, test_swiglu as swiglu)
+                       test_rotary_mul as rope, test_swiglu as swiglu,
+                       test_swiglu_quant as sq)
 torch.manual_seed(0)
 for mode in rope.MODES:  # bit for bit; every layout of cos / sin broadcasting
     for shape, rshape in rope.LAYOUTS:
@@ -212,6 +213,11 @@ for dtype in (torch.float32, torch.bfloat16):
         swiglu.test_matches_reference_and_formula(dtype, shape, dim)
         swiglu.test_backward_matches_reference_and_formula(dtype, shape, dim)
 swiglu.test_inf_and_nan_follow_the_formula()
+for left in (False, True):
+    for mode in (0, 1):
+        sq.test_matches_the_golden(torch.bfloat16, left, mode, (2, 5, 130))
+sq.test_matches_the_golden(torch.float32, True, 1, (7, 34))
+sq.test_layouts_empty_zero_and_nonfinite()
 swiglu.test_non_contiguous_stride_zero_empty_and_nan()
 rms.test_rms_norm(torch.bfloat16, torch.float32, (257, 96), 1)
 rms.test_rms_norm(torch.float16, torch.float16, (2, 3, 7), 1)

@@ -366,6 +366,57 @@ def test_w8a8_block_fuses_norm_and_quantisation():
         assert torch.allclose(got.float(), exp.float(), atol=tol, rtol=0)
 
 
+class GateUpMLP(torch.nn.Module):
+    """An MLP with gate and up in one projection (Phi-3, vLLM's MergedColumnParallelLinear):
+    down(silu(gate) * up) of gate_up(x).chunk(2, -1)."""
+
+    def __init__(self, hidden=64, inter=96):
+        super().__init__()
+        self.gate_up = torch.nn.Linear(hidden, 2 * inter, bias=False)
+        self.down = torch.nn.Linear(inter, hidden, bias=False)
+
+    def forward(self, x):
+        gate, up = self.gate_up(x).chunk(2, dim=-1)
+        return self.down(F.silu(gate) * up)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_w8a8_mlp_fuses_swiglu_and_quantisation(dtype):
+    """silu(gate) * up becomes npu_swiglu (native_swiglu), and with the down projection's
+    int8 quantisation npu_swiglu_quant (fusion 6): one kernel from the gate_up GEMM's output
+    to the down GEMM's int8 input."""
+    torch.manual_seed(0)
+    mlp = op_sdk.quantize_w8a8(GateUpMLP().to(dtype))
+    assert mlp.w8a8_layers == 2
+    x = torch.randn(2, 5, 64, dtype=dtype)
+    res = compile_and_run(mlp, [x])
+    rep = res.report
+    assert rep.match_count("native_swiglu") == 1, rep.summary()
+    assert rep.match_count("swiglu_quant") == 1, rep.summary()
+    assert res.has(npu.npu_swiglu_quant.default)
+    assert not res.has(npu.npu_swiglu.default) and not res.has(aten.silu.default)
+    # the gate_up projection's own input quantisation stays
+    assert res.targets.count(npu.npu_dynamic_quant.default) == 1
+    with torch.no_grad():
+        ref = mlp(x)
+    tol = 0.05 * float(ref.float().abs().max())  # one int8 step of the activation
+    assert torch.allclose(res.outputs.float(), ref.float(), atol=tol, rtol=0)
+
+
+def test_swiglu_quant_refuses_smoothed_quantisation():
+    """npu_dynamic_quant with 1-D smooth_scales: npu_swiglu_quant takes (1, N) scales, the
+    fusion has no smooth input: a near miss saying so."""
+    def block(x, smooth):
+        return npu.npu_dynamic_quant(npu.npu_swiglu(x, -1), smooth_scales=smooth)
+
+    x, smooth = torch.randn(4, 64, dtype=torch.bfloat16), torch.rand(32, dtype=torch.bfloat16)
+    res = compile_and_run(block, [x, smooth])
+    assert res.report.match_count("swiglu_quant") == 0
+    assert any("smooth_scales" in m.reason for m in res.report.misses("swiglu_quant")), \
+        res.report.summary()
+    assert res.has(npu.npu_swiglu.default) and not res.has(npu.npu_swiglu_quant.default)
+
+
 def test_verification_at_registration_drops_a_wrong_variant():
     wrong = native.Fusion(
         name="native_test_wrong_eps", number=199, fused_op="npu_rms_norm",

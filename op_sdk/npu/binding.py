@@ -184,6 +184,7 @@ _CPP_TYPES = {
     "int[]": ("at::IntArrayRef", ("aclIntArray*",)),
     "bool[2]?": ("c10::optional<std::array<bool, 2>>", ()),
     "ScalarType": ("at::ScalarType", ("aclDataType",)),
+    "ScalarType?": ("c10::optional<at::ScalarType>", ()),
 }
 # an int argument passed to a narrower or dtype parameter goes through a named conversion
 _CONVERSIONS = {("int", "int32_t"): "static_cast<int32_t>",
@@ -630,7 +631,10 @@ def _call_lines(binding: AclnnBinding, plan: list[_Bound], by_name, indent: str)
     lines = [f"{indent}{name}_out.copy_({source});"  # the API updates the copy in place
              for name, source in binding.copy_of.items()]
     for b in plan:  # EXEC_NPU_CMD_EXT takes lvalues: constants and conversions become locals
-        if b.kind == "constant":
+        if b.kind == "constant" and b.param.ctype == "char*":  # a mutable string, as aclnn takes it
+            lines.append(f"{indent}char {b.expr}_text[] = {b.target};")
+            lines.append(f"{indent}char* {b.expr} = {b.expr}_text;")
+        elif b.kind == "constant":
             lines.append(f"{indent}const {b.param.ctype.removeprefix('const ')} {b.expr} = "
                          f"{b.target};")
         elif b.kind == "dtype":
