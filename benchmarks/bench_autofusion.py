@@ -1,8 +1,8 @@
 """Automatic fusion, measured: unmodified model code compiled with op_sdk's backend.
 
 For each model (the embedded DeepSeek-style W8A8 demo model, and transformers' Llama,
-Qwen2, DeepSeek-V3 and a W8A8 Llama built with ``op_sdk.quantize_w8a8``: small configs,
-random weights, bfloat16) and each token count, in one process:
+Qwen2, DeepSeek-V3, Qwen3, and a W8A8 Llama and Phi-3 built with ``op_sdk.quantize_w8a8``:
+small configs, random weights, bfloat16) and each token count, in one process:
 
 * the fusions found and applied (``op_sdk.explain``: native_ops rules and default fusions),
   the candidates refused and why, and the benefit model's predicted time saved;
@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 CONTENDERS = ("eager", "inductor", "op_sdk", "op_sdk_all", "op_sdk_no_fusion")
-MODELS = ("demo", "llama", "qwen2", "deepseek_v3", "llama_w8a8")
+MODELS = ("demo", "llama", "qwen2", "deepseek_v3", "llama_w8a8", "qwen3", "phi3_w8a8")
 
 
 class Logits(nn.Module):
@@ -61,6 +61,11 @@ def build(kind: str, dtype: torch.dtype = torch.bfloat16) -> nn.Module:
         model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**common))
     elif kind == "qwen2":
         model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**common))
+    elif kind == "qwen3":  # q_norm / k_norm over each head's 64 dims, then RoPE
+        model = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(**common, head_dim=64))
+    elif kind == "phi3_w8a8":  # gate and up in one projection: SwiGLU + int8 fuse
+        model = transformers.Phi3ForCausalLM(transformers.Phi3Config(
+            **common, pad_token_id=0, bos_token_id=1, eos_token_id=2))
     elif kind == "deepseek_v3":
         cfg = transformers.DeepseekV3Config(
             **{**common, "num_key_value_heads": 16}, moe_intermediate_size=512,
@@ -71,7 +76,7 @@ def build(kind: str, dtype: torch.dtype = torch.bfloat16) -> nn.Module:
     else:
         raise ValueError(kind)
     model = model.eval().to(dtype)
-    if kind == "llama_w8a8":
+    if kind in ("llama_w8a8", "phi3_w8a8"):
         import op_sdk
 
         op_sdk.quantize_w8a8(model)

@@ -63,20 +63,25 @@ Tensor npu_rotary_mul(const Tensor& input, const Tensor& r1, const Tensor& r2,
   Tensor y = new_output(input.sizes(), input.options());  // contiguous: torch_npu's Meta
   const int64_t d = x.size(-1), nd = x.dim(), rows = x.numel() / d;
   if (rows == 0) return y;
+  // runs of the rows of dim -2 (the heads of a token, or the tokens of a head) share one
+  // stride through cos / sin (0 where they broadcast): one kernel call per run, and the
+  // cos / sin offset of a run from the dims before it
+  const int64_t run = x.size(-2), runs = rows / run;
+  const int64_t cs_stride = c.stride(-2);
+  TORCH_INTERNAL_ASSERT(s.stride(-2) == cs_stride);  // r1 / r2 of one shape, made contiguous
   dispatch_float(dt, [&](auto tx) {
     using T = decltype(tx);
-    parallel_rows(rows, d, [&](int64_t b, int64_t e) {
+    parallel_rows(runs, run * d, [&](int64_t b, int64_t e) {
       opk::RowBuffer<float> scratch(2 * d);
-      for (int64_t r = b; r < e; ++r) {
-        int64_t rem = r, off_c = 0, off_s = 0;  // r over the leading dims, last fastest
-        for (int64_t k = nd - 2; k >= 0; --k) {
+      for (int64_t g = b; g < e; ++g) {
+        int64_t rem = g, off = 0;  // g over the dims before -2, last fastest
+        for (int64_t k = nd - 3; k >= 0; --k) {
           const int64_t i = rem % x.size(k);
           rem /= x.size(k);
-          off_c += i * c.stride(k);
-          off_s += i * s.stride(k);
+          off += i * c.stride(k);
         }
-        opk::rotary_row<T>(ptr<T>(x) + r * d, ptr<T>(c) + off_c, ptr<T>(s) + off_s,
-                           ptr<T>(y) + r * d, d, mode, scratch.data);
+        opk::rotary_rows<T>(ptr<T>(x) + g * run * d, ptr<T>(c) + off, ptr<T>(s) + off,
+                            cs_stride, ptr<T>(y) + g * run * d, run, d, mode, scratch.data);
       }
     });
   });

@@ -18,11 +18,13 @@ enum RotaryMode : int { kRotaryHalf = 0, kRotaryInterleave = 1, kRotaryQuarter =
 
 namespace opk {
 
-// scratch: 2 * d floats (the interleaved modes' A(x) / B(x)); unused by half / quarter.
+// `rows` consecutive rows of x / y (d apart); row r reads c / s at r * cs_stride (0: every
+// row the same cos / sin, as the heads of one token). scratch: 2 * d floats (the
+// interleaved modes' A(x) / B(x)); unused by half / quarter.
 template <typename T>
-void rotary_row(const T* x, const T* c, const T* s, T* y, int64_t d, int mode,
-                float* scratch) {
-  OPK_ISA_CALL(rotary_row, x, c, s, y, d, mode, scratch);
+void rotary_rows(const T* x, const T* c, const T* s, int64_t cs_stride, T* y, int64_t rows,
+                 int64_t d, int mode, float* scratch) {
+  OPK_ISA_CALL(rotary_rows, x, c, s, cs_stride, y, rows, d, mode, scratch);
 }
 
 }  // namespace opk

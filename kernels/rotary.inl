@@ -55,3 +55,10 @@ void rotary_row(const T* x, const T* c, const T* s, T* y, int64_t d, int mode,
     combine(a, b, c, s, y, d);
   }
 }
+
+template <typename T>
+void rotary_rows(const T* x, const T* c, const T* s, int64_t cs_stride, T* y, int64_t rows,
+                 int64_t d, int mode, float* scratch) {
+  for (int64_t r = 0; r < rows; ++r)
+    rotary_row(x + r * d, c + r * cs_stride, s + r * cs_stride, y + r * d, d, mode, scratch);
+}

@@ -202,7 +202,8 @@ npu_swiglu_quant = define_op(
     aclnn=_quant_mode_binding(1, otherwise=_quant_mode_binding(0)),
     doc="SwiGLU of x's halves (left or right activated), then static or dynamic int8 "
         "quantisation per MoE group.",
-    benchmarks=(Benchmark(lambda t, h, dt: ((bench_randn(t, 2 * h, dtype=dt),),
+    # rows of h = 2N (at most 8192, the operator's limit): N = h / 2 outputs per row
+    benchmarks=(Benchmark(lambda t, h, dt: ((bench_randn(t, h, dtype=dt),),
                                           {"activate_left": True, "quant_mode": 1}),
                           _bench_unfused, "npu_swiglu + npu_dynamic_quant"),),
     composite=Composite(_unfused_spelling, outputs=("y", "scale"),
