@@ -299,6 +299,37 @@ def test_silu_times_up_becomes_npu_swiglu(fn, dtype):
     assert_fused_close(res.outputs, fn(x), [x])
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("fn", [silu_mul_chunk, up_times_silu])
+def test_silu_times_up_under_inductor_decompositions(fn, dtype):
+    """max-autotune: Inductor's decompositions leave silu as g / (1 + exp(-g)) (in float32
+    between two casts for bf16); the decomposed spellings match it. Planned for the NPU the
+    rule applies; on the CPU the benefit model leaves it to Inductor's one kernel."""
+    x = torch.randn(3, 5, 2 * 48, dtype=dtype)
+    res = compile_and_run(fn, [x], config("max-autotune", **NPU_PLAN))
+    variant = ("chunk" if fn is silu_mul_chunk else "chunk+up_first") + \
+        ("+decomposed_fp32" if dtype == torch.float32 else "+decomposed")
+    assert res.report.match_count("native_swiglu", variant) == 1, res.report.summary()
+    assert res.has(npu.npu_swiglu.default) and not res.has(aten.exp.default)
+    assert_fused_close(res.outputs, fn(x), [x])
+    res = compile_and_run(fn, [x], config("max-autotune"))
+    assert res.report.match_count("native_swiglu") == 0
+    assert res.report.misses("native_swiglu", "benefit"), res.report.summary()
+
+
+def test_decomposed_swiglu_spelling_that_is_not_silu_is_refused():
+    def not_silu(x):  # g / (2 + exp(-g)) * u: the decomposed shape, another function
+        g, u = x.chunk(2, dim=-1)
+        return g / (2 + torch.exp(-g)) * u
+
+    x = torch.randn(3, 96)
+    res = compile_and_run(not_silu, [x], config("max-autotune", **NPU_PLAN))
+    assert res.report.match_count("native_swiglu") == 0
+    assert any("adds [2]" in m.reason for m in res.report.misses("native_swiglu")), \
+        res.report.summary()
+    assert_fused_close(res.outputs, not_silu(x), [x])
+
+
 def test_swiglu_spellings_refused_with_reason():
     def silu_of_second(x):
         up, gate = x.chunk(2, dim=-1)

@@ -402,11 +402,16 @@ ROTARY_MUL = _rule(
 # ---- SwiGLU: silu of the first half times the second ---------------------------------------
 
 # "chunk": x.chunk(2, -1) (a split); "slices": x[..., :h], x[..., h:]; "+up_first": the
-# product written up * silu(gate) (Phi-3's MLP)
+# product written up * silu(gate) (Phi-3's MLP); each also as Inductor's decompositions leave
+# it in max-autotune: silu(g) = g / (1 + exp(-g)), in float32 between two casts for float16 /
+# bfloat16 ("+decomposed", traced in bfloat16; the casts' dtypes are not compared, so it
+# matches float16 too) or without casts ("+decomposed_fp32")
 _SWIGLU_FORMS = ("chunk", "slices", "chunk+up_first", "slices+up_first")
+_SWIGLU_DECOMPOSED = (("", None), ("+decomposed", torch.bfloat16),
+                      ("+decomposed_fp32", torch.float32))
 
 
-def _swiglu_variant(form: str) -> Variant:
+def _swiglu_variant(form: str, suffix: str = "", trace_dtype=None) -> Variant:
     def search(x):
         if form.startswith("chunk"):
             gate, up = x.chunk(2, dim=-1)
@@ -420,14 +425,42 @@ def _swiglu_variant(form: str) -> Variant:
     def replace(x):
         return npu.npu_swiglu.default(x, -1)
 
-    return Variant(form, search, replace)
+    return Variant(form + suffix, search, replace, decompose=trace_dtype is not None,
+                   trace_dtype=trace_dtype)
+
+
+def _activation(match, mul):
+    """(gate, activation node) of ``silu(gate)`` among mul's operands: aten.silu, or its
+    decomposition ``g / (1 + exp(-g))`` (g = gate or its float32 cast, the quotient cast
+    back); (None, why not) when the decomposed spelling computes something else."""
+    silu = node_of(match, aten.silu.default)
+    if silu is not None:
+        return silu.args[0], silu
+    div = node_of(match, aten.div.Tensor)
+    add = node_of(match, aten.add.Tensor)
+    one = [a for a in add.args if not isinstance(a, torch.fx.Node)]
+    if one != [1] or add.kwargs.get("alpha", 1) != 1:
+        return None, f"the denominator adds {one} to exp(-g); silu's is 1 + exp(-g)"
+    g = div.args[0]
+    act = next(a for a in mul.args if isinstance(a, torch.fx.Node) and a in match.nodes
+               and a.target in (aten.div.Tensor, prims.convert_element_type.default))
+    if g.target == prims.convert_element_type.default and g in match.nodes:
+        gate = g.args[0]
+        if g.args[1] != torch.float32 or act.target != prims.convert_element_type.default \
+                or act.args[1] != val(gate).dtype:
+            return None, (f"silu's decomposition casts {val(gate).dtype} to {g.args[1]} and "
+                          f"back to {act.args[1] if act is not div else 'nothing'}; Inductor's "
+                          "runs it in float32 and casts back to the input's dtype")
+        return gate, act
+    return g, act
 
 
 def _swiglu_halves(match) -> str | None:
-    silu = node_of(match, aten.silu.default)
-    mul = node_of(match, aten.mul.Tensor)
-    gate = silu.args[0]
-    up = mul.args[1] if mul.args[0] is silu else mul.args[0]
+    mul = match.output_nodes()[0]
+    gate, act = _activation(match, mul)
+    if gate is None:
+        return act
+    up = mul.args[1] if mul.args[0] is act else mul.args[0]
     split = node_of(match, aten.split.Tensor)
     if split is not None:
         x = split.args[0]
@@ -454,7 +487,8 @@ SWIGLU = _rule(
     number=105,
     fused_op="npu_swiglu",
     unfused_ops=("aten.silu",),
-    variants=lambda: tuple(_swiglu_variant(f) for f in _SWIGLU_FORMS),
+    variants=lambda: tuple(_swiglu_variant(f, suffix, dtype) for suffix, dtype in
+                           _SWIGLU_DECOMPOSED for f in _SWIGLU_FORMS),
     example_inputs=_swiglu_inputs,
     checks=(Check("halves", "args", _swiglu_halves),),
     doc="F.silu(gate) * up of the two halves of one tensor -> npu_swiglu",
