@@ -67,8 +67,10 @@ Tensor npu_rotary_mul(const Tensor& input, const Tensor& r1, const Tensor& r2,
   // stride through cos / sin (0 where they broadcast): one kernel call per run, and the
   // cos / sin offset of a run from the dims before it
   const int64_t run = x.size(-2), runs = rows / run;
-  const int64_t cs_stride = c.stride(-2);
-  TORCH_INTERNAL_ASSERT(s.stride(-2) == cs_stride);  // r1 / r2 of one shape, made contiguous
+  // (a dim of size 1 may carry any stride, and cos / sin may differ there: a run of one row
+  // steps nowhere; otherwise r1 / r2 of one shape, made contiguous and expanded, agree)
+  const int64_t cs_stride = run > 1 ? c.stride(-2) : 0;
+  TORCH_INTERNAL_ASSERT(run == 1 || s.stride(-2) == cs_stride);
   dispatch_float(dt, [&](auto tx) {
     using T = decltype(tx);
     parallel_rows(runs, run * d, [&](int64_t b, int64_t e) {

@@ -98,9 +98,9 @@ def _group_rows(group_index, group_list_type, rows):
     return torch.cat((of_row, of_row.new_full((rows - total,), -1)))
 
 
-def _per_row(values, of_row, n):
-    """smooth_scales / offsets read per row: (rows, N) or (rows, 1); rows after the last
-    group get None's value (1 for scales, 0 for offsets: set by the caller)."""
+def _per_row(values, of_row):
+    """smooth_scales / offsets read per row: (rows, N) or (rows, 1). Rows after the last
+    group (of_row -1) read group 0's here; the caller keeps their unsmoothed value."""
     v = values.float().reshape(values.shape[0], -1)
     return v[of_row.clamp(min=0)]
 
@@ -119,11 +119,11 @@ def swiglu_quant_reference(x, *, smooth_scales=None, offsets=None, group_index=N
         of_row = (_group_rows(group_index, group_list_type, rows) if group_index is not None
                   else torch.zeros(rows, dtype=torch.int64, device=x.device))
         grouped = (of_row >= 0).unsqueeze(-1)
-        t = torch.where(grouped, t * _per_row(smooth_scales, of_row, n), t)
+        t = torch.where(grouped, t * _per_row(smooth_scales, of_row), t)
         if quant_mode == 0 and offsets is not None:
-            t = torch.where(grouped, t + _per_row(offsets, of_row, n), t)
+            t = torch.where(grouped, t + _per_row(offsets, of_row), t)
     if quant_mode == 1:
-        amax = t.abs().amax(-1, keepdim=True) if n else t.new_zeros(rows, 1)
+        amax = t.abs().amax(-1, keepdim=True)  # N > 0 (the rules); NaN propagates
         scale = torch.full_like(amax, INT8_MAX) / amax  # 127 / 0 = inf
         t = t * scale
     else:

@@ -151,6 +151,11 @@ def test_non_contiguous_stride_zero_empty_and_nonfinite():
     xe = torch.randn(1, 1, 3, 8).expand(2, 5, 3, 8)
     _assert_same(OP(xe, c, s), OP(xe.contiguous(), c, s))
     assert OP(torch.randn(0, 3, 8), torch.randn(0, 1, 8), torch.randn(0, 1, 8)).shape == (0, 3, 8)
+    # a dim -2 of size 1 whose strides differ between cos and sin (rows padded to 11: a
+    # slice of a wider buffer; the fuzz campaign's find)
+    xp = torch.randn(16, 128, 1, 11)[..., :8]
+    cp, sp = torch.randn(1, 1, 1, 11)[..., :8], torch.randn(1, 1, 1, 8)
+    _assert_same(OP(xp, cp, sp), slice_module.rotary_mul_reference(xp, cp, sp))
     xn = x.clone()
     xn[0, 0, 0, 0], xn[1, 1, 1, 5] = float("nan"), float("inf")
     for mode in MODES:
