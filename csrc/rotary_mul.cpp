@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "checks.h"
 #include "launch.h"
 #include "registry.h"
 #include "rotary.h"
@@ -18,11 +19,6 @@ using at::Tensor;
 
 constexpr int64_t kMaxD = 1024;
 
-bool is_float(const Tensor& t) {
-  const auto s = t.scalar_type();
-  return s == at::kFloat || s == at::kHalf || s == at::kBFloat16;
-}
-
 int mode_code(c10::string_view m) {
   if (m == "half") return opk::kRotaryHalf;
   if (m == "interleave") return opk::kRotaryInterleave;
@@ -32,7 +28,7 @@ int mode_code(c10::string_view m) {
 }
 
 bool broadcasts_to(const Tensor& r, const Tensor& x) {
-  if (!is_float(r) || r.dim() != x.dim() || r.size(-1) != x.size(-1)) return false;
+  if (!is_float_dtype(r.scalar_type()) || r.dim() != x.dim() || r.size(-1) != x.size(-1)) return false;
   for (int64_t i = 0; i < x.dim(); ++i)
     if (r.size(i) != 1 && r.size(i) != x.size(i)) return false;
   return true;
@@ -40,7 +36,7 @@ bool broadcasts_to(const Tensor& r, const Tensor& x) {
 
 bool fast_form(const Tensor& x, const Tensor& r1, const Tensor& r2, int mode,
                const std::optional<Tensor>& rotate) {
-  if (rotate.has_value() || mode < 0 || !is_float(x) || (x.dim() != 3 && x.dim() != 4))
+  if (rotate.has_value() || mode < 0 || !is_float_dtype(x.scalar_type()) || (x.dim() != 3 && x.dim() != 4))
     return false;
   const int64_t d = x.size(-1), step = mode == opk::kRotaryQuarter ? 4 : 2;
   return d > 0 && d <= kMaxD && d % step == 0 && broadcasts_to(r1, x) &&

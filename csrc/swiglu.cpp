@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "checks.h"
 #include "launch.h"
 #include "registry.h"
 #include "swiglu.h"
@@ -17,9 +18,7 @@ namespace {
 using at::Tensor;
 
 bool valid_swiglu(const Tensor& input, int64_t dim) {
-  const auto s = input.scalar_type();
-  if (!(s == at::kFloat || s == at::kHalf || s == at::kBFloat16) || input.dim() == 0)
-    return false;
+  if (!is_float_dtype(input.scalar_type()) || input.dim() == 0) return false;
   if (dim < -input.dim() || dim >= input.dim()) return false;
   return input.size(dim) % 2 == 0;
 }

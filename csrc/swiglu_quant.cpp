@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "checks.h"
 #include "launch.h"
 #include "registry.h"
 #include "swiglu.h"
@@ -22,8 +23,7 @@ bool fast_form(const Tensor& x, const std::optional<Tensor>& smooth,
                const std::optional<Tensor>& offsets, const std::optional<Tensor>& group_index,
                int64_t quant_mode, int64_t group_list_type,
                std::optional<at::ScalarType> dst_type) {
-  const auto t = x.scalar_type();
-  if (!(t == at::kFloat || t == at::kHalf || t == at::kBFloat16) || x.dim() < 2) return false;
+  if (!is_float_dtype(x.scalar_type()) || x.dim() < 2) return false;
   const int64_t d = x.size(-1), n = d / 2;
   if (d <= 0 || d % 2 != 0 || d > kMaxLastDim) return false;
   if ((quant_mode != 0 && quant_mode != 1) || (group_list_type != 0 && group_list_type != 1))

@@ -23,13 +23,14 @@ inline Vec exp(Vec x) {
   return select_nan(x, p * exp2i(n));
 }
 
+// silu(v) = v / (1 + exp(-v)) and sigmoid(v) = 1 / (1 + exp(-v)), torch's CPU formulas.
+inline Vec silu(Vec v) { return v / (set1(1.0f) + exp(zero() - v)); }
+inline Vec sigmoid(Vec v) { return set1(1.0f) / (set1(1.0f) + exp(zero() - v)); }
+
 template <typename T>
 void swiglu_span(const T* a, const T* b, T* y, int64_t n) {
-  const Vec one = set1(1.0f);
   for_each_vec(n, [&](int64_t j, auto tail) {
-    const Vec va = load(a + j, tail);
-    const Vec silu = va / (one + exp(zero() - va));
-    store(y + j, silu * load(b + j, tail), tail);
+    store(y + j, silu(load(a + j, tail)) * load(b + j, tail), tail);
   });
 }
 
@@ -38,7 +39,7 @@ void swiglu_backward_span(const T* g, const T* a, const T* b, T* da, T* db, int6
   const Vec one = set1(1.0f);
   for_each_vec(n, [&](int64_t j, auto tail) {
     const Vec va = load(a + j, tail), vg = load(g + j, tail);
-    const Vec s = one / (one + exp(zero() - va));
+    const Vec s = sigmoid(va);
     store(da + j, vg * (s + s * (one - s) * va) * load(b + j, tail), tail);
     store(db + j, vg * s * va, tail);
   });
@@ -55,7 +56,7 @@ void swiglu_quant_rows(const T* x, int64_t rows, int64_t n, bool left, const flo
                        float* scale) {
   RowBuffer<float> buf(n);
   float* s = buf.data;
-  const Vec one = set1(1.0f), lo = set1(-128.0f), hi = set1(127.0f);
+  const Vec lo = set1(-128.0f), hi = set1(127.0f);
   const Vec s1 = set1(smooth != nullptr ? smooth[0] : 1.0f);
   const Vec o1 = set1(offset != nullptr ? offset[0] : 0.0f);
   with_flags([&](auto k_left, auto k_smooth, auto k_per_channel, auto k_offset) {
@@ -69,8 +70,8 @@ void swiglu_quant_rows(const T* x, int64_t rows, int64_t n, bool left, const flo
       for_each_vec(n, [&](int64_t j, auto tail) {
         const Vec va = load(a + j, tail), vb = load(b + j, tail);
         Vec t;
-        if constexpr (kLeft) t = (va / (one + exp(zero() - va))) * vb;
-        else t = va * (vb / (one + exp(zero() - vb)));
+        if constexpr (kLeft) t = silu(va) * vb;
+        else t = va * silu(vb);
         if constexpr (kSmooth) {
           if constexpr (kPerChannel) t = t * load(smooth + j, tail);
           else t = t * s1;

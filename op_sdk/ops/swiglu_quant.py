@@ -38,7 +38,7 @@ from op_sdk.library import Benchmark, define_op
 from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
 from op_sdk.ops._common import (
-    FLOAT_DTYPES, INT8_MAX, bench_randn, check, check_dtype, quantize_round)
+    FLOAT_DTYPES, INT8_MAX, absmax, bench_randn, check, check_dtype, quantize_round)
 
 MAX_LAST_DIM = 8192
 QUANT_MODES = {0: "static", 1: "dynamic"}
@@ -123,7 +123,7 @@ def swiglu_quant_reference(x, *, smooth_scales=None, offsets=None, group_index=N
         if quant_mode == 0 and offsets is not None:
             t = torch.where(grouped, t + _per_row(offsets, of_row), t)
     if quant_mode == 1:
-        amax = t.abs().amax(-1, keepdim=True)  # N > 0 (the rules); NaN propagates
+        amax = absmax(t, -1)  # NaN propagates
         scale = torch.full_like(amax, INT8_MAX) / amax  # 127 / 0 = inf
         t = t * scale
     else:
