@@ -26,7 +26,8 @@ document and op-plugin's own test golden (test_npu_swiglu_quant.py):
   last dim; both contiguous (torch_npu's Meta).
 
 Native CPU kernel: csrc/swiglu_quant.cpp (over kernels/swiglu.h), every form without
-group_index; MoE groups run the reference.
+group_index; MoE groups run the reference. CUDA kernel: Triton
+(op_sdk/triton_kernels/swiglu.py), the same forms.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
 from op_sdk.ops._common import (
     FLOAT_DTYPES, INT8_MAX, absmax, bench_randn, check, check_dtype, quantize_round)
+from op_sdk.triton_kernels import TritonKernel
 
 MAX_LAST_DIM = 8192
 QUANT_MODES = {0: "static", 1: "dynamic"}
@@ -141,6 +143,24 @@ def swiglu_quant_fake(x, *, smooth_scales=None, offsets=None, group_index=None,
             x.new_empty(x.shape[:-1], dtype=torch.float32))
 
 
+def swiglu_quant_cuda(x, *, smooth_scales=None, offsets=None, group_index=None,
+                      activate_left=False, quant_mode=0, group_list_type=0, dst_type=None):
+    """The CUDA kernel (Triton, op_sdk/triton_kernels/swiglu.py) for one group (no
+    group_index); MoE groups run the reference."""
+    from op_sdk.triton_kernels import swiglu
+
+    if group_index is not None:
+        return swiglu_quant_reference(
+            x, smooth_scales=smooth_scales, offsets=offsets, group_index=group_index,
+            activate_left=activate_left, quant_mode=quant_mode, group_list_type=group_list_type,
+            dst_type=dst_type)
+    y, scale = swiglu_quant_fake(x, smooth_scales=smooth_scales, offsets=offsets,
+                                 activate_left=activate_left, quant_mode=quant_mode,
+                                 group_list_type=group_list_type, dst_type=dst_type)
+    return swiglu.run_quant(x, y, scale, y.shape[-1], smooth_scales,
+                            offsets if quant_mode == 0 else None, activate_left, quant_mode == 1)
+
+
 # ---- the unfused spelling: SwiGLU, then per-token dynamic int8 --------------------------------
 
 def _swiglu_dynamic_quant(x):
@@ -197,6 +217,7 @@ npu_swiglu_quant = define_op(
     "Tensor? group_index=None, bool activate_left=False, int quant_mode=0, "
     "int group_list_type=0, ScalarType? dst_type=None) -> (Tensor, Tensor)",
     reference=swiglu_quant_reference, fake=swiglu_quant_fake, native=("cpu",),
+    kernels={"cuda": TritonKernel(swiglu_quant_cuda)},
     # the CPU launcher routes calls with group_index (and invalid ones) to the reference
     reference_op=True,
     aclnn=_quant_mode_binding(1, otherwise=_quant_mode_binding(0)),

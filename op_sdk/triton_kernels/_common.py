@@ -68,10 +68,11 @@ def store_int8(v):
 
 @triton.jit
 def absmax(v, mask):
-    """max |v| over the masked row, NaN propagating (ops/_common.py absmax)."""
+    """max |v| over the masked row, NaN propagating (ops/_common.py absmax), in one
+    reduction: the bits of a non-negative float order as int32s do, and every NaN's bits
+    (sign cleared) lie above inf's, so the largest bits are a NaN where the row has one."""
     a = tl.where(mask, tl.abs(v), 0.0)
-    has_nan = tl.max(tl.where(mask & (v != v), 1, 0), axis=0)
-    return tl.where(has_nan > 0, float("nan"), tl.max(a, axis=0))
+    return tl.max(a.to(tl.int32, bitcast=True), axis=0).to(tl.float32, bitcast=True)
 
 
 @functools.lru_cache(maxsize=None)
@@ -94,26 +95,6 @@ def row_launch(rows: int, block: int, elem_bytes: int, device: torch.device,
     return {"grid": (programs,), "num_warps": warps, "programs": programs}
 
 
-@triton.jit
-def offsets(BLOCK: tl.constexpr, WIDE: tl.constexpr):
-    """The element indices of this program of an elementwise kernel: [pid * BLOCK, (pid + 1)
-    * BLOCK), in int32 where every index the kernel forms fits (``WIDE`` False: its tensors
-    hold fewer than 2^31 elements; a 32-bit division is a fraction of a 64-bit one on a GPU,
-    and triton-ascend runs 64-bit indices as scalar code), else in int64."""
-    if WIDE:
-        i = tl.cast(tl.program_id(0), tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    else:
-        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    return i
-
-
-# an elementwise kernel indexes in int64 from this many elements in one of its tensors
-WIDE_FROM = 2**31
-# an elementwise kernel's program: BLOCK consecutive elements, in ELEMENTWISE_WARPS warps
-ELEMENTWISE_BLOCK = 1024
-ELEMENTWISE_WARPS = 4
-
-
 def launch(kernel, grid: tuple, *args, **kwargs) -> None:
     """``kernel[grid](*args, **kwargs)``; while a launcher is traced for Inductor
     (``op_sdk.triton_kernels.tracing``), the launch is recorded in the graph instead
@@ -123,14 +104,43 @@ def launch(kernel, grid: tuple, *args, **kwargs) -> None:
     kernel[grid](*args, **kwargs)
 
 
-def elementwise(kernel, total: int, *args, **constexprs) -> None:
-    """Launch an elementwise kernel (``BLOCK`` and ``WIDE`` constexprs, its indices from
-    ``offsets``) over ``total`` elements; nothing when there are none."""
-    if total:
-        wide = total >= WIDE_FROM or any(isinstance(a, torch.Tensor) and a.numel() >= WIDE_FROM
-                                         for a in args)
-        launch(kernel, (triton.cdiv(total, ELEMENTWISE_BLOCK),), *args, **constexprs,
-               BLOCK=ELEMENTWISE_BLOCK, WIDE=wide, num_warps=ELEMENTWISE_WARPS)
+# a tiled kernel indexes in int64 from this many elements in one of its tensors
+WIDE_FROM = 2**31
+# elements one program of a tiled kernel holds: BLOCK_R rows x BLOCK_C columns
+TILE = 2048
+TILE_WARPS = 4
+
+
+@triton.jit
+def tile(rows, cols, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, WIDE: tl.constexpr):
+    """This program's tile of a (rows, cols) matrix: its row and column indices and their
+    mask. Programs walk the column blocks of a row block first (one division per program,
+    none per element); the row indices are int32 where every index the kernel forms fits
+    (``WIDE`` False: its tensors hold fewer than 2^31 elements; a 32-bit multiply-add is a
+    fraction of a 64-bit one on a GPU, and triton-ascend runs 64-bit indices as scalar
+    code), else int64."""
+    pid = tl.program_id(0)
+    blocks = tl.cdiv(cols, BLOCK_C)
+    pr = pid // blocks
+    r = pr * BLOCK_R + tl.arange(0, BLOCK_R)
+    c = (pid - pr * blocks) * BLOCK_C + tl.arange(0, BLOCK_C)
+    if WIDE:
+        r = tl.cast(r, tl.int64)
+    return r, c, (r < rows)[:, None] & (c < cols)[None, :]
+
+
+def tiled(kernel, rows, cols, *args, **constexprs) -> None:
+    """Launch a tiled kernel (``BLOCK_R``, ``BLOCK_C`` and ``WIDE`` constexprs, its indices
+    from ``tile``) over a (rows, cols) matrix: rows of at most TILE columns per program,
+    as many rows as fill TILE elements; nothing when the matrix is empty."""
+    if rows * cols:
+        block_c = min(block_for(cols), TILE)
+        block_r = max(1, TILE // block_c)
+        wide = rows * cols >= WIDE_FROM or any(
+            isinstance(a, torch.Tensor) and a.numel() >= WIDE_FROM for a in args)
+        grid = (triton.cdiv(rows, block_r) * triton.cdiv(cols, block_c),)
+        launch(kernel, grid, *args, **constexprs, BLOCK_R=block_r, BLOCK_C=block_c, WIDE=wide,
+               num_warps=TILE_WARPS)
 
 
 def block_for(n: int) -> int:

@@ -1,11 +1,17 @@
-"""Triton kernels of npu_swiglu and npu_swiglu_backward (ops/swiglu.py's contract).
+"""Triton kernels of npu_swiglu, npu_swiglu_backward (ops/swiglu.py's contract) and
+npu_swiglu_quant (ops/swiglu_quant.py's).
 
-``input`` is read as (outer, 2, inner) around ``dim`` (``inner``: half the size along
-``dim`` times the elements after it), so
-any ``dim`` is one elementwise pass: ``a`` and ``b`` of an output element sit ``inner``
-apart. float32 inside, rounded once. sigmoid is ``1 / (1 + exp(-a))`` with Triton's exp
-(the reference's torch silu on CPU uses another exp: results agree within the dtype's
-tolerance, not bit for bit; docs/triton.md).
+SwiGLU and its backward read ``input`` as an (outer, 2, inner) array around ``dim``
+(``inner``: half the size along ``dim`` times the elements after it), so any ``dim`` is one
+pass over (outer, inner) tiles (``_common.tile``): ``a`` and ``b`` of an output element sit
+``inner`` apart, and no element index is divided. float32 inside, rounded once. sigmoid is
+``1 / (1 + exp(-a))`` with Triton's exp (the reference's torch silu on CPU uses another exp:
+results agree within the dtype's tolerance, not bit for bit; docs/triton.md).
+
+npu_swiglu_quant is a row kernel (the rows of ``x``, halves of N): the same SwiGLU of the
+activated half, times the smooth scales, then the static store (``+ offsets``) or the
+dynamic one (``scale = 127 / max|t|`` per row, ``q = t * scale``), each rounded half to even
+and saturated (``_common.store_int8``), as the reference computes them.
 """
 
 from __future__ import annotations
@@ -13,62 +19,125 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from op_sdk.triton_kernels._common import Outputs, div, elementwise, mul, offsets
+from op_sdk.triton_kernels._common import (
+    Outputs, absmax, block_for, div, launch, mul, row_launch, rows_of, store_int8, tile, tiled)
 
 
 @triton.jit
-def _halves(i, inner):
-    o = i // inner
-    return o * 2 * inner + (i - o * inner)
+def _sigmoid(v):
+    return div(1.0, 1.0 + tl.exp(-v))
 
 
 @triton.jit
-def _swiglu(x_ptr, y_ptr, total, inner, BLOCK: tl.constexpr, WIDE: tl.constexpr):
-    i = offsets(BLOCK, WIDE)
-    m = i < total
-    at = _halves(i, inner)
+def _swiglu(x_ptr, y_ptr, outer, inner,
+            BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, WIDE: tl.constexpr):
+    r, c, m = tile(outer, inner, BLOCK_R, BLOCK_C, WIDE)
+    at = r[:, None] * (2 * inner) + c[None, :]
     a = tl.load(x_ptr + at, mask=m, other=0.0).to(tl.float32)
     b = tl.load(x_ptr + at + inner, mask=m, other=0.0).to(tl.float32)
-    s = div(1.0, 1.0 + tl.exp(-a))
-    tl.store(y_ptr + i, (a * s * b).to(y_ptr.dtype.element_ty), mask=m)
+    y = a * _sigmoid(a) * b
+    tl.store(y_ptr + r[:, None] * inner + c[None, :], y.to(y_ptr.dtype.element_ty), mask=m)
 
 
 @triton.jit
-def _swiglu_backward(g_ptr, x_ptr, dx_ptr, total, inner, BLOCK: tl.constexpr, WIDE: tl.constexpr):
-    i = offsets(BLOCK, WIDE)
-    m = i < total
-    at = _halves(i, inner)
-    g = tl.load(g_ptr + i, mask=m, other=0.0).to(tl.float32)
+def _swiglu_backward(g_ptr, x_ptr, dx_ptr, outer, inner,
+                     BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, WIDE: tl.constexpr):
+    r, c, m = tile(outer, inner, BLOCK_R, BLOCK_C, WIDE)
+    at = r[:, None] * (2 * inner) + c[None, :]
+    g = tl.load(g_ptr + r[:, None] * inner + c[None, :], mask=m, other=0.0).to(tl.float32)
     a = tl.load(x_ptr + at, mask=m, other=0.0).to(tl.float32)
     b = tl.load(x_ptr + at + inner, mask=m, other=0.0).to(tl.float32)
-    s = div(1.0, 1.0 + tl.exp(-a))
+    s = _sigmoid(a)
     da = g * (s + mul(s * (1.0 - s), a, m)) * b
     db = g * s * a
     tl.store(dx_ptr + at, da.to(dx_ptr.dtype.element_ty), mask=m)
     tl.store(dx_ptr + at + inner, db.to(dx_ptr.dtype.element_ty), mask=m)
 
 
+@triton.jit
+def _swiglu_quant(x_ptr, sm_ptr, of_ptr, q_ptr, scale_ptr, rows, n, programs,
+                  LEFT: tl.constexpr, SMOOTH: tl.constexpr, OFFSET: tl.constexpr,
+                  DYNAMIC: tl.constexpr, BLOCK: tl.constexpr):
+    # SMOOTH / OFFSET: 0 none, 1 per channel (N values), 2 per tensor (one value)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n
+    if SMOOTH == 1:
+        sm = tl.load(sm_ptr + offs, mask=mask, other=0.0)
+    if SMOOTH == 2:
+        sm = tl.load(sm_ptr)
+    if OFFSET == 1:
+        of = tl.load(of_ptr + offs, mask=mask, other=0.0)
+    if OFFSET == 2:
+        of = tl.load(of_ptr)
+    for row in range(tl.program_id(0), rows, programs):
+        at = tl.cast(row, tl.int64) * (2 * n) + offs
+        a = tl.load(x_ptr + at, mask=mask, other=0.0).to(tl.float32)
+        b = tl.load(x_ptr + at + n, mask=mask, other=0.0).to(tl.float32)
+        if LEFT:
+            t = a * _sigmoid(a) * b
+        else:
+            t = a * (b * _sigmoid(b))
+        if SMOOTH > 0:
+            t = mul(t, sm, mask)
+        if OFFSET > 0:
+            t = t + of
+        out = tl.cast(row, tl.int64) * n + offs
+        if DYNAMIC:
+            scale = div(127.0, absmax(t, mask))  # inf for an all-zero row, NaN for a NaN
+            tl.store(q_ptr + out, store_int8(t * scale), mask=mask)
+            tl.store(scale_ptr + row, scale)
+        else:
+            tl.store(q_ptr + out, store_int8(t), mask=mask)
+            tl.store(scale_ptr + row, 0.0)
+
+
 def _geometry(input, dim):
-    """Elements of one half per slice before ``dim``: half the size along it times the
-    elements after it."""
+    """(outer, inner): the slices before ``dim``, and the elements of one half per slice
+    (half the size along ``dim`` times the elements after it)."""
     inner = input.shape[dim] // 2
     for s in input.shape[dim + 1:]:
         inner *= s
-    return inner
+    outer = 1
+    for s in input.shape[:dim]:
+        outer *= s
+    return outer, inner
 
 
 def run(input, out, dim):
     """npu_swiglu of ``input`` along ``dim`` (wrapped) into ``out`` (its fake's
     allocation); returns it."""
     o = Outputs(out)
-    elementwise(_swiglu, out.numel(), input.contiguous(), o.bufs[0], out.numel(),
-                _geometry(input, dim))
+    outer, inner = _geometry(input, dim)
+    tiled(_swiglu, outer, inner, input.contiguous(), o.bufs[0], outer, inner)
     return o.done()[0]
 
 
 def run_backward(grad_output, input, out, dim):
     """npu_swiglu_backward into ``out`` (its fake's allocation); returns it."""
     o = Outputs(out)
-    elementwise(_swiglu_backward, grad_output.numel(), grad_output.contiguous(),
-                input.contiguous(), o.bufs[0], grad_output.numel(), _geometry(input, dim))
+    outer, inner = _geometry(input, dim)
+    tiled(_swiglu_backward, outer, inner, grad_output.contiguous(), input.contiguous(),
+          o.bufs[0], outer, inner)
     return o.done()[0]
+
+
+def _per(t):
+    return 0 if t is None else (1 if t.numel() > 1 else 2)
+
+
+def run_quant(x, y, scale, n, smooth_scales, offsets, activate_left, dynamic):
+    """npu_swiglu_quant of ``x`` (rows of 2N, one group) into ``y`` / ``scale`` (the fake's
+    allocations): smooth_scales and offsets of N values or one (None: not applied);
+    returns (y, scale)."""
+    o = Outputs(y, scale)
+    rows = x.numel() // (2 * n)
+    if rows:
+        block = block_for(n)
+        cfg = row_launch(rows, 2 * block, x.element_size(), x.device, quant=True)  # both halves
+        sm = x if smooth_scales is None else smooth_scales.contiguous()
+        of = x if offsets is None else offsets.contiguous()  # a switched-off pointer is never read
+        launch(_swiglu_quant, cfg["grid"], rows_of(x, 2 * n), sm, of, o.bufs[0], o.bufs[1], rows,
+               n, cfg["programs"], LEFT=bool(activate_left), SMOOTH=_per(smooth_scales),
+               OFFSET=_per(offsets), DYNAMIC=bool(dynamic), BLOCK=block,
+               num_warps=cfg["num_warps"])
+    return o.done()

@@ -22,6 +22,8 @@ def triton_cases():
         "npu_swiglu_backward": ((rand(6, h // 2, dtype=bf16), x1), {}),
         "npu_quantize": ((x1, s, torch.randint(-4, 4, (h,), dtype=torch.int32), torch.qint8,
                           -1), {}),
+        "npu_swiglu_quant": ((x1,), {"smooth_scales": s[None, : h // 2] + 0.5,
+                                     "activate_left": True, "quant_mode": 1}),
         "npu_rotary_mul": ((rand(2, 3, 4, h, dtype=bf16), rand(2, 1, 4, h, dtype=bf16),
                             rand(2, 1, 4, h, dtype=bf16)), {"rotary_mode": "interleave-half"}),
     }

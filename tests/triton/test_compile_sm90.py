@@ -33,6 +33,10 @@ ROWS = {
 }
 
 
+# a tiled kernel's tile (``_common.tiled``: 2048 elements, 4 rows of 512 here)
+TILE = {"BLOCK_R": 4, "BLOCK_C": 512}
+
+
 def _compile(fn, types, constexprs):
     import triton
     from triton.backends.compiler import GPUTarget
@@ -95,27 +99,38 @@ def main() -> int:
         x = f"*{dtype}"
         for fn, types in ((swiglu._swiglu, {"x_ptr": x, "y_ptr": x}),
                           (swiglu._swiglu_backward, {"g_ptr": x, "x_ptr": x, "dx_ptr": x})):
-            k = _compile(fn, dict(types, total="i64", inner="i64"), {"BLOCK": 1024, "WIDE": True})
+            k = _compile(fn, dict(types, outer="i64", inner="i64"), dict(TILE, WIDE=True))
             bad = _problems(k.asm["ptx"])
             print(f"{fn.__name__} {dtype}: {', '.join(bad) or 'ok'}")
             failed += bool(bad)
         for q, per, has_z, div_mode in (("i8", True, True, True), ("u8", False, False, False)):
-            k = _compile(quantize._quantize, {"x_ptr": x, "s_ptr": "*fp32", "z_ptr": "*i32",
-                                              "q_ptr": f"*{q}", "total": "i64", "inner": "i64",
-                                              "channels": "i64", "lo": "fp32", "hi": "fp32"},
-                         {"S_PER": per, "Z_PER": per, "HAS_Z": has_z, "DIV": div_mode,
-                          "BLOCK": 1024, "WIDE": True})
-            bad = _problems(k.asm["ptx"], rne=True)
-            print(f"_quantize {q} {dtype}: {', '.join(bad) or 'ok'}")
-            failed += bool(bad)
+            for last in (True, False):
+                k = _compile(quantize._quantize, {"x_ptr": x, "s_ptr": "*fp32", "z_ptr": "*i32",
+                                                  "q_ptr": f"*{q}", "rows": "i64", "cols": "i64",
+                                                  "channels": "i64", "lo": "fp32", "hi": "fp32"},
+                             {"S_PER": per, "Z_PER": per, "HAS_Z": has_z, "DIV": div_mode,
+                              "LAST": last, **TILE, "WIDE": True})
+                bad = _problems(k.asm["ptx"], rne=True)
+                print(f"_quantize {q} {last} {dtype}: {', '.join(bad) or 'ok'}")
+                failed += bool(bad)
         for has_a in (False, True):
             k = _compile(rotary._rotary, {"x_ptr": x, "r1_ptr": x, "r2_ptr": x, "pa_ptr": "*i64",
                                           "pb_ptr": "*i64", "sb_ptr": "*fp32", "y_ptr": x,
-                                          "total": "i64", "d": "i64", "s1": "i64", "s2": "i64",
+                                          "rows": "i64", "d": "i64", "s1": "i64", "s2": "i64",
                                           "st0": "i64", "st1": "i64", "st2": "i64", "st3": "i64"},
-                         {"HAS_A": has_a, "BLOCK": 1024, "WIDE": True})
+                         {"HAS_A": has_a, "BLOCK_R": 16, "BLOCK_C": 128, "WIDE": True})
             bad = _problems(k.asm["ptx"])
             print(f"_rotary {has_a} {dtype}: {', '.join(bad) or 'ok'}")
+            failed += bool(bad)
+        for left, smooth, offset, dynamic in ((True, 0, 0, True), (False, 1, 0, True),
+                                              (True, 1, 1, False), (False, 2, 2, False)):
+            k = _compile(swiglu._swiglu_quant, {"x_ptr": x, "sm_ptr": "*fp32", "of_ptr": "*fp32",
+                                                "q_ptr": "*i8", "scale_ptr": "*fp32",
+                                                "rows": "i32", "n": "i32", "programs": "i32"},
+                         {"LEFT": left, "SMOOTH": smooth, "OFFSET": offset, "DYNAMIC": dynamic,
+                          "BLOCK": 2048})
+            bad = _problems(k.asm["ptx"], rne=True)
+            print(f"_swiglu_quant {left} {smooth} {offset} {dynamic} {dtype}: {', '.join(bad) or 'ok'}")
             failed += bool(bad)
     # Inductor's launcher passes Python floats as fp64 (user-defined kernels under
     # torch.compile): the kernels round in fp32 all the same
@@ -126,31 +141,31 @@ def main() -> int:
     print(f"_rows add_rms_norm_quant_div fp64 scalars: {', '.join(bad) or 'ok'}")
     failed += bool(bad)
     k = _compile(quantize._quantize, {"x_ptr": "*bf16", "s_ptr": "*fp32", "z_ptr": "*i32",
-                                      "q_ptr": "*i8", "total": "i64", "inner": "i64",
+                                      "q_ptr": "*i8", "rows": "i64", "cols": "i64",
                                       "channels": "i64", "lo": "fp64", "hi": "fp64"},
-                 {"S_PER": True, "Z_PER": True, "HAS_Z": True, "DIV": True, "BLOCK": 1024,
-                  "WIDE": True})
+                 {"S_PER": True, "Z_PER": True, "HAS_Z": True, "DIV": True, "LAST": False,
+                  **TILE, "WIDE": True})
     bad = _problems(k.asm["ptx"], rne=True) + _fp64_arithmetic(k.asm["ptx"])
     print(f"_quantize fp64 scalars: {', '.join(bad) or 'ok'}")
     failed += bool(bad)
     # tensors under 2^31 elements: 32-bit indices (the launchers' usual specialisation)
-    i32 = {"total": "i32", "inner": "i32"}
+    i32 = {"outer": "i32", "inner": "i32"}
     narrow = (
-        ("_swiglu", swiglu._swiglu, {"x_ptr": "*bf16", "y_ptr": "*bf16", **i32}, {}),
+        ("_swiglu", swiglu._swiglu, {"x_ptr": "*bf16", "y_ptr": "*bf16", **i32}, TILE),
         ("_swiglu_backward", swiglu._swiglu_backward,
-         {"g_ptr": "*bf16", "x_ptr": "*bf16", "dx_ptr": "*bf16", **i32}, {}),
+         {"g_ptr": "*bf16", "x_ptr": "*bf16", "dx_ptr": "*bf16", **i32}, TILE),
         ("_quantize", quantize._quantize,
-         {"x_ptr": "*bf16", "s_ptr": "*fp32", "z_ptr": "*i32", "q_ptr": "*i8", **i32,
-          "channels": "i32", "lo": "fp32", "hi": "fp32"},
-         {"S_PER": True, "Z_PER": True, "HAS_Z": True, "DIV": False}),
+         {"x_ptr": "*bf16", "s_ptr": "*fp32", "z_ptr": "*i32", "q_ptr": "*i8", "rows": "i32",
+          "cols": "i32", "channels": "i32", "lo": "fp32", "hi": "fp32"},
+         {"S_PER": True, "Z_PER": True, "HAS_Z": True, "DIV": False, "LAST": False, **TILE}),
         ("_rotary", rotary._rotary,
          {"x_ptr": "*bf16", "r1_ptr": "*bf16", "r2_ptr": "*bf16", "pa_ptr": "*i64",
-          "pb_ptr": "*i64", "sb_ptr": "*fp32", "y_ptr": "*bf16", "total": "i32", "d": "i32",
+          "pb_ptr": "*i64", "sb_ptr": "*fp32", "y_ptr": "*bf16", "rows": "i32", "d": "i32",
           "s1": "i32", "s2": "i32", "st0": "i32", "st1": "i32", "st2": "i32", "st3": "i32"},
-         {"HAS_A": True}),
+         {"HAS_A": True, "BLOCK_R": 16, "BLOCK_C": 128}),
     )
     for name, fn, types, switches in narrow:
-        k = _compile(fn, types, dict(switches, BLOCK=1024, WIDE=False))
+        k = _compile(fn, types, dict(switches, WIDE=False))
         ptx = k.asm["ptx"]
         bad = _problems(ptx, rne=True if name == "_quantize" else None)
         if re.search(r"\b(div|rem)\.s64", ptx):
@@ -163,7 +178,7 @@ def main() -> int:
 def test_kernels_compile_for_sm90_with_the_contracts_arithmetic():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") == 45, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") == 63, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

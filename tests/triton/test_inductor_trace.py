@@ -21,7 +21,7 @@ KERNEL = {"npu_rms_norm": "_rows", "npu_add_rms_norm": "_rows", "npu_add_rms_nor
           "npu_add_rms_norm_quant": "_rows", "npu_add_rms_norm_dynamic_quant": "_rows",
           "npu_dynamic_quant": "_rows", "npu_swiglu": "_swiglu",
           "npu_swiglu_backward": "_swiglu_backward", "npu_quantize": "_quantize",
-          "npu_rotary_mul": "_rotary"}
+          "npu_rotary_mul": "_rotary", "npu_swiglu_quant": "_swiglu_quant"}
 # the rotation tables are real CUDA tensors: traced on a GPU only
 NEEDS_CUDA = {"npu_rotary_mul"}
 

@@ -336,3 +336,41 @@ def test_elementwise_kernels_index_in_64_bits_too(monkeypatch, device):
     c, s = rand(1, 1, 5, 8, dtype=bf16), rand(1, 1, 5, 8, dtype=bf16)
     _run(K("npu_rotary_mul"), npu.npu_rotary_mul, (rand(2, 3, 5, 8, dtype=bf16), c, s,
                                                    "interleave-half"), {}, device, exact=(0,))
+
+
+# ---- SwiGLU + int8 quantisation ---------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(5, 96), (2, 3, 258), (1, 2), (0, 16)])
+@pytest.mark.parametrize("form", ["dynamic", "dynamic_smooth_channel", "dynamic_smooth_tensor",
+                                  "static_channel", "static_tensor_no_offset"])
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("layout", ["contiguous", "permuted"])
+def test_swiglu_quant(dtype, shape, form, left, layout, device):
+    torch.manual_seed(0)
+    n = shape[-1] // 2
+    per = (1, n) if "channel" in form or form == "dynamic" else (1,)
+    smooth = None if form == "dynamic" else torch.rand(per) + 0.5
+    offsets = torch.randn(per) * 3 if form == "static_channel" else None
+    if form == "dynamic_smooth_channel":  # offsets are read in static mode only
+        offsets = torch.randn(per)
+    kw = {"smooth_scales": smooth, "offsets": offsets, "activate_left": left,
+          "quant_mode": 0 if form.startswith("static") else 1}
+    args, kw = relayout((rand(*shape, dtype=dtype, scale=4.0),), kw, layout, which=(0,))
+    _run(K("npu_swiglu_quant"), npu.npu_swiglu_quant, args, kw, device)
+
+
+def test_swiglu_quant_nonfinite_zero_rows_and_groups(device):
+    x = rand(4, 8, scale=3.0)
+    x[0, 1] = float("nan")  # a NaN row: scale NaN, y 0
+    x[1] = 0.0              # an all-zero row: scale inf, y 0
+    x[2, 6] = float("inf")  # silu(inf) * b: inf; the row's scale 0, the inf 0 (NaN product)
+    x[3, 5] = -float("nan")  # a NaN with its sign bit set: still the row's amax
+    _run(K("npu_swiglu_quant"), npu.npu_swiglu_quant, (x,),
+         {"activate_left": True, "quant_mode": 1}, device, exact=(0, 1))
+    # MoE groups run the reference on the device
+    kw = {"smooth_scales": torch.rand(2, 4) + 0.5, "group_index": torch.tensor([1, 3], dtype=torch.int32),
+          "quant_mode": 1}
+    _run(K("npu_swiglu_quant"), npu.npu_swiglu_quant, (rand(5, 8),), kw, device)
+    with pytest.raises(Exception, match="npu_swiglu_quant.*smooth_scales"):
+        K("npu_swiglu_quant")(rand(2, 8).to(device), quant_mode=0)

@@ -1,0 +1,72 @@
+"""The tiled kernels' tile on a CUDA GPU: elements per program (``_common.TILE``) and warps
+(``_common.TILE_WARPS``) for npu_rotary_mul, npu_quantize, npu_swiglu and its backward at
+T x H, against the tile the launchers use. Prints a table and writes ``<out>.json``.
+
+    python benchmarks/sweep_tiles.py [--out benchmarks/results/sweep_tiles]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+
+import torch
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--T", type=int, default=4096)
+    p.add_argument("--H", type=int, nargs="+", default=[4096])
+    p.add_argument("--ops", nargs="+", default=["npu_rotary_mul", "npu_quantize", "npu_swiglu"])
+    p.add_argument("--tiles", type=int, nargs="+", default=[1024, 2048, 4096, 8192])
+    p.add_argument("--warps", type=int, nargs="+", default=[4, 8])
+    p.add_argument("--out", default=os.path.join("benchmarks", "results", "sweep_tiles"))
+    args = p.parse_args(argv)
+    import triton
+    import triton.testing
+
+    import op_sdk  # noqa: F401
+    from op_sdk.library import get_op
+    from op_sdk.triton_kernels import _common
+
+    picked = (_common.TILE, _common.TILE_WARPS)
+    rows = []
+    for name in args.ops:
+        opdef = get_op(name)
+        for h in args.H:
+            torch.manual_seed(0)
+            a, kw = opdef.benchmarks[0].make(args.T, h, torch.bfloat16)
+            a = tuple(x.cuda() if isinstance(x, torch.Tensor) else x for x in a)
+            kw = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
+            for tile, warps in [picked] + [(t, w) for t in args.tiles for w in args.warps]:
+                _common.TILE, _common.TILE_WARPS = tile, warps
+                try:
+                    opdef.op(*a, **kw)
+                    us = 1e3 * triton.testing.do_bench_cudagraph(lambda: opdef.op(*a, **kw),
+                                                                 rep=30, return_mode="median")
+                except Exception as exc:  # e.g. too many registers for the warps
+                    us = None
+                    print(f"  {name} {h} tile {tile} warps {warps}: {type(exc).__name__}")
+                finally:
+                    _common.TILE, _common.TILE_WARPS = picked
+                rows.append({"op": name, "T": args.T, "H": h, "tile": tile, "warps": warps,
+                             "us": us})
+                print(f"{name:<18} {h:>5} tile {tile:>5} warps {warps:>2} "
+                      f"{'-' if us is None else f'{us:8.1f} us'}", flush=True)
+    res = {"benchmark": "sweep_tiles",
+           "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+           "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+           "gpu": torch.cuda.get_device_name(), "picked": {"tile": picked[0], "warps": picked[1]},
+           "versions": {"torch": torch.__version__, "triton": triton.__version__},
+           "timing": "median CUDA-graph replay (do_bench_cudagraph, rep 30 ms), bfloat16",
+           "results": rows}
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out + ".json", "w") as f:
+        json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
