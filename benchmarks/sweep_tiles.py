@@ -1,6 +1,7 @@
-"""The tiled kernels' tile on a CUDA GPU: elements per program (``_common.TILE``) and warps
-(``_common.TILE_WARPS``) for npu_rotary_mul, npu_quantize, npu_swiglu and its backward at
-T x H, against the tile the launchers use. Prints a table and writes ``<out>.json``.
+"""The tiled kernels' tile on a CUDA GPU: elements per program (``_common.TILE``;
+npu_rotary_mul's ``rotary.TILE``, in pairs) and warps (``_common.TILE_WARPS``) for
+npu_rotary_mul, npu_quantize and npu_swiglu at T x H, against the tile the launchers use.
+Prints a table and writes ``<out>.json``.
 
     python benchmarks/sweep_tiles.py [--out benchmarks/results/sweep_tiles]
 """
@@ -21,7 +22,7 @@ def main(argv=None) -> None:
     p.add_argument("--T", type=int, default=4096)
     p.add_argument("--H", type=int, nargs="+", default=[4096])
     p.add_argument("--ops", nargs="+", default=["npu_rotary_mul", "npu_quantize", "npu_swiglu"])
-    p.add_argument("--tiles", type=int, nargs="+", default=[1024, 2048, 4096, 8192])
+    p.add_argument("--tiles", type=int, nargs="+", default=[256, 512, 1024, 2048, 4096])
     p.add_argument("--warps", type=int, nargs="+", default=[4, 8])
     p.add_argument("--out", default=os.path.join("benchmarks", "results", "sweep_tiles"))
     args = p.parse_args(argv)
@@ -30,11 +31,13 @@ def main(argv=None) -> None:
 
     import op_sdk  # noqa: F401
     from op_sdk.library import get_op
-    from op_sdk.triton_kernels import _common
+    from op_sdk.triton_kernels import _common, rotary
 
-    picked = (_common.TILE, _common.TILE_WARPS)
     rows = []
     for name in args.ops:
+        # npu_rotary_mul's tile (pairs) is its module's; the others take _common's
+        mod = rotary if name == "npu_rotary_mul" else _common
+        picked = (mod.TILE, _common.TILE_WARPS)
         opdef = get_op(name)
         for h in args.H:
             torch.manual_seed(0)
@@ -42,7 +45,7 @@ def main(argv=None) -> None:
             a = tuple(x.cuda() if isinstance(x, torch.Tensor) else x for x in a)
             kw = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
             for tile, warps in [picked] + [(t, w) for t in args.tiles for w in args.warps]:
-                _common.TILE, _common.TILE_WARPS = tile, warps
+                mod.TILE, _common.TILE_WARPS = tile, warps
                 try:
                     opdef.op(*a, **kw)
                     us = 1e3 * triton.testing.do_bench_cudagraph(lambda: opdef.op(*a, **kw),
@@ -51,15 +54,15 @@ def main(argv=None) -> None:
                     us = None
                     print(f"  {name} {h} tile {tile} warps {warps}: {type(exc).__name__}")
                 finally:
-                    _common.TILE, _common.TILE_WARPS = picked
+                    mod.TILE, _common.TILE_WARPS = picked
                 rows.append({"op": name, "T": args.T, "H": h, "tile": tile, "warps": warps,
-                             "us": us})
+                             "picked": (tile, warps) == picked, "us": us})
                 print(f"{name:<18} {h:>5} tile {tile:>5} warps {warps:>2} "
                       f"{'-' if us is None else f'{us:8.1f} us'}", flush=True)
     res = {"benchmark": "sweep_tiles",
            "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-           "gpu": torch.cuda.get_device_name(), "picked": {"tile": picked[0], "warps": picked[1]},
+           "gpu": torch.cuda.get_device_name(),
            "versions": {"torch": torch.__version__, "triton": triton.__version__},
            "timing": "median CUDA-graph replay (do_bench_cudagraph, rep 30 ms), bfloat16",
            "results": rows}

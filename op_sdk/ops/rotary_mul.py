@@ -54,9 +54,10 @@ def _rotation_lists(mode: str, d: int) -> tuple[list | None, list, list]:
 def rotation(mode: str, d: int, device=None):
     """The mode as index tensors over the last dim: (A's permutation or None for the
     identity, B's permutation, B's signs in float32), ``A(x)[i] = x[pa[i]]`` and
-    ``B(x)[i] = sb[i] * x[pb[i]]``. The reference, the Triton kernel and the ONNX composite
-    read them from here. Made once per device (a copy to a GPU is not made again on later
-    calls, which may run under CUDA-graph capture); callers never write them. Under a
+    ``B(x)[i] = sb[i] * x[pb[i]]``. The reference and the ONNX composite read them from
+    here; the Triton kernel's pair arithmetic is tested against them. Made once per
+    device (a copy to a GPU is not made again on later calls, which may run under
+    CUDA-graph capture); callers never write them. Under a
     dispatch mode (a trace: fake tensors, functionalization) they are made afresh, the
     traced graph's constants, and not kept."""
     if _get_current_dispatch_mode() is not None:
@@ -204,8 +205,7 @@ def rotary_mul_cuda(input, r1, r2, rotary_mode="half", rotate=None):
     if rotate is not None:
         return rotary_mul_reference(input, r1, r2, rotary_mode, rotate)
     out = rotary_mul_fake(input, r1, r2, rotary_mode, rotate)
-    return rotary.run(input, r1.to(input.dtype), r2.to(input.dtype),
-                      rotation(rotary_mode, input.shape[-1], input.device), out)
+    return rotary.run(input, r1.to(input.dtype), r2.to(input.dtype), MODES[rotary_mode], out)
 
 
 def _bench_inputs(t, h, dt):

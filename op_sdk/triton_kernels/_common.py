@@ -129,13 +129,15 @@ def tile(rows, cols, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, WIDE: tl.cons
     return r, c, (r < rows)[:, None] & (c < cols)[None, :]
 
 
-def tiled(kernel, rows, cols, *args, **constexprs) -> None:
+def tiled(kernel, rows, cols, *args, tile=None, **constexprs) -> None:
     """Launch a tiled kernel (``BLOCK_R``, ``BLOCK_C`` and ``WIDE`` constexprs, its indices
-    from ``tile``) over a (rows, cols) matrix: rows of at most TILE columns per program,
-    as many rows as fill TILE elements; nothing when the matrix is empty."""
+    from ``tile``) over a (rows, cols) matrix: rows of at most ``tile`` (default TILE)
+    columns per program, as many rows as fill ``tile`` elements; nothing when the matrix
+    is empty."""
     if rows * cols:
-        block_c = min(block_for(cols), TILE)
-        block_r = max(1, TILE // block_c)
+        tile = tile or TILE
+        block_c = min(block_for(cols), tile)
+        block_r = max(1, tile // block_c)
         wide = rows * cols >= WIDE_FROM or any(
             isinstance(a, torch.Tensor) and a.numel() >= WIDE_FROM for a in args)
         grid = (triton.cdiv(rows, block_r) * triton.cdiv(cols, block_c),)

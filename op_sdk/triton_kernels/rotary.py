@@ -1,12 +1,19 @@
 """The Triton kernel of npu_rotary_mul (ops/rotary_mul.py's contract), without ``rotate``:
-``y[i] = x[pa[i]] * r1[i] + (sb[i] * x[pb[i]]) * r2[i]`` along the last dim, the mode's
-permutations and signs read from ``ops.rotary_mul.rotation`` (one definition of each mode),
-r1 / r2 broadcast through stride-0 views. float32 inside, each product rounded before the
-sum (``_common.mul``): the reference's bits.
+``y[i] = x[pa[i]] * r1[i] + (sb[i] * x[pb[i]]) * r2[i]`` along the last dim, r1 / r2
+broadcast through stride-0 views. float32 inside, each product rounded before the sum
+(``_common.mul``): the reference's bits.
 
-``input`` is read in (rows, d) tiles (``_common.tile``): the permutations and signs are
-loaded once per tile, r1 / r2's row offsets computed once per row (no element index is
-divided), and the permuted reads of x stay inside the tile's rows.
+Every mode rotates disjoint pairs: for j in [0, d / 2), outputs ``o1`` and ``o2`` read inputs
+``i1`` and ``i2`` (``i1 = pa[o1]``, ``i2 = pb[o1] = pa[o2]``, ``sb[o1] = -1``)::
+
+    y[o1] = x[i1] * r1[o1] + (-x[i2]) * r2[o1]
+    y[o2] = x[i2] * r1[o2] + x[i1] * r2[o2]
+
+``_pairs`` gives o1, o2, i1, i2 as arithmetic on j for each mode, so each of the four is a
+contiguous or evenly strided vector (no gathered loads); tests/triton/test_kernels.py checks
+them against the mode's permutations and signs (``ops.rotary_mul.rotation``, the one
+definition of each mode). ``input`` is read in (rows, d / 2) tiles (``_common.tile``), r1 /
+r2's row offsets computed once per row.
 """
 
 from __future__ import annotations
@@ -16,36 +23,60 @@ import triton.language as tl
 
 from op_sdk.triton_kernels._common import Outputs, mul, tile, tiled
 
+# pairs per program (twice as many outputs): the old one-output-per-lane kernel was fastest
+# at 1024 outputs per program on an H200 (benchmarks/results/sweep_tiles_h200_gather.json)
+TILE = 512
+
 
 @triton.jit
-def _rotary(x_ptr, r1_ptr, r2_ptr, pa_ptr, pb_ptr, sb_ptr, y_ptr, rows, d, s1, s2,
-            st0, st1, st2, st3, HAS_A: tl.constexpr,
+def _pairs(j, MODE: tl.constexpr, D: tl.constexpr):
+    """(o1, o2, i1, i2) of pair j < D / 2 in mode MODE (the mode's code in
+    ops.rotary_mul.MODES, aclnn's: 0 half, 1 interleave, 2 quarter, 3 interleave-half)."""
+    if MODE == 1:  # interleave: (2j, 2j + 1) rotate in place
+        o1 = 2 * j
+        o2 = o1 + 1
+        i1, i2 = o1, o2
+    elif MODE == 2:  # quarter: half of each half
+        o1 = j + (j // (D // 4)) * (D // 4)
+        o2 = o1 + D // 4
+        i1, i2 = o1, o2
+    elif MODE == 3:  # interleave-half: the evens and odds to the two halves
+        o1 = j
+        o2 = j + D // 2
+        i1 = 2 * j
+        i2 = i1 + 1
+    else:  # half
+        o1 = j
+        o2 = j + D // 2
+        i1, i2 = o1, o2
+    return o1, o2, i1, i2
+
+
+@triton.jit
+def _rotary(x_ptr, r1_ptr, r2_ptr, y_ptr, rows, s1, s2, st0, st1, st2, st3,
+            MODE: tl.constexpr, D: tl.constexpr,
             BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, WIDE: tl.constexpr):
-    r, c, m = tile(rows, d, BLOCK_R, BLOCK_C, WIDE)
-    cm = c < d
-    base = r[:, None] * d
+    r, j, m = tile(rows, D // 2, BLOCK_R, BLOCK_C, WIDE)
+    o1, o2, i1, i2 = _pairs(j, MODE, D)
+    base = r[:, None] * D
     # r1 / r2 of input's shape (..., s1, s2, d) through their broadcast strides
-    ro = ((r // (s1 * s2)) * st0 + ((r // s2) % s1) * st1 + (r % s2) * st2)[:, None] \
-        + (c * st3)[None, :]
-    pb = tl.load(pb_ptr + c, mask=cm, other=0).to(r.dtype)
-    sb = tl.load(sb_ptr + c, mask=cm, other=0.0)
-    if HAS_A:
-        pa = tl.load(pa_ptr + c, mask=cm, other=0).to(r.dtype)
-        a = tl.load(x_ptr + base + pa[None, :], mask=m, other=0.0)
-    else:
-        a = tl.load(x_ptr + base + c[None, :], mask=m, other=0.0)
-    b = tl.load(x_ptr + base + pb[None, :], mask=m, other=0.0).to(tl.float32) * sb[None, :]
-    co = tl.load(r1_ptr + ro, mask=m, other=0.0).to(tl.float32)
-    si = tl.load(r2_ptr + ro, mask=m, other=0.0).to(tl.float32)
-    y = mul(a.to(tl.float32), co, m) + mul(b, si, m)
-    tl.store(y_ptr + base + c[None, :], y.to(y_ptr.dtype.element_ty), mask=m)
+    ro = ((r // (s1 * s2)) * st0 + ((r // s2) % s1) * st1 + (r % s2) * st2)[:, None]
+    x1 = tl.load(x_ptr + base + i1[None, :], mask=m, other=0.0).to(tl.float32)
+    x2 = tl.load(x_ptr + base + i2[None, :], mask=m, other=0.0).to(tl.float32)
+    c1 = tl.load(r1_ptr + ro + (o1 * st3)[None, :], mask=m, other=0.0).to(tl.float32)
+    s1_ = tl.load(r2_ptr + ro + (o1 * st3)[None, :], mask=m, other=0.0).to(tl.float32)
+    c2 = tl.load(r1_ptr + ro + (o2 * st3)[None, :], mask=m, other=0.0).to(tl.float32)
+    s2_ = tl.load(r2_ptr + ro + (o2 * st3)[None, :], mask=m, other=0.0).to(tl.float32)
+    y1 = mul(x1, c1, m) + mul(-x2, s1_, m)
+    y2 = mul(x2, c2, m) + mul(x1, s2_, m)
+    tl.store(y_ptr + base + o1[None, :], y1.to(y_ptr.dtype.element_ty), mask=m)
+    tl.store(y_ptr + base + o2[None, :], y2.to(y_ptr.dtype.element_ty), mask=m)
 
 
-def run(input, r1, r2, rotation, out):
-    """npu_rotary_mul of ``input`` with r1 / r2 (input's dtype) and the mode's ``rotation``
-    (pa or None, pb, sb) into ``out`` (its fake's allocation); returns it."""
+def run(input, r1, r2, mode, out):
+    """npu_rotary_mul of ``input`` with r1 / r2 (input's dtype) in ``mode`` (its code in
+    ops.rotary_mul.MODES) into ``out`` (its fake's allocation); returns it."""
     o = Outputs(out)
-    pa, pb, sb = rotation
     shape = [1] * (4 - input.dim()) + list(input.shape)
     r1e = r1.reshape([1] * (4 - r1.dim()) + list(r1.shape)).expand(shape)
     r2e = r2.reshape([1] * (4 - r2.dim()) + list(r2.shape)).expand(shape)
@@ -53,6 +84,6 @@ def run(input, r1, r2, rotation, out):
         r1e, r2e = r1e.contiguous(), r2e.contiguous()
     d = shape[3]
     rows = input.numel() // d
-    tiled(_rotary, rows, d, input.contiguous(), r1e, r2e, pb if pa is None else pa, pb, sb,
-          o.bufs[0], rows, d, shape[1], shape[2], *r1e.stride(), HAS_A=pa is not None)
+    tiled(_rotary, rows, d // 2, input.contiguous(), r1e, r2e, o.bufs[0], rows, shape[1],
+          shape[2], *r1e.stride(), MODE=mode, D=d, tile=TILE)
     return o.done()[0]

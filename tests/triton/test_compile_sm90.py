@@ -113,14 +113,13 @@ def main() -> int:
                 bad = _problems(k.asm["ptx"], rne=True)
                 print(f"_quantize {q} {last} {dtype}: {', '.join(bad) or 'ok'}")
                 failed += bool(bad)
-        for has_a in (False, True):
-            k = _compile(rotary._rotary, {"x_ptr": x, "r1_ptr": x, "r2_ptr": x, "pa_ptr": "*i64",
-                                          "pb_ptr": "*i64", "sb_ptr": "*fp32", "y_ptr": x,
-                                          "rows": "i64", "d": "i64", "s1": "i64", "s2": "i64",
+        for mode in range(4):
+            k = _compile(rotary._rotary, {"x_ptr": x, "r1_ptr": x, "r2_ptr": x, "y_ptr": x,
+                                          "rows": "i64", "s1": "i64", "s2": "i64",
                                           "st0": "i64", "st1": "i64", "st2": "i64", "st3": "i64"},
-                         {"HAS_A": has_a, "BLOCK_R": 16, "BLOCK_C": 128, "WIDE": True})
+                         {"MODE": mode, "D": 128, "BLOCK_R": 16, "BLOCK_C": 64, "WIDE": True})
             bad = _problems(k.asm["ptx"])
-            print(f"_rotary {has_a} {dtype}: {', '.join(bad) or 'ok'}")
+            print(f"_rotary {mode} {dtype}: {', '.join(bad) or 'ok'}")
             failed += bool(bad)
         for left, smooth, offset, dynamic in ((True, 0, 0, True), (False, 1, 0, True),
                                               (True, 1, 1, False), (False, 2, 2, False)):
@@ -159,10 +158,10 @@ def main() -> int:
           "cols": "i32", "channels": "i32", "lo": "fp32", "hi": "fp32"},
          {"S_PER": True, "Z_PER": True, "HAS_Z": True, "DIV": False, "LAST": False, **TILE}),
         ("_rotary", rotary._rotary,
-         {"x_ptr": "*bf16", "r1_ptr": "*bf16", "r2_ptr": "*bf16", "pa_ptr": "*i64",
-          "pb_ptr": "*i64", "sb_ptr": "*fp32", "y_ptr": "*bf16", "rows": "i32", "d": "i32",
-          "s1": "i32", "s2": "i32", "st0": "i32", "st1": "i32", "st2": "i32", "st3": "i32"},
-         {"HAS_A": True, "BLOCK_R": 16, "BLOCK_C": 128}),
+         {"x_ptr": "*bf16", "r1_ptr": "*bf16", "r2_ptr": "*bf16", "y_ptr": "*bf16",
+          "rows": "i32", "s1": "i32", "s2": "i32", "st0": "i32", "st1": "i32", "st2": "i32",
+          "st3": "i32"},
+         {"MODE": 2, "D": 96, "BLOCK_R": 16, "BLOCK_C": 64}),
     )
     for name, fn, types, switches in narrow:
         k = _compile(fn, types, dict(switches, WIDE=False))
@@ -178,7 +177,7 @@ def main() -> int:
 def test_kernels_compile_for_sm90_with_the_contracts_arithmetic():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") == 63, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") == 69, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

@@ -8,9 +8,11 @@ native CPU kernels)."""
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 from op_sdk.library import get_op
-from op_sdk.triton_kernels import norm
+from op_sdk.triton_kernels import norm, rotary
 from tests.ops._helpers import (
     LAYOUTS,
     assert_float_close,
@@ -374,3 +376,34 @@ def test_swiglu_quant_nonfinite_zero_rows_and_groups(device):
     _run(K("npu_swiglu_quant"), npu.npu_swiglu_quant, (rand(5, 8),), kw, device)
     with pytest.raises(Exception, match="npu_swiglu_quant.*smooth_scales"):
         K("npu_swiglu_quant")(rand(2, 8).to(device), quant_mode=0)
+
+
+@triton.jit
+def _rotary_pairs(out_ptr, MODE: tl.constexpr, D: tl.constexpr, H: tl.constexpr):
+    j = tl.arange(0, H)
+    o1, o2, i1, i2 = rotary._pairs(j, MODE, D)
+    tl.store(out_ptr + j, o1)
+    tl.store(out_ptr + H + j, o2)
+    tl.store(out_ptr + 2 * H + j, i1)
+    tl.store(out_ptr + 3 * H + j, i2)
+
+
+def test_rotary_pairs_are_the_modes_permutations(device):
+    """The kernel's pair arithmetic (triton_kernels.rotary._pairs) against each mode's one
+    definition (ops.rotary_mul.rotation): o1 the outputs of sign -1 in order, i1 / i2 their
+    A / B inputs, o2 the output whose A input is i2, which reads i1 with sign +1."""
+    from op_sdk.ops.rotary_mul import MODES, rotation
+
+    for mode, code in MODES.items():
+        for d in (8, 32, 128):
+            pa, pb, sb = rotation(mode, d)
+            pa = torch.arange(d) if pa is None else pa
+            inv = torch.empty_like(pa)
+            inv[pa] = torch.arange(d)
+            o1 = torch.nonzero(sb < 0).flatten()
+            i1, i2 = pa[o1], pb[o1]
+            o2 = inv[i2]
+            assert bool((sb[o2] > 0).all()) and torch.equal(pb[o2], i1), (mode, d)
+            got = torch.empty(4, d // 2, dtype=torch.int32, device=device)
+            _rotary_pairs[(1,)](got, MODE=code, D=d, H=d // 2)
+            assert torch.equal(got.cpu().long(), torch.stack((o1, o2, i1, i2))), (mode, d)
