@@ -1,4 +1,4 @@
-// CPU launcher of npu_rotary_mul: the forms of the hot path (no `rotate` matrix) run the row
+// CPU launchers of npu_rotary_mul and npu_interleave_rope: the forms of the hot path (no `rotate` matrix) run the row
 // kernel of kernels/rotary.h; every other call, valid or not, goes to the operator's
 // reference (op_sdk_reference::npu_rotary_mul), so the contract's rules and their error
 // messages have one implementation (op_sdk/ops/rotary_mul.py). `fast_form` only says which
@@ -43,13 +43,8 @@ bool fast_form(const Tensor& x, const Tensor& r1, const Tensor& r2, int mode,
          r2.sizes() == r1.sizes() && broadcasts_to(r2, x);
 }
 
-Tensor npu_rotary_mul(const Tensor& input, const Tensor& r1, const Tensor& r2,
-                      c10::string_view rotary_mode, const std::optional<Tensor>& rotate) {
-  const int mode = mode_code(rotary_mode);
-  if (!fast_form(input, r1, r2, mode, rotate)) {
-    static const auto reference = reference_op<decltype(npu_rotary_mul)>("npu_rotary_mul");
-    return reference.call(input, r1, r2, rotary_mode, rotate);
-  }
+// A(x) * r1 + B(x) * r2 in `mode` for a call of the fast form, contiguous.
+Tensor rotary(const Tensor& input, const Tensor& r1, const Tensor& r2, int mode) {
   const auto dt = input.scalar_type();
   const Tensor x = input.contiguous();
   // cos / sin rounded to the input's dtype (op-plugin casts them), rows of d contiguous,
@@ -59,21 +54,24 @@ Tensor npu_rotary_mul(const Tensor& input, const Tensor& r1, const Tensor& r2,
   Tensor y = new_output(input.sizes(), input.options());  // contiguous: torch_npu's Meta
   const int64_t d = x.size(-1), nd = x.dim(), rows = x.numel() / d;
   if (rows == 0) return y;
-  // runs of the rows of dim -2 (the heads of a token, or the tokens of a head) share one
-  // stride through cos / sin (0 where they broadcast): one kernel call per run, and the
-  // cos / sin offset of a run from the dims before it
-  const int64_t run = x.size(-2), runs = rows / run;
+  // runs of the rows of the innermost dim before the last one whose size is not 1 (dim -2:
+  // the heads of a token, or the tokens of a head; dim -3 where S = 1, as in decode's
+  // (B, N, 1, D)) share one stride through cos / sin (0 where they broadcast): one kernel
+  // call per run, and the cos / sin offset of a run from the dims before it
+  int64_t rd = nd - 2;
+  while (rd > 0 && x.size(rd) == 1) --rd;
+  const int64_t run = x.size(rd), runs = rows / run;
   // (a dim of size 1 may carry any stride, and cos / sin may differ there: a run of one row
   // steps nowhere; otherwise r1 / r2 of one shape, made contiguous and expanded, agree)
-  const int64_t cs_stride = run > 1 ? c.stride(-2) : 0;
-  TORCH_INTERNAL_ASSERT(run == 1 || s.stride(-2) == cs_stride);
+  const int64_t cs_stride = run > 1 ? c.stride(rd) : 0;
+  TORCH_INTERNAL_ASSERT(run == 1 || s.stride(rd) == cs_stride);
   dispatch_float(dt, [&](auto tx) {
     using T = decltype(tx);
     parallel_rows(runs, run * d, [&](int64_t b, int64_t e) {
       opk::RowBuffer<float> scratch(2 * d);
       for (int64_t g = b; g < e; ++g) {
-        int64_t rem = g, off = 0;  // g over the dims before -2, last fastest
-        for (int64_t k = nd - 3; k >= 0; --k) {
+        int64_t rem = g, off = 0;  // g over the dims before rd, last fastest
+        for (int64_t k = rd - 1; k >= 0; --k) {
           const int64_t i = rem % x.size(k);
           rem /= x.size(k);
           off += i * c.stride(k);
@@ -86,8 +84,43 @@ Tensor npu_rotary_mul(const Tensor& input, const Tensor& r1, const Tensor& r2,
   return y;
 }
 
+Tensor npu_rotary_mul(const Tensor& input, const Tensor& r1, const Tensor& r2,
+                      c10::string_view rotary_mode, const std::optional<Tensor>& rotate) {
+  const int mode = mode_code(rotary_mode);
+  if (!fast_form(input, r1, r2, mode, rotate)) {
+    static const auto reference = reference_op<decltype(npu_rotary_mul)>("npu_rotary_mul");
+    return reference.call(input, r1, r2, rotary_mode, rotate);
+  }
+  return rotary(input, r1, r2, mode);
+}
+
+// npu_interleave_rope (op_sdk/ops/interleave_rope.py): npu_rotary_mul's "interleave-half"
+// mode on x (B, N, S, 64) with cos / sin of x's dtype and shape (B or 1, 1, S or 1, 64),
+// written in x's layout (torch_npu's Meta: empty_like); other calls go to its reference.
+bool interleave_fast_form(const Tensor& x, const Tensor& cos, const Tensor& sin) {
+  if (!is_float_dtype(x.scalar_type()) || x.dim() != 4 || x.size(3) != 64 || cos.dim() != 4 ||
+      cos.scalar_type() != x.scalar_type() || sin.scalar_type() != x.scalar_type() ||
+      sin.sizes() != cos.sizes())
+    return false;
+  return (cos.size(0) == 1 || cos.size(0) == x.size(0)) && cos.size(1) == 1 &&
+         (cos.size(2) == 1 || cos.size(2) == x.size(2)) && cos.size(3) == 64;
+}
+
+Tensor npu_interleave_rope(const Tensor& x, const Tensor& cos, const Tensor& sin) {
+  if (!interleave_fast_form(x, cos, sin)) {
+    static const auto reference =
+        reference_op<decltype(npu_interleave_rope)>("npu_interleave_rope");
+    return reference.call(x, cos, sin);
+  }
+  Tensor y = rotary(x, cos, sin, opk::kRotaryInterleaveHalf);
+  if (x.is_contiguous()) return y;
+  Tensor out = at::empty_like(x);  // x's layout where x is dense (permuted), else contiguous
+  return out.is_contiguous() ? y : out.copy_(y);
+}
+
 }  // namespace
 
 OPSDK_NATIVE_OP(npu, npu_rotary_mul, &npu_rotary_mul, kDifferentiable);
+OPSDK_NATIVE_OP(npu, npu_interleave_rope, &npu_interleave_rope, kNotDifferentiable);
 
 }  // namespace opsdk

@@ -11,10 +11,10 @@ from op_sdk.onnx.translation import Call, dt, dtype_tag, overload_key, proto_inp
 from op_sdk.ops.rotary_mul import MODES, _inverse, rotation
 
 
-def _static(v, what):
+def _static(v, what, op="npu_rotary_mul"):
     dims = [d if isinstance(d, int) else None for d in (v.shape or ())]
     if not dims or None in dims:
-        raise NotImplementedError(f"npu_rotary_mul ONNX export: {what} needs a static shape, "
+        raise NotImplementedError(f"{op} ONNX export: {what} needs a static shape, "
                                   f"got {v.shape}")
     return dims
 

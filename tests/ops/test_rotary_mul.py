@@ -18,7 +18,9 @@ MODES = ["half", "interleave", "quarter", "interleave-half"]
 # (x shape, cos / sin shape): BNSD 11SD / B1SD, BSND 1S1D / BS1D, SBND S11D, TND T1D / TND
 LAYOUTS = [((2, 3, 5, 8), (1, 1, 5, 8)), ((2, 3, 5, 8), (2, 1, 5, 8)), ((2, 5, 3, 16), (1, 5, 1, 16)),
            ((2, 5, 3, 16), (2, 5, 1, 16)), ((5, 2, 3, 12), (5, 1, 1, 12)), ((7, 3, 4), (7, 1, 4)),
-           ((7, 3, 4), (7, 3, 4)), ((1, 1, 1, 128), (1, 1, 1, 128))]
+           ((7, 3, 4), (7, 3, 4)), ((1, 1, 1, 128), (1, 1, 1, 128)),
+           # S = 1 (decode): the kernel's runs move to the heads, with and without a stride
+           ((3, 4, 1, 8), (3, 4, 1, 8)), ((3, 4, 1, 8), (1, 4, 1, 8)), ((3, 4, 1, 8), (3, 1, 1, 8))]
 
 SCHEMAS = [
     "npu_rotary_mul(Tensor input, Tensor r1, Tensor r2, str rotary_mode='half', Tensor? rotate=None) -> Tensor",  # noqa: E501

@@ -24,6 +24,8 @@ def triton_cases():
                           -1), {}),
         "npu_swiglu_quant": ((x1,), {"smooth_scales": s[None, : h // 2] + 0.5,
                                      "activate_left": True, "quant_mode": 1}),
+        "npu_interleave_rope": ((rand(2, 3, 4, 64, dtype=bf16), rand(2, 1, 4, 64, dtype=bf16),
+                                 rand(2, 1, 4, 64, dtype=bf16)), {}),
         "npu_rotary_mul": ((rand(2, 3, 4, h, dtype=bf16), rand(2, 1, 4, h, dtype=bf16),
                             rand(2, 1, 4, h, dtype=bf16)), {"rotary_mode": "interleave-half"}),
     }

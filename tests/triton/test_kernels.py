@@ -407,3 +407,15 @@ def test_rotary_pairs_are_the_modes_permutations(device):
             got = torch.empty(4, d // 2, dtype=torch.int32, device=device)
             _rotary_pairs[(1,)](got, MODE=code, D=d, H=d // 2)
             assert torch.equal(got.cpu().long(), torch.stack((o1, o2, i1, i2))), (mode, d)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,rshape", [((2, 3, 5, 64), (2, 1, 5, 64)), ((2, 3, 5, 64), (1, 1, 1, 64)),
+                                          ((0, 2, 3, 64), (0, 1, 3, 64))])
+@pytest.mark.parametrize("layout", ["contiguous", "permuted", "broadcast"])
+def test_interleave_rope_is_bit_exact(dtype, shape, rshape, layout, device):
+    """npu_interleave_rope runs the rotary kernel's "interleave-half" mode, in x's layout."""
+    torch.manual_seed(0)
+    x, c, s = rand(*shape, dtype=dtype), rand(*rshape, dtype=dtype), rand(*rshape, dtype=dtype)
+    args, kw = relayout((x, c, s), {}, layout, which=(0,))
+    _run(K("npu_interleave_rope"), npu.npu_interleave_rope, args, kw, device, exact=(0,))
