@@ -229,6 +229,90 @@ def test_hf_rope_becomes_npu_rotary_mul(mode, dtype):
     assert_fused_close(res.outputs, hf_rope(*args), args)
 
 
+def ds_rope(q, k, cos, sin, pairs=2):
+    """transformers' DeepSeek-V3 apply_rotary_pos_emb_interleave (``pairs`` 2); another
+    ``pairs`` views the last dim in groups of that many instead (not a de-interleave)."""
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    b, h, s, d = q.shape
+    q = q.view(b, h, s, d // pairs, pairs).transpose(4, 3).reshape(b, h, s, d)
+    b, h, s, d = k.shape
+    k = k.view(b, h, s, d // pairs, pairs).transpose(4, 3).reshape(b, h, s, d)
+    return (q * cos) + (rotate_half(q) * sin), (k * cos) + (rotate_half(k) * sin)
+
+
+@pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune"])
+def test_deepseek_interleaved_rope_becomes_interleave_half(mode):
+    args = _rope_inputs(torch.bfloat16)
+    cfg = config(mode, **(NPU_PLAN if mode == "max-autotune" else {}))
+    modes = []  # the rotary_mode of each npu_rotary_mul the passes leave
+    cfg.post_grad_custom_post_pass = lambda gm, *_: modes.extend(
+        n.args[3:] for n in gm.graph.nodes if n.target == npu.npu_rotary_mul.default)
+    res = compile_and_run(ds_rope, args, cfg)
+    assert res.report.match_count("native_rotary_mul", "interleave") == 2, res.report.summary()
+    assert res.targets.count(npu.npu_rotary_mul.default) == 2
+    assert modes == [("interleave-half",)] * 2
+    # the de-interleaving copies are gone: the operator reads q and k as they are
+    assert not res.has(aten.permute.default) and not res.has(aten.clone.default)
+    assert not res.has(aten.cat.default)
+    assert_fused_close(res.outputs, ds_rope(*args), args)
+    # bit for bit the plain rule's result on the de-interleaved copy (one operator, two
+    # spellings of the same arithmetic)
+    q, _, cos, sin = args
+    b, h, s, d = q.shape
+    copy = q.view(b, h, s, d // 2, 2).transpose(4, 3).reshape(b, h, s, d)
+    c, sn = cos.unsqueeze(1), sin.unsqueeze(1)
+    assert torch.equal(npu.npu_rotary_mul(q, c, sn, "interleave-half"), npu.npu_rotary_mul(copy, c, sn))
+
+
+def _pairs_rope(q, k, cos, sin, lanes=(0, 1)):
+    """transformers 5's DeepSeek-V3 apply_rotary_pos_emb_interleave (its even / odd lanes;
+    ``lanes`` (1, 0) swaps them: another rotation)."""
+    cos = cos[..., : cos.shape[-1] // 2].unsqueeze(1)
+    sin = sin[..., : sin.shape[-1] // 2].unsqueeze(1)
+    a, b = lanes
+    q1, q2 = q[..., a::2], q[..., b::2]
+    k1, k2 = k[..., a::2], k[..., b::2]
+    return (torch.cat([q1 * cos - q2 * sin, q2 * cos + q1 * sin], dim=-1),
+            torch.cat([k1 * cos - k2 * sin, k2 * cos + k1 * sin], dim=-1))
+
+
+@pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune"])
+def test_transformers_pairs_rope_becomes_interleave_half(mode):
+    from transformers.models.deepseek_v3 import modeling_deepseek_v3
+
+    fn = modeling_deepseek_v3.apply_rotary_pos_emb_interleave
+    args = _rope_inputs(torch.bfloat16)
+    cfg = config(mode, **(NPU_PLAN if mode == "max-autotune" else {}))
+    modes = []
+    cfg.post_grad_custom_post_pass = lambda gm, *_: modes.extend(
+        n.args[3:] for n in gm.graph.nodes if n.target == npu.npu_rotary_mul.default)
+    res = compile_and_run(fn, args, cfg)
+    assert res.report.match_count("native_rotary_mul", "pairs") == 2, res.report.summary()
+    assert modes == [("interleave-half",)] * 2
+    assert not res.has(aten.sub.Tensor)
+    assert_fused_close(res.outputs, fn(*args), args)
+    assert_fused_close(res.outputs, _pairs_rope(*args), args)  # the spelling below is its
+
+
+def test_pairs_rope_with_swapped_lanes_is_refused_with_reason():
+    args = _rope_inputs(torch.bfloat16)
+    res = compile_and_run(lambda *a: _pairs_rope(*a, lanes=(1, 0)), args)
+    assert res.report.match_count("native_rotary_mul") == 0
+    assert any("even / odd lanes" in m.reason for m in res.report.misses("native_rotary_mul")), \
+        res.report.summary()
+    assert_fused_close(res.outputs, _pairs_rope(*args, lanes=(1, 0)), args)
+
+
+def test_rope_after_a_view_that_is_no_deinterleave_stays_half():
+    args = _rope_inputs(torch.bfloat16, head_dim=32)
+    res = compile_and_run(lambda q, k, c, s: ds_rope(q, k, c, s, pairs=4), args)
+    assert res.report.match_count("native_rotary_mul", "interleave") == 0
+    assert res.report.match_count("native_rotary_mul", "hf") == 2, res.report.summary()
+    assert any("pairs" in m.reason for m in res.report.misses("native_rotary_mul")), \
+        res.report.summary()
+    assert_fused_close(res.outputs, ds_rope(*args, pairs=4), args)
+
+
 def test_rope_sum_in_either_order_and_dynamic_shapes():
     def rope_sin_first(x, cos, sin):
         return rotate_half(x) * sin + x * cos
@@ -533,10 +617,12 @@ def test_transformers_models_get_npu_norms(kind, mode):
         (dict(counts), op_sdk.explain(backend).summary())
     assert with_add == 2 * 2  # the two residual adds of each of the 2 layers
     assert counts["aten.rsqrt.default"] == 0
-    # RoPE with rotate_half on q and k of each layer (DeepSeek-V3's interleaved spelling,
-    # cat([q1 cos - q2 sin, q2 cos + q1 sin]) of the even / odd lanes, is no rule's: it
-    # stays as it is)
-    assert counts["npu.npu_rotary_mul.default"] == (0 if kind == "deepseek_v3" else 2 * 2)
+    # RoPE on q and k of each layer: rotate_half, or DeepSeek-V3's interleaved spelling
+    # (cat([q1 cos - q2 sin, q2 cos + q1 sin]) of the even / odd lanes: the "pairs" form,
+    # rotary_mode "interleave-half"); no slice of the lanes left
+    assert counts["npu.npu_rotary_mul.default"] == 2 * 2
+    if kind == "deepseek_v3":
+        assert sum(r.match_count("native_rotary_mul", "pairs") for r in backend.reports) == 4
     err = (out.float() - ref.float()).abs().max().item()
     assert err <= 0.02 * ref.float().abs().max().item() + 0.02, err
 

@@ -27,8 +27,17 @@ Rules, in the order they run (each a ``Fusion`` of its own, reported like the fu
   dtype (no broadcasting), gamma of their dtype.
 * ``native_rotary_mul`` -> ``npu_rotary_mul`` (rotary_mode "half"): RoPE as Hugging Face
   writes it, ``x * cos + rotate_half(x) * sin`` with ``rotate_half(x) = cat((-x2, x1), -1)``
-  (either order of the sum). Checks: the slices are the two halves of the last dim (known
-  even: a symbolic head dim is refused rather than guarded), the cat is along it, and the
+  (either order of the sum); after DeepSeek-V3's de-interleave (``x.view(b, h, s, d // 2,
+  2).transpose(4, 3).reshape(b, h, s, d)``, apply_rotary_pos_emb_interleave) ->
+  rotary_mode "interleave-half" on x itself (the de-interleaving copy gone). Checks for that
+  form: the view splits the last dim into pairs, the permutation swaps the last two dims
+  only, the result has x's shape. The same rotation on the even / odd lanes, as
+  transformers 5 writes it (``cat([x1 * c - x2 * s, x2 * c + x1 * s], -1)``, ``x1 =
+  x[..., 0::2]``, ``x2 = x[..., 1::2]``, c / s the first halves of cos / sin) ->
+  "interleave-half" with ``cat((c, c), -1)`` / ``cat((s, s), -1)``. Checks: x1 / x2 the even
+  / odd lanes in that order, the cat along the last dim, c / s half of x's last dim.
+  Checks of every form: the slices are the two halves of the last dim (known even: a
+  symbolic head dim is refused rather than guarded), the cat is along it, and the
   result keeps x's dtype (float32 cos / sin with a bf16 x promote it: refused). cos / sin
   must broadcast to x as npu_rotary_mul's contract says (the replacement's own checks).
 * ``native_swiglu`` -> ``npu_swiglu(x, -1)``: ``F.silu(gate) * up`` where gate / up are
@@ -346,19 +355,50 @@ def _keeps_dtype(match, x, op: str) -> str | None:
 
 # ---- RoPE: Hugging Face's rotate_half ---------------------------------------------------------
 
-# (x * cos first or second in the sum)
-_ROPE_FORMS = ("hf", "sin_first")
+# (x * cos first or second in the sum); "interleave": DeepSeek-V3's
+# apply_rotary_pos_emb_interleave as transformers 4.x and DeepSeek's own code write it,
+# de-interleaving the last dim first (x.view(b, h, s, d // 2, 2).transpose(4, 3).reshape(b,
+# h, s, d)): npu_rotary_mul's "interleave-half" mode on x itself. The interleaved forms are
+# tried first (the plain forms match their inner part). "pairs": the same rotation as
+# transformers 5 writes it, on the even / odd lanes with the first halves of cos / sin
+# (``cat([x1 * c - x2 * s, x2 * c + x1 * s], -1)``, x1 = x[..., 0::2], x2 = x[..., 1::2]):
+# "interleave-half" with cos / sin of those halves repeated (c[j] = c[j + D / 2]).
+_ROPE_FORMS = ("interleave", "interleave+sin_first", "pairs", "hf", "sin_first")
+
+
+def _deinterleave(x):
+    b, h, s, d = x.shape
+    return x.view(b, h, s, d // 2, 2).transpose(4, 3).reshape(b, h, s, d)
+
+
+def _rope_pairs_variant() -> Variant:
+    def search(x, cos, sin):
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+    def replace(x, cos, sin):
+        return npu.npu_rotary_mul.default(x, torch.cat((cos, cos), -1),
+                                          torch.cat((sin, sin), -1), "interleave-half")
+
+    return Variant("pairs", search, replace)
 
 
 def _rope_variant(form: str) -> Variant:
+    if form == "pairs":
+        return _rope_pairs_variant()
+    interleaved = form.startswith("interleave")
+
     def search(x, cos, sin):
-        h = x.shape[-1] // 2
-        rotated = torch.cat((-x[..., h:], x[..., :h]), dim=-1)
-        if form == "hf":
-            return x * cos + rotated * sin
-        return rotated * sin + x * cos
+        q = _deinterleave(x) if interleaved else x
+        h = q.shape[-1] // 2
+        rotated = torch.cat((-q[..., h:], q[..., :h]), dim=-1)
+        if form in ("hf", "interleave"):
+            return q * cos + rotated * sin
+        return rotated * sin + q * cos
 
     def replace(x, cos, sin):
+        if interleaved:
+            return npu.npu_rotary_mul.default(x, cos, sin, "interleave-half")
         return npu.npu_rotary_mul.default(x, cos, sin)
 
     return Variant(form, search, replace)
@@ -367,6 +407,8 @@ def _rope_variant(form: str) -> Variant:
 def _rope_rotate_half(match) -> str | None:
     cat = node_of(match, aten.cat.default)
     neg = node_of(match, aten.neg.default)
+    if neg is None:
+        return _rope_pairs(match, cat)
     parts = cat.args[0]
     x = neg.args[0].args[0]
     rank = val(x).dim()
@@ -379,10 +421,75 @@ def _rope_rotate_half(match) -> str | None:
             or _keeps_dtype(match, x, "npu_rotary_mul"))
 
 
+def _lane_slice(node, x) -> tuple | None:
+    """(start, step) of ``aten.slice.Tensor(x, dim, start, end, step)`` over x's whole last
+    dim from ``start``; else None."""
+    xv = val(x)
+    args = list(node.args) + [None] * (5 - len(node.args))
+    _, dim, start, end, step = args[:5]
+    if node.args[0] is not x or dim is None or dim % xv.dim() != xv.dim() - 1:
+        return None
+    if not (end is None or (isinstance(end, int) and end >= _END) or same(end, xv.shape[-1])):
+        return None
+    return start or 0, step or 1
+
+
+def _rope_pairs(match, cat) -> str | None:
+    """The "pairs" form: x1 / x2 are x's even / odd lanes (x[..., 0::2], x[..., 1::2]), the
+    cat along the last dim, cos / sin of half x's last dim (the replacement repeats them),
+    x's dtype kept."""
+    sub = node_of(match, aten.sub.Tensor)
+    (x1, cos), (x2, _) = sub.args[0].args[:2], sub.args[1].args[:2]
+    x = x1.args[0]
+    xv = val(x)
+    d = xv.shape[-1]
+    if not known_multiple(d, 2):
+        return f"pairs: the last dim {fmt(d)} is not known to be even"
+    if x2.args[0] is not x or _lane_slice(x1, x) != (0, 2) or _lane_slice(x2, x) != (1, 2):
+        return "pairs: x1 / x2 are not x's even / odd lanes (x[..., 0::2], x[..., 1::2])"
+    dim = cat.args[1] if len(cat.args) > 1 else cat.kwargs.get("dim", 0)
+    if dim % xv.dim() != xv.dim() - 1:
+        return f"pairs: the halves are concatenated along dim {dim}, not the last"
+    if not same(val(cos).shape[-1], d // 2):
+        return (f"pairs: cos / sin have a last dim of {fmt(val(cos).shape[-1])}; the pairs "
+                f"form reads half of x's ({fmt(d)})")
+    return _keeps_dtype(match, x, "npu_rotary_mul")
+
+
+def _rope_deinterleave(match) -> str | None:
+    """The interleaved forms: the permute swaps the last two dims of x viewed as
+    (..., D / 2, 2), and q comes back in x's shape (the view / reshape sizes are the
+    pattern's wildcards)."""
+    permute = node_of(match, aten.permute.default)
+    if permute is None:
+        return None  # a plain form
+    split = permute.args[0]
+    x, sv = split.args[0], val(split)
+    xs = tuple(val(x).shape)
+    d = xs[-1]
+    if not known_multiple(d, 2):
+        return f"de-interleave: the last dim {fmt(d)} is not known to be even"
+    if not (len(sv.shape) == len(xs) + 1 and all(same(a, b) for a, b in zip(sv.shape[:-2], xs[:-1]))
+            and same(sv.shape[-2], d // 2) and same(sv.shape[-1], 2)):
+        return (f"de-interleave: x {list(xs)} is viewed as {list(sv.shape)}, not as its "
+                f"last dim in pairs (..., {fmt(d)} / 2, 2)")
+    r = len(sv.shape)
+    perm = [p % r for p in permute.args[1]]
+    if perm != list(range(r - 2)) + [r - 1, r - 2]:
+        return f"de-interleave: the permutation {perm} does not swap the last two dims only"
+    neg = node_of(match, aten.neg.default)
+    q = neg.args[0].args[0]
+    if tuple(val(q).shape) != xs:
+        return f"de-interleave: the result has shape {list(val(q).shape)}, not x's {list(xs)}"
+    return None
+
+
 def _rope_inputs(dtype=torch.float16, variant=None, *, tokens=7, heads=3, head_dim=32,
                  batch=2):
     shape = (batch, heads, tokens, head_dim)
-    angles = torch.randn(batch, 1, tokens, head_dim)
+    # the pairs form reads one angle per pair: cos / sin of half the head dim
+    pairs = getattr(variant, "name", variant) == "pairs"
+    angles = torch.randn(batch, 1, tokens, head_dim // 2 if pairs else head_dim)
     return {"x": torch.randn(shape, dtype=dtype), "cos": angles.cos().to(dtype),
             "sin": angles.sin().to(dtype)}
 
@@ -394,8 +501,10 @@ ROTARY_MUL = _rule(
     unfused_ops=("aten.cat", "aten.neg"),
     variants=lambda: tuple(_rope_variant(f) for f in _ROPE_FORMS),
     example_inputs=_rope_inputs,
-    checks=(Check("rotate_half", "args", _rope_rotate_half),),
-    doc="RoPE with Hugging Face's rotate_half -> npu_rotary_mul (rotary_mode 'half')",
+    checks=(Check("rotate_half", "args", _rope_rotate_half),
+            Check("deinterleave", "shape", _rope_deinterleave)),
+    doc="RoPE with Hugging Face's rotate_half -> npu_rotary_mul (rotary_mode 'half'); "
+        "after DeepSeek-V3's de-interleave -> rotary_mode 'interleave-half'",
 )
 
 
