@@ -9,11 +9,9 @@ median), and the agreement with eager. Writes ``<out>.json``.
 from __future__ import annotations
 
 import argparse
-import datetime
 import dataclasses
 import json
 import os
-import sys
 
 import torch
 
@@ -29,19 +27,16 @@ def main(argv=None) -> None:
 
     import op_sdk
     from op_sdk.app.demo import compile_model, logits_of
+    from op_sdk.app.triton_bench import record, write
     from op_sdk.app.models import DecoderConfig, DeepSeekW8A8
 
     cfg = DecoderConfig()
     model = DeepSeekW8A8(cfg).eval().cuda()
     ids = model.example_tokens(args.batch, args.tokens).cuda()
-    res = {"command": " ".join([os.path.basename(sys.executable)] + sys.argv),
-           "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-           "gpu": torch.cuda.get_device_name(), "model": dataclasses.asdict(cfg),
-           "batch": args.batch, "tokens": args.tokens,
-           "versions": {"torch": torch.__version__, "triton": triton.__version__,
-                        "op_sdk": op_sdk.__version__},
-           "timing": "median of triton.testing.do_bench (CUDA events), rep 300 ms",
-           "ms_per_forward": {}, "max_abs_error": {}, "compile_s": {}}
+    res = record("bench_e2e_cuda", model=dataclasses.asdict(cfg), batch=args.batch,
+                 tokens=args.tokens,
+                 timing="median of triton.testing.do_bench (CUDA events), rep 300 ms",
+                 ms_per_forward={}, max_abs_error={}, compile_s={})
     from op_sdk import library
 
     # "opaque ops": each op_sdk operator left one call in the compiled graph (its launcher
@@ -71,9 +66,7 @@ def main(argv=None) -> None:
         res["ms_per_forward"]["eager"] = triton.testing.do_bench(lambda: model(ids), rep=300,
                                                                  return_mode="median")
     res["reference_max_abs"] = float(ref.abs().max())
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out + ".json", "w") as f:
-        json.dump(res, f, indent=1, default=str)
+    write(args.out, res)
     print(json.dumps({k: res[k] for k in ("gpu", "ms_per_forward", "max_abs_error", "compile_s",
                                           "errors")},
                      indent=1))

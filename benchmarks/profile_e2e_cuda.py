@@ -10,10 +10,7 @@ time against the wall time per forward, and op_sdk's compile summary. Writes
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
-import sys
 
 import torch
 
@@ -51,19 +48,14 @@ def main(argv=None) -> None:
     import triton
     import triton.testing
 
-    import op_sdk
     from op_sdk.app.demo import compile_model
+    from op_sdk.app.triton_bench import record, write
     from op_sdk.app.models import DecoderConfig, DeepSeekW8A8
 
     cfg = DecoderConfig()
     model = DeepSeekW8A8(cfg).eval().cuda()
     ids = model.example_tokens(args.batch, args.tokens).cuda()
-    res = {"command": " ".join([os.path.basename(sys.executable)] + sys.argv),
-           "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-           "gpu": torch.cuda.get_device_name(), "batch": args.batch, "tokens": args.tokens,
-           "versions": {"torch": torch.__version__, "triton": triton.__version__,
-                        "op_sdk": op_sdk.__version__},
-           "contenders": {}}
+    res = record("profile_e2e_cuda", batch=args.batch, tokens=args.tokens, contenders={})
     with torch.no_grad():
         for name in ("inductor", "op_sdk"):
             torch._dynamo.reset()
@@ -81,9 +73,7 @@ def main(argv=None) -> None:
                 print(f"  {k['us_per_forward']:8.1f} us {k['calls_per_forward']:5.1f}x  {k['kernel']}")
             for s in r.get("compile_summary", []):
                 print(s)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out + ".json", "w") as f:
-        json.dump(res, f, indent=1, default=str)
+    write(args.out, res)
 
 
 if __name__ == "__main__":

@@ -8,10 +8,7 @@ against the geometry ``_common.row_launch`` picks. Prints a table and writes ``<
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
-import sys
 
 import torch
 
@@ -26,10 +23,9 @@ def main(argv=None) -> None:
     p.add_argument("--caps", type=int, nargs="+", default=[4, 8, 16])
     p.add_argument("--out", default=os.path.join("benchmarks", "results", "sweep_rows"))
     args = p.parse_args(argv)
-    import triton
-    import triton.testing
 
     import op_sdk  # noqa: F401
+    from op_sdk.app.triton_bench import record, sweep_inputs, timed, write
     from op_sdk.library import get_op
     from op_sdk.triton_kernels import _common, norm
 
@@ -39,10 +35,7 @@ def main(argv=None) -> None:
     for name in args.ops:
         opdef = get_op(name)
         for h in args.H:
-            torch.manual_seed(0)
-            a, kw = opdef.benchmarks[0].make(args.T, h, torch.bfloat16)
-            a = tuple(x.cuda() if isinstance(x, torch.Tensor) else x for x in a)
-            kw = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
+            a, kw = sweep_inputs(opdef, args.T, h)
             configs = [(None, None)] + [(w, c) for w in args.warps for c in args.caps]
             for warps, cap in configs:
                 if warps is None:
@@ -53,12 +46,7 @@ def main(argv=None) -> None:
                         return {"grid": (programs,), "num_warps": w, "programs": programs}
                     norm.row_launch = geometry
                 try:
-                    opdef.op(*a, **kw)
-                    us = 1e3 * triton.testing.do_bench_cudagraph(lambda: opdef.op(*a, **kw),
-                                                                 rep=30, return_mode="median")
-                except Exception as exc:  # e.g. too many registers for the warps
-                    us = None
-                    print(f"  {name} {h} warps {warps} cap {cap}: {type(exc).__name__}")
+                    us = timed(lambda: opdef.op(*a, **kw), f"{name} {h} warps {warps} cap {cap}")
                 finally:
                     norm.row_launch = picked
                 row = {"op": name, "T": args.T, "H": h, "warps": warps, "cap_per_sm": cap,
@@ -70,15 +58,10 @@ def main(argv=None) -> None:
                 rows.append(row)
                 print(f"{name:<31} {h:>5} warps {str(warps or 'picked'):>6} cap {str(cap or ''):>3} "
                       f"{'-' if us is None else f'{us:8.1f} us'}", flush=True)
-    res = {"benchmark": "sweep_rows", "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
-           "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-           "gpu": torch.cuda.get_device_name(), "sms": sms,
-           "versions": {"torch": torch.__version__, "triton": triton.__version__},
-           "timing": "median CUDA-graph replay (do_bench_cudagraph, rep 30 ms), bfloat16",
-           "results": rows}
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out + ".json", "w") as f:
-        json.dump(res, f, indent=1)
+    write(args.out, record(
+        "sweep_rows", sms=sms,
+        timing="median CUDA-graph replay (do_bench_cudagraph, rep 30 ms), bfloat16",
+        results=rows))
 
 
 if __name__ == "__main__":

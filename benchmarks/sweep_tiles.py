@@ -9,12 +9,7 @@ Prints a table and writes ``<out>.json``.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
-import sys
-
-import torch
 
 
 def main(argv=None) -> None:
@@ -26,11 +21,10 @@ def main(argv=None) -> None:
     p.add_argument("--warps", type=int, nargs="+", default=[4, 8])
     p.add_argument("--out", default=os.path.join("benchmarks", "results", "sweep_tiles"))
     args = p.parse_args(argv)
-    import triton
-    import triton.testing
 
     import op_sdk  # noqa: F401
     from op_sdk.library import get_op
+    from op_sdk.app.triton_bench import record, sweep_inputs, timed, write
     from op_sdk.triton_kernels import _common, rotary
 
     rows = []
@@ -40,35 +34,20 @@ def main(argv=None) -> None:
         picked = (mod.TILE, _common.TILE_WARPS)
         opdef = get_op(name)
         for h in args.H:
-            torch.manual_seed(0)
-            a, kw = opdef.benchmarks[0].make(args.T, h, torch.bfloat16)
-            a = tuple(x.cuda() if isinstance(x, torch.Tensor) else x for x in a)
-            kw = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
+            a, kw = sweep_inputs(opdef, args.T, h)
             for tile, warps in [picked] + [(t, w) for t in args.tiles for w in args.warps]:
                 mod.TILE, _common.TILE_WARPS = tile, warps
                 try:
-                    opdef.op(*a, **kw)
-                    us = 1e3 * triton.testing.do_bench_cudagraph(lambda: opdef.op(*a, **kw),
-                                                                 rep=30, return_mode="median")
-                except Exception as exc:  # e.g. too many registers for the warps
-                    us = None
-                    print(f"  {name} {h} tile {tile} warps {warps}: {type(exc).__name__}")
+                    us = timed(lambda: opdef.op(*a, **kw), f"{name} {h} tile {tile} warps {warps}")
                 finally:
                     mod.TILE, _common.TILE_WARPS = picked
                 rows.append({"op": name, "T": args.T, "H": h, "tile": tile, "warps": warps,
                              "picked": (tile, warps) == picked, "us": us})
                 print(f"{name:<18} {h:>5} tile {tile:>5} warps {warps:>2} "
                       f"{'-' if us is None else f'{us:8.1f} us'}", flush=True)
-    res = {"benchmark": "sweep_tiles",
-           "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
-           "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-           "gpu": torch.cuda.get_device_name(),
-           "versions": {"torch": torch.__version__, "triton": triton.__version__},
-           "timing": "median CUDA-graph replay (do_bench_cudagraph, rep 30 ms), bfloat16",
-           "results": rows}
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out + ".json", "w") as f:
-        json.dump(res, f, indent=1)
+    write(args.out, record(
+        "sweep_tiles", timing="median CUDA-graph replay (do_bench_cudagraph, rep 30 ms), bfloat16",
+        results=rows))
 
 
 if __name__ == "__main__":

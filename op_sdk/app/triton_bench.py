@@ -59,6 +59,51 @@ def copy_bandwidth(nbytes: int = 256 << 20) -> float:
     return 2 * nbytes / ms / 1e6
 
 
+def record(benchmark: str, **fields) -> dict:
+    """The head of every GPU results file (this benchmark's and benchmarks/sweep_*.py,
+    bench_e2e_cuda.py, profile_e2e_cuda.py): the benchmark, the command, the date, the GPU
+    and the versions, then ``fields``."""
+    import triton
+
+    import op_sdk
+
+    return {"benchmark": benchmark,
+            "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+            "versions": {"torch": torch.__version__, "triton": triton.__version__,
+                         "op_sdk": op_sdk.__version__},
+            **fields}
+
+
+def sweep_inputs(opdef, t: int, h: int, dtype=torch.bfloat16):
+    """The operator's first Benchmark's call at T x H on the GPU (seed 0): (args, kwargs)."""
+    torch.manual_seed(0)
+    return _cuda(opdef.benchmarks[0].make(t, h, dtype))
+
+
+def timed(fn, what: str, rep: int = 30) -> float | None:
+    """Microseconds of ``fn`` (median CUDA-graph replay, ``rep`` ms), or None where it cannot
+    run (a launch geometry with too many registers, ...): the reason printed with ``what``."""
+    import triton.testing
+
+    try:
+        fn()
+        return 1e3 * triton.testing.do_bench_cudagraph(fn, rep=rep, return_mode="median")
+    except Exception as exc:  # reported, the sweep goes on
+        print(f"  {what}: {type(exc).__name__}")
+        return None
+
+
+def write(out: str, result: dict) -> str:
+    """``result`` as ``<out>.json`` (its folder made); returns the path."""
+    path = out + ".json"
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1, default=str)
+    return path
+
+
 def cases():
     import op_sdk
     from op_sdk.app.kernel_bench import Case
@@ -165,9 +210,7 @@ def main(argv=None) -> None:
         raise SystemExit("bench_triton: needs a CUDA GPU (the Triton kernels' CPU check is "
                          "the interpreter tests, tests/triton)")
     result = run(args)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out + ".json", "w") as f:
-        json.dump(result, f, indent=1)
+    write(args.out, result)
     print(f"\nGPU copy bandwidth (256 MiB .copy_, read + write): {result['copy_GBps']:.0f} GB/s; "
           f"wrote {args.out}.json")
 
