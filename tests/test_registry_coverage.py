@@ -120,3 +120,43 @@ def test_routed_forms_run_the_reference(op):
         assert str(reference_error.value) in str(ours_error.value)
     assert routed, (f"no sample or constraint case of {op.qualname} takes a form its launcher "
                     "routes to the reference")
+
+
+def _rope_call(d):
+    return (torch.randn(1, 2, 3, d), torch.randn(1, 1, 3, d), torch.randn(1, 1, 3, d)), {}
+
+
+# (operator, a call with the limited size as its argument, the Python rule's limit, the
+# smallest step past it): the C++ fast forms restate these limits (csrc/rotary_mul.cpp,
+# csrc/swiglu_quant.cpp), so the launcher must take the call at the limit and route the
+# next one to the reference, which refuses it
+_FAST_FORM_LIMITS = [
+    ("npu_rotary_mul", _rope_call, "rotary_mul.MAX_D", 2),
+    ("npu_interleave_rope", _rope_call, "interleave_rope.D", 2),
+    ("npu_swiglu_quant", lambda d: ((torch.randn(2, d),), {"quant_mode": 1}),
+     "swiglu_quant.MAX_LAST_DIM", 2),
+]
+
+
+@pytest.mark.parametrize("name,make,limit,step", _FAST_FORM_LIMITS, ids=lambda v: str(v))
+def test_native_fast_forms_end_where_the_rules_do(name, make, limit, step):
+    import importlib
+
+    module, attr = limit.split(".")
+    size = getattr(importlib.import_module(f"op_sdk.ops.{module}"), attr)
+    op = opdef(name)
+    if op.kernel_devices()["cpu"] != "native":
+        pytest.skip(f"{name}: no native CPU kernel here")
+
+    def routed(d, raises=None):
+        args, kwargs = make(d)
+        with torch.profiler.profile() as prof:
+            if raises is None:
+                op.op(*args, **kwargs)
+            else:
+                with pytest.raises(raises, match=f"{name}: argument"):
+                    op.op(*args, **kwargs)
+        return f"op_sdk_reference::{name}" in {e.name for e in prof.events()}
+
+    assert not routed(size), f"{name}: the kernel refuses the rule's limit {size}"
+    assert routed(size + step, RuntimeError), f"{name}: the kernel takes {size + step}"
