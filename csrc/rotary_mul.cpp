@@ -1,4 +1,4 @@
-// CPU launchers of npu_rotary_mul and npu_interleave_rope: the forms of the hot path (no `rotate` matrix) run the row
+// CPU launchers of npu_rotary_mul, npu_interleave_rope and npu_apply_rotary_pos_emb: the forms of the hot path (no `rotate` matrix) run the row
 // kernel of kernels/rotary.h; every other call, valid or not, goes to the operator's
 // reference (op_sdk_reference::npu_rotary_mul), so the contract's rules and their error
 // messages have one implementation (op_sdk/ops/rotary_mul.py). `fast_form` only says which
@@ -94,6 +94,14 @@ Tensor npu_rotary_mul(const Tensor& input, const Tensor& r1, const Tensor& r2,
   return rotary(input, r1, r2, mode);
 }
 
+// y in x's layout, as torch_npu's Meta allocates it (empty_like: x's strides where x is
+// dense, else contiguous); `rotary` writes y contiguous
+Tensor in_layout_of(const Tensor& x, const Tensor& y) {
+  if (x.is_contiguous()) return y;
+  Tensor out = at::empty_like(x);
+  return out.is_contiguous() ? y : out.copy_(y);
+}
+
 // npu_interleave_rope (op_sdk/ops/interleave_rope.py): npu_rotary_mul's "interleave-half"
 // mode on x (B, N, S, 64) with cos / sin of x's dtype and shape (B or 1, 1, S or 1, 64),
 // written in x's layout (torch_npu's Meta: empty_like); other calls go to its reference.
@@ -112,15 +120,53 @@ Tensor npu_interleave_rope(const Tensor& x, const Tensor& cos, const Tensor& sin
         reference_op<decltype(npu_interleave_rope)>("npu_interleave_rope");
     return reference.call(x, cos, sin);
   }
-  Tensor y = rotary(x, cos, sin, opk::kRotaryInterleaveHalf);
-  if (x.is_contiguous()) return y;
-  Tensor out = at::empty_like(x);  // x's layout where x is dense (permuted), else contiguous
-  return out.is_contiguous() ? y : out.copy_(y);
+  return in_layout_of(x, rotary(x, cos, sin, opk::kRotaryInterleaveHalf));
+}
+
+// npu_apply_rotary_pos_emb (op_sdk/ops/apply_rotary_pos_emb.py): npu_rotary_mul's "half" /
+// "quarter" / "interleave" on query and on key with one cos / sin, each result in its
+// input's layout; other calls go to its reference. The layouts: (rank, the head dim N)
+bool apply_fast_form(const Tensor& q, const Tensor& k, const Tensor& cos, const Tensor& sin,
+                     c10::string_view layout, int mode) {
+  if (mode != opk::kRotaryHalf && mode != opk::kRotaryQuarter && mode != opk::kRotaryInterleave)
+    return false;
+  int64_t rank = 4, n = 2;
+  if (layout == "BNSD") {
+    n = 1;
+  } else if (layout == "TND") {
+    rank = 3;
+    n = 1;
+  } else if (layout != "BSND" && layout != "BSH" && layout != "SBND") {
+    return false;
+  }
+  const auto dt = q.scalar_type();
+  if (!is_float_dtype(dt) || k.scalar_type() != dt || cos.scalar_type() != dt ||
+      sin.scalar_type() != dt || q.dim() != rank || k.dim() != rank || cos.dim() != rank ||
+      sin.sizes() != cos.sizes() || (q.size(-1) != 64 && q.size(-1) != 128))
+    return false;
+  for (int64_t i = 0; i < rank; ++i)
+    if ((i != n && k.size(i) != q.size(i)) || cos.size(i) != (i == n ? 1 : q.size(i))) return false;
+  return true;
+}
+
+std::tuple<Tensor, Tensor> npu_apply_rotary_pos_emb(const Tensor& query, const Tensor& key,
+                                                    const Tensor& cos, const Tensor& sin,
+                                                    c10::string_view layout,
+                                                    c10::string_view rotary_mode) {
+  const int mode = mode_code(rotary_mode);
+  if (!apply_fast_form(query, key, cos, sin, layout, mode)) {
+    static const auto reference =
+        reference_op<decltype(npu_apply_rotary_pos_emb)>("npu_apply_rotary_pos_emb");
+    return reference.call(query, key, cos, sin, layout, rotary_mode);
+  }
+  return {in_layout_of(query, rotary(query, cos, sin, mode)),
+          in_layout_of(key, rotary(key, cos, sin, mode))};
 }
 
 }  // namespace
 
 OPSDK_NATIVE_OP(npu, npu_rotary_mul, &npu_rotary_mul, kDifferentiable);
 OPSDK_NATIVE_OP(npu, npu_interleave_rope, &npu_interleave_rope, kNotDifferentiable);
+OPSDK_NATIVE_OP(npu, npu_apply_rotary_pos_emb, &npu_apply_rotary_pos_emb, kNotDifferentiable);
 
 }  // namespace opsdk

@@ -200,7 +200,8 @@ from tests.ops import (test_add_rms_norm as add, test_add_rms_norm_cast as cast,
                        test_add_rms_norm_dynamic_quant as ardq, test_add_rms_norm_quant as arq,
                        test_dynamic_quant as dq, test_quantize as q, test_rms_norm as rms,
                        test_rotary_mul as rope, test_swiglu as swiglu,
-                       test_swiglu_quant as sq, test_interleave_rope as irope)
+                       test_swiglu_quant as sq, test_interleave_rope as irope,
+                       test_apply_rotary_pos_emb as arope)
 torch.manual_seed(0)
 for mode in rope.MODES:  # bit for bit; every layout of cos / sin broadcasting
     for shape, rshape in rope.LAYOUTS:
@@ -211,6 +212,10 @@ rope.test_non_contiguous_stride_zero_empty_and_nonfinite()
 for shape, rshape in irope.LAYOUTS:
     irope.test_matches_the_formula_and_rotary_mul(torch.bfloat16, shape, rshape)
 irope.test_layouts_stride_zero_empty_and_nonfinite()
+for layout in arope.SHAPES:
+    for mode in arope.MODES:
+        arope.test_matches_the_formulas_and_rotary_mul(torch.bfloat16, mode, layout)
+arope.test_layouts_empty_and_nonfinite()
 for dtype in (torch.float32, torch.bfloat16):
     for shape, dim in swiglu.SHAPES:
         swiglu.test_matches_reference_and_formula(dtype, shape, dim)

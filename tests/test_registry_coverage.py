@@ -160,3 +160,30 @@ def test_native_fast_forms_end_where_the_rules_do(name, make, limit, step):
 
     assert not routed(size), f"{name}: the kernel refuses the rule's limit {size}"
     assert routed(size + step, RuntimeError), f"{name}: the kernel takes {size + step}"
+
+
+def test_apply_rotary_pos_emb_fast_form_takes_every_layout():
+    """csrc/rotary_mul.cpp names the layouts and their head-dim positions again
+    (apply_fast_form): each layout of the Python rule (apply_rotary_pos_emb.LAYOUTS) runs
+    the kernel, a layout the rule refuses routes to the reference and its error."""
+    from op_sdk.ops.apply_rotary_pos_emb import LAYOUTS
+
+    op = opdef("npu_apply_rotary_pos_emb")
+    if op.kernel_devices()["cpu"] != "native":
+        pytest.skip("no native CPU kernel here")
+
+    def call(layout):
+        _, rank, n = LAYOUTS.get(layout, (0, 4, 2))
+        q = [2, 3, 5, 64][4 - rank:]
+        k, r = list(q), list(q)
+        k[n], r[n] = 2, 1
+        args = (torch.randn(q), torch.randn(k), torch.randn(r), torch.randn(r), layout)
+        with torch.profiler.profile() as prof:
+            try:
+                op.op(*args)
+            except RuntimeError as exc:
+                assert "npu_apply_rotary_pos_emb: argument 'layout'" in str(exc)
+        return "op_sdk_reference::npu_apply_rotary_pos_emb" in {e.name for e in prof.events()}
+
+    assert [name for name in LAYOUTS if call(name)] == []
+    assert call("BHSD")

@@ -347,7 +347,9 @@ def binding_plan(opdef, binding: AclnnBinding | None = None,
             plan.append(_Bound(p, "dtype", output, f"{output}_dtype"))
             continue
         target = binding.rename.get(p.name, _default_argument(p))
-        if p.output or (p.ref and target not in by_name):
+        # an in-place parameter updates a return: one no argument is named after, or a
+        # copy_of= return (which may share its argument's name: queryRef -> query)
+        if p.output or (p.ref and (target not in by_name or target in binding.copy_of)):
             if p.name == "out" and len(binding.outputs) == 1 and p.name not in binding.rename:
                 target = binding.outputs[0]
             if target not in binding.outputs or target in aliased:

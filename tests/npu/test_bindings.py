@@ -168,6 +168,22 @@ def test_define_op_rejects_a_bad_declaration_before_defining_anything():
     assert "bindtest::rms_bad" not in {o.qualname for o in op_sdk.registered_ops()}
 
 
+def test_apply_rotary_pos_emb_runs_the_in_place_api_on_copies():
+    """aclnnApplyRotaryPosEmbV2 updates queryRef / keyRef in place; the functional operator's
+    returns share the arguments' names (copy_of={"query": "query", ...}): each branch copies
+    query and key into the outputs the Meta function allocated and passes those, never the
+    caller's tensors; layout and rotary_mode pick the branch, an unknown one is refused."""
+    source = nb.generate_source(op_sdk.get_op("npu_apply_rotary_pos_emb"))
+    assert source.count("query_out.copy_(query);") == 12 and source.count("key_out.copy_(key);") == 12
+    assert source.count("EXEC_NPU_CMD_EXT(aclnnApplyRotaryPosEmbV2, query_out, key_out, cos, sin, "
+                        "layout, rotaryMode);") == 12
+    assert "aclnnApplyRotaryPosEmbV2, query," not in source
+    assert ('(layout == c10::string_view("BSND") || layout == c10::string_view("BSH")) && '
+            'rotary_mode == c10::string_view("half")') in source
+    assert "argument 'rotary_mode' must be 'interleave'" in source
+    assert "return {query_out, key_out};" in source
+
+
 def test_out_of_place_scatter_updates_a_copy_of_its_input():
     """aclnnScatterNdUpdate writes varRef in place: the functional operator passes it a
     copy of input (allocated from the Meta function, then filled), never input itself; the

@@ -26,6 +26,9 @@ def triton_cases():
                                      "activate_left": True, "quant_mode": 1}),
         "npu_interleave_rope": ((rand(2, 3, 4, 64, dtype=bf16), rand(2, 1, 4, 64, dtype=bf16),
                                  rand(2, 1, 4, 64, dtype=bf16)), {}),
+        "npu_apply_rotary_pos_emb": ((rand(3, 4, 64, dtype=bf16), rand(3, 2, 64, dtype=bf16),
+                                      rand(3, 1, 64, dtype=bf16), rand(3, 1, 64, dtype=bf16)),
+                                     {"layout": "TND"}),
         "npu_rotary_mul": ((rand(2, 3, 4, h, dtype=bf16), rand(2, 1, 4, h, dtype=bf16),
                             rand(2, 1, 4, h, dtype=bf16)), {"rotary_mode": "interleave-half"}),
     }

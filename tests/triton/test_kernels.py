@@ -419,3 +419,19 @@ def test_interleave_rope_is_bit_exact(dtype, shape, rshape, layout, device):
     x, c, s = rand(*shape, dtype=dtype), rand(*rshape, dtype=dtype), rand(*rshape, dtype=dtype)
     args, kw = relayout((x, c, s), {}, layout, which=(0,))
     _run(K("npu_interleave_rope"), npu.npu_interleave_rope, args, kw, device, exact=(0,))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout,shapes", [("BSND", ((2, 3, 4, 64), (2, 3, 1, 64), (2, 3, 1, 64))),
+                                           ("BNSD", ((2, 4, 3, 128), (2, 2, 3, 128), (2, 1, 3, 128))),
+                                           ("TND", ((5, 4, 64), (5, 2, 64), (5, 1, 64)))])
+@pytest.mark.parametrize("mode", ["half", "quarter", "interleave"])
+@pytest.mark.parametrize("layout_of_q", ["contiguous", "permuted"])
+def test_apply_rotary_pos_emb_is_bit_exact(dtype, layout, shapes, mode, layout_of_q, device):
+    """npu_apply_rotary_pos_emb runs the rotary kernel on query and on key, each result in
+    its input's layout."""
+    torch.manual_seed(0)
+    q, k, c = (rand(*s, dtype=dtype) for s in shapes)
+    args, kw = relayout((q, k, c, rand(*shapes[2], dtype=dtype)), {"layout": layout, "rotary_mode": mode},
+                        layout_of_q, which=(0,))
+    _run(K("npu_apply_rotary_pos_emb"), npu.npu_apply_rotary_pos_emb, args, kw, device, exact=(0, 1))
