@@ -62,7 +62,8 @@ def copy_bandwidth(nbytes: int = 256 << 20) -> float:
 def record(benchmark: str, **fields) -> dict:
     """The head of every GPU results file (this benchmark's and benchmarks/sweep_*.py,
     bench_e2e_cuda.py, profile_e2e_cuda.py): the benchmark, the command, the date, the GPU
-    and the versions, then ``fields``."""
+    and the versions, then ``fields`` (one may replace a head entry: this benchmark's ``gpu``
+    is a dict of the device's properties)."""
     import triton
 
     import op_sdk
@@ -116,7 +117,6 @@ def run(args) -> dict:
     import triton
     import triton.testing
 
-    import op_sdk
     from op_sdk.app.kernel_bench import analytic_bytes
 
     torch._dynamo.config.cache_size_limit = 1024
@@ -176,24 +176,17 @@ def run(args) -> dict:
                           f"of copy)  x{row['speedup_vs_compiled']:.2f} vs compiled", flush=True)
         torch._dynamo.reset()
     props = torch.cuda.get_device_properties(0)
-    return {
-        "benchmark": "bench_triton",
-        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "gpu": {"name": props.name, "sms": props.multi_processor_count,
-                "memory_GiB": round(props.total_memory / 2**30, 1),
-                "driver_cuda": torch.version.cuda},
-        "versions": {"torch": torch.__version__, "triton": triton.__version__,
-                     "op_sdk": op_sdk.__version__},
-        "settings": {"quick": args.quick, "T": list(ts), "H": list(hs), "dtypes": args.dtypes,
-                     "timing": "median CUDA-graph replay (triton.testing.do_bench_cudagraph), "
-                               f"rep={args.rep} ms; fused_launch_us, inlined_launch_us: "
-                               "do_bench from Python",
-                     "compile": "torch.compile(reference or composite, dynamic=False), default Inductor"},
-        "copy_GBps": bw,
-        "wall_s": time.time() - started,
-        "results": rows,
-    }
+    return record(
+        "bench_triton",
+        gpu={"name": props.name, "sms": props.multi_processor_count,
+             "memory_GiB": round(props.total_memory / 2**30, 1),
+             "driver_cuda": torch.version.cuda},
+        settings={"quick": args.quick, "T": list(ts), "H": list(hs), "dtypes": args.dtypes,
+                  "timing": "median CUDA-graph replay (triton.testing.do_bench_cudagraph), "
+                            f"rep={args.rep} ms; fused_launch_us, inlined_launch_us: "
+                            "do_bench from Python",
+                  "compile": "torch.compile(reference or composite, dynamic=False), default Inductor"},
+        copy_GBps=bw, wall_s=time.time() - started, results=rows)
 
 
 def main(argv=None) -> None:

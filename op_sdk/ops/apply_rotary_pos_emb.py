@@ -30,7 +30,7 @@ from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
 from op_sdk.ops import check
 from op_sdk.ops._common import bench_randn
-from op_sdk.ops.rotary_mul import DTYPES, MODES, _parts
+from op_sdk.ops.rotary_mul import DTYPES, MODES, rotated
 from op_sdk.triton_kernels import TritonKernel
 
 OP = "npu_apply_rotary_pos_emb"
@@ -43,7 +43,7 @@ HEAD_DIMS = (64, 128)
 
 def check_apply_rotary_pos_emb(query, key, cos, sin, layout, rotary_mode):
     """The contract's rules, shared by the reference, the fake and the CUDA kernel (the CPU
-    kernel's fast form admits a subset); returns the head dim's position."""
+    kernel's fast form admits a subset)."""
     check(layout in LAYOUTS, OP, "layout",
           f"must be one of {', '.join(repr(v) for v in LAYOUTS)}, got {layout!r}")
     check(rotary_mode in ROTARY_MODES, OP, "rotary_mode",
@@ -64,19 +64,13 @@ def check_apply_rotary_pos_emb(query, key, cos, sin, layout, rotary_mode):
         check(t.dtype == query.dtype and list(t.shape) == rshape, OP, name,
               f"must have query's dtype {query.dtype} and its shape with one head (dim {n}): "
               f"{rshape}, got {list(t.shape)} {t.dtype}")
-    return n
-
-
-def _rotate(x, cos, sin, rotary_mode):
-    a, b, c, s = _parts(x, cos, sin, rotary_mode, None)
-    return torch.empty_like(x).copy_(a * c + b * s)
 
 
 def apply_rotary_pos_emb_reference(query, key, cos, sin, layout="BSND", rotary_mode="half"):
     """The ground truth: npu_rotary_mul's arithmetic on query and on key (float32 inside,
     one rounding), each result in its input's layout."""
     check_apply_rotary_pos_emb(query, key, cos, sin, layout, rotary_mode)
-    return _rotate(query, cos, sin, rotary_mode), _rotate(key, cos, sin, rotary_mode)
+    return tuple(torch.empty_like(x).copy_(rotated(x, cos, sin, rotary_mode)) for x in (query, key))
 
 
 def apply_rotary_pos_emb_fake(query, key, cos, sin, layout="BSND", rotary_mode="half"):

@@ -9,7 +9,7 @@ de-interleaved (``reshape(B, N, S, 32, 2).transpose(-1, -2).reshape(B, N, S, 64)
 ``y = q * cos + RotateHalf(q) * sin`` where ``RotateHalf(q) = cat(-q2, q1)`` of q's
 halves: float32 inside, each product rounded, one rounding to x's dtype; y in x's layout
 (torch_npu's Meta: ``empty_like(x)``). That is npu_rotary_mul's "interleave-half" mode on
-these shapes, so the slice computes it with npu_rotary_mul's parts (``rotary_mul._parts``,
+these shapes, so the slice computes it with npu_rotary_mul's arithmetic (``rotary_mul.rotated``,
 its mode table ``rotation``) and kernels: CPU csrc/rotary_mul.cpp, CUDA
 triton_kernels/rotary.py.
 """
@@ -23,7 +23,7 @@ from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
 from op_sdk.ops import check
 from op_sdk.ops._common import bench_randn
-from op_sdk.ops.rotary_mul import DTYPES, MODES, _parts
+from op_sdk.ops.rotary_mul import DTYPES, MODES, rotated
 from op_sdk.triton_kernels import TritonKernel
 
 OP = "npu_interleave_rope"
@@ -52,8 +52,7 @@ def interleave_rope_reference(x, cos, sin):
     """The ground truth: q * cos + RotateHalf(q) * sin in float32 (q = x de-interleaved),
     rounded once to x's dtype, in x's layout."""
     check_interleave_rope(x, cos, sin)
-    q, rotated, c, s = _parts(x, cos, sin, MODE, None)
-    return torch.empty_like(x).copy_(q * c + rotated * s)
+    return torch.empty_like(x).copy_(rotated(x, cos, sin, MODE))
 
 
 def interleave_rope_fake(x, cos, sin):

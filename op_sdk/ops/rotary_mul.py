@@ -124,12 +124,19 @@ def _parts(x, r1, r2, rotary_mode, rotate):
     return a, xf.index_select(-1, pb) * sb, r1f, r2f
 
 
+def rotated(x, r1, r2, rotary_mode, rotate=None):
+    """A(x) * r1 + B(x) * r2 in float32 (each product rounded, then the sum): the
+    arithmetic of every rotary operator's reference (npu_rotary_mul, npu_interleave_rope,
+    npu_apply_rotary_pos_emb), which each rounds once into its own allocation."""
+    a, b, r1f, r2f = _parts(x, r1, r2, rotary_mode, rotate)
+    return a * r1f + b * r2f
+
+
 def rotary_mul_reference(input, r1, r2, rotary_mode="half", rotate=None):
     """The ground truth (ops-transformer's golden): A(x) * r1 + B(x) * r2 in float32, rounded
     once to input's dtype, contiguous (torch_npu's Meta allocates it so)."""
     check_rotary_mul("npu_rotary_mul", input, r1, r2, rotary_mode, rotate)
-    a, b, r1f, r2f = _parts(input, r1, r2, rotary_mode, rotate)
-    return input.new_empty(input.shape).copy_(a * r1f + b * r2f)
+    return input.new_empty(input.shape).copy_(rotated(input, r1, r2, rotary_mode, rotate))
 
 
 def rotary_mul_fake(input, r1, r2, rotary_mode="half", rotate=None):

@@ -314,9 +314,9 @@ ADD_RMS_NORM = _rule(
 _END = 2 ** 62  # a slice "to the end" ends at sys.maxsize (or the size itself)
 
 
-def _slice_span(node, x):
-    """(start, end) of ``aten.slice.Tensor(x, dim, start, end)`` on x's last dim with step 1,
-    with ``end`` clipped to the size; else None."""
+def _last_dim_slice(node, x):
+    """(start, end, step) of ``aten.slice.Tensor(x, dim, start, end, step)`` on x's last
+    dim, ``end`` clipped to the size; else None."""
     xv = val(x)
     args = list(node.args) + [None] * (5 - len(node.args))
     _, dim, start, end, step = args[:5]
@@ -324,12 +324,17 @@ def _slice_span(node, x):
     start = node.kwargs.get("start", start) or 0
     end = node.kwargs.get("end", end)
     step = node.kwargs.get("step", step) or 1
-    if node.args[0] is not x or dim % xv.dim() != xv.dim() - 1 or step != 1:
+    if node.args[0] is not x or dim % xv.dim() != xv.dim() - 1:
         return None
-    d = xv.shape[-1]
     if end is None or (isinstance(end, int) and end >= _END):
-        end = d
-    return start, end
+        end = xv.shape[-1]
+    return start, end, step
+
+
+def _slice_span(node, x):
+    """(start, end) of a step-1 slice of x's last dim (``_last_dim_slice``); else None."""
+    s = _last_dim_slice(node, x)
+    return None if s is None or s[2] != 1 else s[:2]
 
 
 def _halves(match, x, lo_node, hi_node, what: str) -> str | None:
@@ -422,16 +427,10 @@ def _rope_rotate_half(match) -> str | None:
 
 
 def _lane_slice(node, x) -> tuple | None:
-    """(start, step) of ``aten.slice.Tensor(x, dim, start, end, step)`` over x's whole last
-    dim from ``start``; else None."""
-    xv = val(x)
-    args = list(node.args) + [None] * (5 - len(node.args))
-    _, dim, start, end, step = args[:5]
-    if node.args[0] is not x or dim is None or dim % xv.dim() != xv.dim() - 1:
-        return None
-    if not (end is None or (isinstance(end, int) and end >= _END) or same(end, xv.shape[-1])):
-        return None
-    return start or 0, step or 1
+    """(start, step) of a slice of x's last dim that runs to its end (``_last_dim_slice``);
+    else None."""
+    s = _last_dim_slice(node, x)
+    return None if s is None or not same(s[1], val(x).shape[-1]) else (s[0], s[2])
 
 
 def _rope_pairs(match, cat) -> str | None:
