@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The checks and measurements that need a CUDA GPU, in one run (a lent GPU's time is short):
 # the Triton kernels' tests natively, the CUDA-graph and side-stream tests, the kernel
-# benchmark, the tiled kernels' tile sweep, the row kernel's launch-geometry sweep and the
-# embedded model. Full logs and
+# benchmark, the tiled kernels' tile sweep, the row kernel's launch-geometry sweep,
+# npu_quant_matmul's GEMM sweep and the embedded model. Full logs and
 # results go to ${OUT:-benchmarks/results}, named after the GPU (h100, h200, ...); the steps
 # named in $GPU_STEPS run (default: all).
 #   bash benchmarks/gpu_checks.sh
 set -u
 out=${OUT:-benchmarks/results}
-steps=${GPU_STEPS:-tests streams bench tiles sweep e2e}
+steps=${GPU_STEPS:-tests streams bench tiles sweep qmm e2e}
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt"
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -o -i -E "[a-z][0-9]{2,3}" | head -1 | tr A-Z a-z)
@@ -39,4 +39,7 @@ if [[ $steps == *tiles* ]]; then
 fi
 if [[ $steps == *sweep* ]]; then
   timeout ${SWEEP_TIMEOUT:-120} python3 benchmarks/sweep_rows.py --out "$out/sweep_rows_${gpu}" 2>&1 | grep -v -i warn | tail -60
+fi
+if [[ $steps == *qmm* ]]; then
+  timeout ${QMM_TIMEOUT:-200} python3 benchmarks/sweep_quant_matmul.py --out "$out/sweep_quant_matmul_${gpu}" 2>&1 | grep -v -i warn | tail -20
 fi

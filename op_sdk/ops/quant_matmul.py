@@ -23,6 +23,7 @@ import torch
 from op_sdk.library import Benchmark, define_op
 from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
+from op_sdk.triton_kernels import TritonKernel
 from op_sdk.ops._common import INT8, INT32, quantize_s9, requantize_int8, unpack_quant_offset, unpack_quant_scale
 from op_sdk.ops._quant_matmul_common import _OUT_DTYPES, _PACKED_SCALE, check_quant_matmul
 from op_sdk.ops._quant_matmul_float8 import _FLOAT8_OUT, _float8_reference, _is_float8_form, check_float8
@@ -84,17 +85,24 @@ def quant_matmul_reference(x1, x2, scale, *, offset=None, pertoken_scale=None, b
         acc = acc + bias
     if code == INT32:
         return acc
-    s = unpack_quant_scale(scale) if scale.dtype in _PACKED_SCALE else scale.float()
+    s, off = dequant_params(scale, offset)
     out = acc.float() * s
     if pertoken_scale is not None:
         out = out * pertoken_scale[:, None]
         if bias is not None and bias.dtype != torch.int32:
             out = out + bias.float()
     if code == INT8:
-        if scale.dtype in _PACKED_SCALE:
-            return requantize_int8(out, unpack_quant_offset(scale))
-        return requantize_int8(out, None if offset is None else quantize_s9(offset))
+        return requantize_int8(out, off)
     return out.to(_OUT_DTYPES[code])
+
+
+def dequant_params(scale, offset):
+    """The int8 form's fp32 scale, and the s9 offset an int8 output adds (None: none): a
+    packed (int64 / uint64) scale holds both; a float scale's offset is the `offset`
+    tensor, rounded to s9 (_quant_matmul_common.py's comment gives the sources)."""
+    if scale.dtype in _PACKED_SCALE:
+        return unpack_quant_scale(scale), unpack_quant_offset(scale)
+    return scale.float(), None if offset is None else quantize_s9(offset)
 
 
 def quant_matmul_fake(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=None,
@@ -137,8 +145,41 @@ def quant_matmul_fake(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=N
     code = check_quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype,
                               x1_dtype, x2_dtype, pertoken_scale_dtype, scale_dtype,
                               group_sizes, y_scale)
+    return _int8_output(x1, x2, code)
+
+
+def _int8_output(x1, x2, code):
+    """The int8 form's output, as the fake allocates it."""
     batch = torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
     return x1.new_empty((*batch, x1.shape[-2], x2.shape[-1]), dtype=_OUT_DTYPES[code])
+
+
+def quant_matmul_cuda(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=None,
+                      output_dtype=None, x1_dtype=None, x2_dtype=None,
+                      pertoken_scale_dtype=None, scale_dtype=None, group_sizes=None,
+                      y_scale=None):
+    """The CUDA kernel (Triton, op_sdk/triton_kernels/quant_matmul.py) of the int8 form
+    with a 2-D x2 (the weight): the exact int32 product and the epilogue in one kernel.
+    The other forms (batched weights, int4, float8, per-block, MX) run the reference."""
+    kw = dict(offset=offset, pertoken_scale=pertoken_scale, bias=bias,
+              output_dtype=output_dtype, x1_dtype=x1_dtype, x2_dtype=x2_dtype,
+              pertoken_scale_dtype=pertoken_scale_dtype, scale_dtype=scale_dtype,
+              group_sizes=group_sizes, y_scale=y_scale)
+    if (x1.dtype != torch.int8 or x2.dtype != torch.int8 or x2.dim() != 2
+            or _is_mx(scale_dtype, pertoken_scale_dtype)
+            or _is_per_block(x1, x2, scale, pertoken_scale)
+            or _is_float8_form(x1, x2, x1_dtype, x2_dtype)):
+        return quant_matmul_reference(x1, x2, scale, **kw)
+    from op_sdk.triton_kernels import quant_matmul as qmm
+
+    code = check_quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype,
+                              x1_dtype, x2_dtype, pertoken_scale_dtype, scale_dtype,
+                              group_sizes, y_scale)
+    s, off = dequant_params(scale, offset)
+    kind = {INT32: qmm.INT32_OUT, INT8: qmm.INT8_OUT}.get(code, qmm.FLOAT_OUT)
+    c = lambda t: None if t is None else t.contiguous()  # noqa: E731
+    return qmm.run(x1, x2, c(s), c(pertoken_scale), c(bias),
+                   c(off) if code == INT8 else None, _int8_output(x1, x2, code), kind)
 
 
 # Decode / small-batch shapes of DeepSeek-style projections. The composite is what a model
@@ -184,6 +225,7 @@ npu_quant_matmul = define_op(
                                  "scale_dtype": None, "group_sizes": None, "y_scale": None},
                        meta_only=("output_dtype",), convert={"scale": "quant_matmul_scale"}),
     reference=quant_matmul_reference, fake=quant_matmul_fake, native=("cpu",),
+    kernels={"cuda": TritonKernel(quant_matmul_cuda)},
     # the float8 / HiFloat8, per-block and MX forms: csrc/quant_matmul.cpp routes them here
     reference_op=True,
     doc="int8 x int8, int4 x int4 (per channel or per group of k), int8 x int4 (per-group) "

@@ -76,9 +76,16 @@ def absmax(v, mask):
 
 
 @functools.lru_cache(maxsize=None)
+def sm_count(device: torch.device) -> int:
+    """The device's streaming multiprocessors (the interpreter: an H100's 132)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 132
+
+
 def _programs_cap(device: torch.device) -> int:
     if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count * 16
+        return sm_count(device) * 16
     return 1 << 30  # the interpreter: one program per row
 
 

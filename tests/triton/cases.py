@@ -29,6 +29,10 @@ def triton_cases():
         "npu_apply_rotary_pos_emb": ((rand(3, 4, 64, dtype=bf16), rand(3, 2, 64, dtype=bf16),
                                       rand(3, 1, 64, dtype=bf16), rand(3, 1, 64, dtype=bf16)),
                                      {"layout": "TND"}),
+        "npu_quant_matmul": ((torch.randint(-128, 128, (24, 32), dtype=torch.int8),
+                              torch.randint(-128, 128, (16, 32), dtype=torch.int8).t(),
+                              torch.rand(16) * 1e-3),
+                             {"pertoken_scale": torch.rand(24) + 0.5, "output_dtype": bf16}),
         "npu_rotary_mul": ((rand(2, 3, 4, h, dtype=bf16), rand(2, 1, 4, h, dtype=bf16),
                             rand(2, 1, 4, h, dtype=bf16)), {"rotary_mode": "interleave-half"}),
     }

@@ -87,7 +87,9 @@ def _problems(ptx, rne=None):
 
 
 def main() -> int:
-    from op_sdk.triton_kernels import norm, quantize, rotary, swiglu
+    import torch
+
+    from op_sdk.triton_kernels import norm, quant_matmul, quantize, rotary, swiglu
 
     failed = 0
     for dtype in ("bf16", "fp16", "fp32"):
@@ -131,6 +133,25 @@ def main() -> int:
             bad = _problems(k.asm["ptx"], rne=True)
             print(f"_swiglu_quant {left} {smooth} {offset} {dynamic} {dtype}: {', '.join(bad) or 'ok'}")
             failed += bool(bad)
+    # npu_quant_matmul's int8 GEMM with each epilogue (decode and prefill tiles)
+    qmm_types = {"a_ptr": "*i8", "w_ptr": "*i8", "s_ptr": "*fp32", "p_ptr": "*fp32",
+                 "o_ptr": "*fp32", "M": "i32", "N": "i32", "K": "i32", "rows_per_batch": "i32",
+                 "sam": "i32", "sak": "i32", "swk": "i32", "swn": "i32"}
+    cpu = torch.device("cpu")  # the tiles for an H100's 132 SMs
+    for out, y, bias, cfg in ((0, "*bf16", ("*bf16", 2), quant_matmul.tiles(1, 4096, 4096, cpu)),
+                              (1, "*i32", ("*i32", 1), quant_matmul.tiles(512, 4096, 2048, cpu)),
+                              (2, "*i8", ("*i32", 1), quant_matmul.tiles(4096, 4096, 4096, cpu))):
+        flags = dict(S_PER=True, HAS_P=out == 0, BIAS=bias[1], BIAS_BATCH=out == 0,
+                     O_PER=2 if out == 2 else 0, OUT=out)
+        cfg = {k: v for k, v in cfg.items() if k.startswith("BLOCK")}
+        k = _compile(quant_matmul._qmm, dict(qmm_types, b_ptr=bias[0], y_ptr=y),
+                     dict(flags, **cfg, GROUP_M=8, WIDE=False))
+        ptx = k.asm["ptx"]
+        bad = _problems(ptx, rne=out == 2)
+        if "mma" not in ptx:
+            bad.append("no tensor-core product")
+        print(f"_qmm out {out}: {', '.join(bad) or 'ok'}")
+        failed += bool(bad)
     # Inductor's launcher passes Python floats as fp64 (user-defined kernels under
     # torch.compile): the kernels round in fp32 all the same
     fp64 = {"nf": "fp64", "eps": "fp64"}
@@ -177,7 +198,7 @@ def main() -> int:
 def test_kernels_compile_for_sm90_with_the_contracts_arithmetic():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") == 69, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") == 72, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

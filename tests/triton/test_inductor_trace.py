@@ -22,7 +22,8 @@ KERNEL = {"npu_rms_norm": "_rows", "npu_add_rms_norm": "_rows", "npu_add_rms_nor
           "npu_dynamic_quant": "_rows", "npu_swiglu": "_swiglu",
           "npu_swiglu_backward": "_swiglu_backward", "npu_quantize": "_quantize",
           "npu_rotary_mul": "_rotary", "npu_swiglu_quant": "_swiglu_quant",
-          "npu_interleave_rope": "_rotary", "npu_apply_rotary_pos_emb": ("_rotary", "_rotary")}  # query, then key
+          "npu_interleave_rope": "_rotary", "npu_apply_rotary_pos_emb": ("_rotary", "_rotary"),
+          "npu_quant_matmul": "_qmm"}  # query, then key
 # operators whose launchers make real CUDA tensors: traced on a GPU only (none now: the
 # rotary kernel computes its modes' permutations instead of reading tables)
 NEEDS_CUDA: set[str] = set()
@@ -96,7 +97,7 @@ def main() -> int:
 
     # no driver to ask for the SM count; Triton's mutation analysis cannot compile either
     # (it assumes every argument written, which only adds clones to the fake graph)
-    _common._programs_cap = lambda device: 132 * 16
+    _common.sm_count = lambda device: 132
     logging.getLogger("torch._higher_order_ops.triton_kernel_wrap").setLevel(logging.CRITICAL)
     cuda = torch.cuda.is_available()
     failed = 0
@@ -114,7 +115,7 @@ def main() -> int:
         report(f"{name} traced", kernels == want and not any("npu." in o for o in ops),
                (kernels, sorted(ops)))
     # dynamic shapes: a symbolic row count (no guard but 32-bit indexing's size limit)
-    for name in ("npu_add_rms_norm_dynamic_quant", "npu_swiglu", "npu_quantize"):
+    for name in ("npu_add_rms_norm_dynamic_quant", "npu_swiglu", "npu_quantize", "npu_quant_matmul"):
         args, kw = triton_cases()[name]
         kernels, ops = _summary(_trace(name, args, kw, dynamic_rows=True))
         report(f"{name} traced with dynamic rows", kernels == [KERNEL[name]]

@@ -1,0 +1,161 @@
+"""The Triton kernel of npu_quant_matmul's int8 form (ops/quant_matmul.py's contract): an
+int8 x int8 GEMM with int32 accumulation and the dequantising epilogue in the same kernel.
+
+``out = (x1 @ x2 (+ int32 bias)) * scale (* pertoken_scale[m]) (+ float bias)``, each
+product rounded on its own in fp32 (``_common.mul``), then the output dtype's rounding, or
+the int8 requantisation (s9 round half to even, + the s9 offset, saturated). The int32
+product is exact (``tl.dot`` of int8 tiles into int32), so the result is the reference's
+bit for bit whatever the tile sizes and the order of the k loop.
+
+One kernel, ``_qmm``: the product tile by tile and the epilogue in registers, with no
+int32 matrix in memory. Measured on an H200 (benchmarks/sweep_quant_matmul.py), it is
+faster than torch._int_mm (cuBLAS) followed by an epilogue, or than the int32 product
+alone, from decode to 4096-row prefill, and it takes decode shapes (16 rows or fewer)
+that torch._int_mm refuses (docs/triton.md).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from op_sdk.triton_kernels import _common
+from op_sdk.triton_kernels._common import WIDE_FROM, launch, mul, round_saturate
+
+# epilogue kinds (constexpr OUT): a float output, int32, or int8 (requantised)
+FLOAT_OUT, INT32_OUT, INT8_OUT = 0, 1, 2
+# bias kinds (constexpr BIAS): none, int32 (added to the product), float (added after the
+# scales); BIAS_BATCH: one bias row per batch of `rows_per_batch` rows (a (batch, 1, n) bias)
+NO_BIAS, INT_BIAS, FLOAT_BIAS = 0, 1, 2
+
+
+@triton.jit
+def _dequant(acc, r, c, m, s_ptr, p_ptr, b_ptr, o_ptr, rows, n, rows_per_batch,
+             S_PER: tl.constexpr, HAS_P: tl.constexpr, BIAS: tl.constexpr,
+             BIAS_BATCH: tl.constexpr, O_PER: tl.constexpr, OUT: tl.constexpr):
+    """The epilogue of an int32 product tile ``acc`` at rows ``r`` / columns ``c`` (mask
+    ``m``) of a (rows, n) output whose batches hold ``rows_per_batch`` rows each: the
+    value to store (an int32, or an fp32 for the output's cast: int8's is integral and in
+    range). The per-token scale is the row's within its batch, the (batch, 1, n)
+    bias the batch's."""
+    cm = c < n
+    if BIAS != 0:
+        if BIAS_BATCH:
+            b_at = (r // rows_per_batch)[:, None] * n + c[None, :]
+            bias = tl.load(b_ptr + b_at, mask=m, other=0)
+        else:
+            bias = tl.load(b_ptr + c, mask=cm, other=0)[None, :]
+    if BIAS == 1:
+        acc = acc + bias  # int32, wrapping as the reference's int32 add
+    if OUT == 1:
+        y = acc
+    else:
+        s = tl.load(s_ptr + (c if S_PER else c * 0), mask=cm, other=1.0)[None, :]
+        v = mul(acc.to(tl.float32), s, m)
+        if HAS_P:
+            p = tl.load(p_ptr + r % rows_per_batch, mask=r < rows, other=1.0)
+            v = mul(v, p[:, None], m)
+        if BIAS == 2:
+            v = v + bias.to(tl.float32)
+        if OUT == 2:
+            # quantize_s9 (a NaN to the low bound), + the offset, saturated to int8
+            t = tl.where(v != v, -256.0, round_saturate(v, -256.0, 255.0))
+            if O_PER != 0:
+                t = t + tl.load(o_ptr + (c if O_PER == 2 else c * 0), mask=cm, other=0.0)[None, :]
+            y = tl.minimum(tl.maximum(t, -128.0), 127.0)
+        else:
+            y = v
+    return y
+
+
+@triton.jit
+def _qmm(a_ptr, w_ptr, s_ptr, p_ptr, b_ptr, o_ptr, y_ptr, M, N, K, rows_per_batch,
+         sam, sak, swk, swn,
+         S_PER: tl.constexpr, HAS_P: tl.constexpr, BIAS: tl.constexpr,
+         BIAS_BATCH: tl.constexpr, O_PER: tl.constexpr, OUT: tl.constexpr,
+         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+         GROUP_M: tl.constexpr, WIDE: tl.constexpr):
+    # programs walk GROUP_M row blocks of one column block before the next (the weight's
+    # column block stays in L2 while the row blocks read it)
+    pid = tl.program_id(0)
+    grid_m = tl.cdiv(M, BLOCK_M)
+    grid_n = tl.cdiv(N, BLOCK_N)
+    per_group = GROUP_M * grid_n
+    first_m = (pid // per_group) * GROUP_M
+    size_m = tl.minimum(grid_m - first_m, GROUP_M)
+    pm = first_m + (pid % per_group) % size_m
+    pn = (pid % per_group) // size_m
+    r = pm * BLOCK_M + tl.arange(0, BLOCK_M)
+    c = pn * BLOCK_N + tl.arange(0, BLOCK_N)
+    kk = tl.arange(0, BLOCK_K)
+    if WIDE:
+        r = tl.cast(r, tl.int64)
+        c = tl.cast(c, tl.int64)
+    rm = r < M
+    cm = c < N
+    a_at = a_ptr + r[:, None] * sam + kk[None, :] * sak
+    w_at = w_ptr + kk[:, None] * swk + c[None, :] * swn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
+    for k0 in range(0, K, BLOCK_K):
+        km = kk < K - k0
+        a = tl.load(a_at, mask=rm[:, None] & km[None, :], other=0)
+        w = tl.load(w_at, mask=km[:, None] & cm[None, :], other=0)
+        acc = tl.dot(a, w, acc, out_dtype=tl.int32)
+        a_at += BLOCK_K * sak
+        w_at += BLOCK_K * swk
+    m = rm[:, None] & cm[None, :]
+    y = _dequant(acc, r, c, m, s_ptr, p_ptr, b_ptr, o_ptr, M, N, rows_per_batch, S_PER, HAS_P,
+                 BIAS, BIAS_BATCH, O_PER, OUT)
+    tl.store(y_ptr + r[:, None] * N + c[None, :], y.to(y_ptr.dtype.element_ty), mask=m)
+
+
+# (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages); BLOCK_K >= 32: the least an int8 tl.dot takes
+_DECODE = (16, 64, 256, 4, 4)
+_WIDE_TO_NARROW = ((128, 128, 128, 8, 3), (64, 128, 128, 4, 4), (64, 64, 128, 4, 4))
+
+
+def tiles(m, k: int, n: int, device: torch.device) -> dict:
+    """The GEMM's tiles for an (m, k) x (k, n) product, from the sweeps of
+    benchmarks/sweep_quant_matmul.py on an H200 (sweep_quant_matmul_h200*.json): up to 16
+    rows, and up to 64 rows with k >= 4096, 16-row tiles 256 deep (decode: more programs
+    across the columns); up to 64 rows with a shallower k, 64 x 64 tiles (the 16-row
+    tiles' programs are too short there: 13.0 against 7.3 us at 64 x 2048 x 7168); more
+    rows, the widest tiles that still give every SM a program. A symbolic m
+    (torch.compile's dynamic shapes) is read through its hint, without a guard: every
+    tiling computes the same bits."""
+    if isinstance(m, torch.SymInt):
+        m = m.node.hint if m.node.hint is not None else 1 << 20
+    if m <= 16 or (m <= 64 and k >= 4096):
+        cfg = _DECODE
+    elif m <= 64:
+        cfg = _WIDE_TO_NARROW[-1]
+    else:
+        sms = _common.sm_count(device)
+        cfg = next((c for c in _WIDE_TO_NARROW
+                    if triton.cdiv(m, c[0]) * triton.cdiv(n, c[1]) >= sms), _WIDE_TO_NARROW[-1])
+    return dict(zip(("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages"), cfg))
+
+
+def run(x1, x2, s, pertoken, bias, offset, out, kind, config=None):
+    """The int8 form into ``out`` (its fake's allocation): ``x1`` (..., m, k) and a 2-D ``x2``
+    (k, n) int8, ``s`` the fp32 scale ((1,) or (n,)), ``offset`` the s9 offset or None,
+    ``kind`` FLOAT_OUT / INT32_OUT / INT8_OUT; ``config`` (tile sizes, warps, stages)
+    replaces ``tiles``' choice. Returns ``out``."""
+    k, n = x2.shape
+    a = x1.flatten(0, -2)
+    rows, rows_per_batch = a.shape[0], x1.shape[-2]
+    if rows * n == 0:
+        return out
+    bias_kind = NO_BIAS if bias is None else INT_BIAS if bias.dtype == torch.int32 else FLOAT_BIAS
+    flags = dict(S_PER=s.numel() > 1, HAS_P=pertoken is not None, BIAS=bias_kind,
+                 BIAS_BATCH=bias is not None and bias.dim() == 3,
+                 O_PER=0 if offset is None else 1 + (offset.numel() > 1), OUT=kind)
+    # absent tensors: any valid pointer (the kernel reads none of them)
+    p, b, o = (s if t is None else t for t in (pertoken, bias, offset))
+    cfg = dict(config or tiles(rows, k, n, x1.device))
+    grid = (triton.cdiv(rows, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"]),)
+    launch(_qmm, grid, a, x2, s, p, b, o, out.view(rows, n), rows, n, k, rows_per_batch,
+           a.stride(0), a.stride(1), x2.stride(0), x2.stride(1), **flags, **cfg, GROUP_M=8,
+           WIDE=max(a.numel(), x2.numel(), out.numel()) >= WIDE_FROM)
+    return out

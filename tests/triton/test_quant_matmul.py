@@ -1,0 +1,168 @@
+"""npu_quant_matmul's Triton kernel (the int8 form) against the reference, bit for bit:
+the int32 product is exact, and the epilogue rounds each step as the reference does. The
+tiles ``tiles`` picks and small ones (several k blocks, partial tiles), every output dtype,
+scale / offset / bias form, batched x1, transposed and strided operands, empty and
+non-finite cases."""
+
+import pytest
+import torch
+
+from op_sdk.ops._common import pack_quant_scale
+from op_sdk.triton_kernels import quant_matmul as qmm
+from tests.ops._helpers import bf16, fp16, fp32
+from tests.triton.test_kernels import K, _run
+
+npu = torch.ops.npu
+
+SMALL = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 32, "num_warps": 1, "num_stages": 1}
+
+
+def _i8(*shape):
+    return torch.randint(-128, 128, shape, dtype=torch.int8)
+
+
+def _launcher(path):
+    """The CUDA kernel with the tiles ``qmm.tiles`` picks ("picked"), or 16 x 16 x 32 tiles
+    ("small": many k blocks, partial tiles)."""
+    kernel = K("npu_quant_matmul")
+    if path == "picked":
+        return kernel
+
+    def run(*args, **kwargs):
+        real = qmm.run
+        qmm.run = lambda *a, **k: real(*a, config=SMALL, **k)
+        try:
+            return kernel(*args, **kwargs)
+        finally:
+            qmm.run = real
+    return run
+
+
+PATHS = ["picked", "small"]
+# (m, k, n): decode rows, odd sizes, k within one block and over several, more than 64
+# rows (prefill tiles)
+SHAPES = [(1, 32, 24), (5, 40, 7), (17, 264, 48), (70, 16, 8)]
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("m,k,n", SHAPES)
+@pytest.mark.parametrize("out,bias", [(bf16, None), (fp16, fp32), (bf16, bf16), (fp16, fp16),
+                                      (bf16, torch.int32)])
+@pytest.mark.parametrize("weight", ["nk_transposed", "kn"])
+def test_per_token_dequant_is_bit_exact(path, m, k, n, out, bias, weight, device):
+    torch.manual_seed(0)
+    x2 = _i8(n, k).t() if weight == "nk_transposed" else _i8(k, n)
+    kw = {"pertoken_scale": torch.rand(m) + 0.5, "output_dtype": out}
+    if bias is not None:
+        kw["bias"] = (torch.randint(-1000, 1000, (n,), dtype=bias) if bias == torch.int32
+                      else torch.randn(n).to(bias))
+    _run(_launcher(path), npu.npu_quant_matmul, (_i8(m, k), x2, torch.rand(n) * 1e-3), kw,
+         device, exact=(0,))
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("scale", ["fp32_n", "fp32_1", "bf16_n", "int32_out"])
+def test_scale_forms_and_int32_output(path, scale, device):
+    torch.manual_seed(1)
+    m, k, n = 24, 48, 40
+    kw = {"bias": torch.randint(-2**20, 2**20, (n,), dtype=torch.int32)}
+    s = torch.rand(n if scale != "fp32_1" else 1) * 1e-2
+    if scale == "bf16_n":
+        s, kw["output_dtype"] = s.to(bf16), bf16
+    elif scale == "int32_out":
+        kw["output_dtype"] = torch.int32
+    else:
+        kw["output_dtype"] = fp16
+    _run(_launcher(path), npu.npu_quant_matmul, (_i8(m, k), _i8(k, n), s), kw, device,
+         exact=(0,))
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("form", ["float_offset_n", "float_offset_1", "float_no_offset",
+                                  "packed_int64", "packed_uint64"])
+def test_int8_output_requantises_bit_exact(path, form, device):
+    torch.manual_seed(2)
+    m, k, n = 24, 64, 32
+    s = torch.rand(n) * 2e-3 + 1e-4
+    kw = {"output_dtype": torch.int8, "bias": torch.randint(-500, 500, (n,), dtype=torch.int32)}
+    if form.startswith("float_offset"):
+        kw["offset"] = torch.randn(n if form.endswith("_n") else 1) * 20
+    elif form.startswith("packed"):
+        s = pack_quant_scale(s, torch.randn(n) * 20)
+        if form == "packed_uint64":
+            s = s.view(torch.uint64)
+    _run(_launcher(path), npu.npu_quant_matmul, (_i8(m, k), _i8(k, n), s), kw, device,
+         exact=(0,))
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_batched_x1_with_a_bias_per_batch(path, device):
+    """x1 (b, m, k) against a 2-D weight: the per-token scale is each batch's row's, the
+    (b, 1, n) bias the batch's."""
+    torch.manual_seed(3)
+    b, m, k, n = 3, 6, 32, 16
+    kw = {"pertoken_scale": torch.rand(m) + 0.5, "output_dtype": bf16,
+          "bias": torch.randn(b, 1, n)}
+    _run(_launcher(path), npu.npu_quant_matmul, (_i8(b, m, k), _i8(k, n), torch.rand(n) * 1e-3),
+         kw, device, exact=(0,))
+
+
+def test_strided_x1_and_empty_products(device):
+    torch.manual_seed(4)
+    x1 = _i8(20, 64)[:, ::2]  # k = 32 with stride 2
+    _run(K("npu_quant_matmul"), npu.npu_quant_matmul, (x1, _i8(32, 8), torch.rand(8)),
+         {"output_dtype": fp16}, device, exact=(0,))
+    for m, k, n in [(0, 16, 8), (4, 0, 8), (4, 16, 0)]:
+        _run(K("npu_quant_matmul"), npu.npu_quant_matmul, (_i8(m, k), _i8(k, n), torch.rand(1)),
+             {"output_dtype": bf16, "pertoken_scale": torch.rand(m)}, device, exact=(0,))
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_nonfinite_scales_and_int32_wraparound(path, device):
+    """inf / NaN scales give the reference's inf / NaN (a NaN requantises to -128: the s9
+    low bound, saturated); an int32 bias that overflows the sum wraps as the reference's."""
+    torch.manual_seed(5)
+    m, k, n = 24, 16, 16
+    x1, x2 = _i8(m, k), _i8(k, n)
+    s = torch.rand(n) * 1e-3
+    s[1], s[2] = float("inf"), float("nan")
+    p = torch.rand(m) + 0.5
+    p[3] = float("inf")
+    _run(_launcher(path), npu.npu_quant_matmul, (x1, x2, s),
+         {"pertoken_scale": p, "output_dtype": bf16}, device, exact=(0,))
+    bias = torch.full((n,), 2**31 - 1, dtype=torch.int32)
+    _run(_launcher(path), npu.npu_quant_matmul, (x1, x2, s),
+         {"bias": bias, "output_dtype": torch.int8}, device, exact=(0,))
+    _run(_launcher(path), npu.npu_quant_matmul, (x1, x2, torch.rand(n)),
+         {"bias": bias, "output_dtype": torch.int32}, device, exact=(0,))
+
+
+def test_other_forms_run_the_reference_and_rules_are_the_operators(device):
+    torch.manual_seed(6)
+    # a batched weight: the reference
+    _run(K("npu_quant_matmul"), npu.npu_quant_matmul, (_i8(2, 3, 16), _i8(2, 16, 8),
+                                                       torch.rand(8)),
+         {"output_dtype": fp16}, device, exact=(0,))
+    with pytest.raises(Exception, match="npu_quant_matmul.*x2.*k = 16"):
+        K("npu_quant_matmul")(_i8(3, 16).to(device), _i8(8, 8).to(device),
+                              torch.rand(8).to(device))
+    with pytest.raises(Exception, match="npu_quant_matmul.*pertoken_scale.*float32"):
+        K("npu_quant_matmul")(_i8(3, 16).to(device), _i8(16, 8).to(device),
+                              torch.rand(8).to(device), pertoken_scale=torch.rand(3).half().to(device),
+                              output_dtype=bf16)
+
+
+def test_tiles_follow_the_shape_and_the_sm_count(monkeypatch):
+    """Decode rows take 16-row tiles (up to 64 rows where k is deep); more take the widest
+    tiles that give each SM a program (132 here), narrowing to 64 x 64."""
+    from op_sdk.triton_kernels import _common
+
+    monkeypatch.setattr(_common, "sm_count", lambda device: 132)
+    pick = lambda m, k, n: (lambda t: (t["BLOCK_M"], t["BLOCK_N"]))(qmm.tiles(m, k, n, None))  # noqa: E731
+    assert pick(1, 2048, 4096) == pick(16, 64, 64) == pick(64, 4096, 2048) == (16, 64)
+    assert pick(64, 2048, 7168) == pick(17, 64, 64) == (64, 64)
+    assert pick(4096, 64, 4096) == (128, 128)
+    assert pick(512, 64, 4096) == (64, 128)  # 128 x 128 gives 4 x 32 = 128 programs
+    assert pick(512, 64, 2048) == (64, 64)
+    assert pick(65, 64, 8) == (64, 64)
+    assert all(t["BLOCK_K"] >= 32 for t in (qmm.tiles(m, 64, 64, None) for m in (1, 40, 100, 10**4)))
