@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import re
 
 __all__ = ["Side", "Tiling", "DeviceModel", "Prediction", "predict", "DEVICE_MODELS",
            "device_model"]
@@ -159,6 +160,12 @@ class Prediction:
                 f"{self.before.launches} launches; fused {self.seconds_after * 1e6:.2f} us: "
                 f"{self.after.bytes} B, {self.after.launches} launches; tiling loss "
                 f"{self.tiling_loss * 1e6:.2f} us)")
+
+    @staticmethod
+    def device_of(reason: str) -> str | None:
+        """The device a rejection's ``reason`` was priced on (None: not such a reason)."""
+        m = re.search(r" us on (\w+) \(unfused ", reason)
+        return m.group(1) if m else None
 
     def as_dict(self) -> dict:
         return {"bytes_before": self.before.bytes, "bytes_after": self.after.bytes,

@@ -110,6 +110,9 @@ VARIANT = FUSION.variant("npu_dtype_cast+x_out")  # (y float32, y, x_out) out, n
 
 
 def _compile(**options):
+    """The fusion compiled with the benefit model deciding it (``fusion_benefit_scope``
+    "all"; by default it decides the native_ops rewrites only)."""
+    options.setdefault("fusion_benefit_scope", "all")
     inputs = FUSION.inputs(VARIANT, torch.float16, tokens=7, hidden=32, lead=(2,))
     cfg = config(**{f"experimental_config__{k}": v for k, v in options.items()})
     return compile_and_run(VARIANT.search_fn, inputs, cfg), inputs
@@ -177,6 +180,19 @@ def test_threshold_none_is_todays_behaviour():
     assert _compile(fusion_benefit_threshold_us=1e6)[0].report.match_count() == 0
 
 
+def test_by_default_the_fusions_apply_as_torchair_applies_them():
+    """With the default scope the model decides the native_ops rewrites only: the default
+    fusion applies (no prediction, no refusal) where the model, deciding it, refuses."""
+    result, _ = _compile(fusion_benefit_scope="native_ops", fusion_benefit_threshold_us=1e6)
+    assert result.report.match_count("add_rms_norm_cast") == 1
+    assert npu.npu_add_rms_norm_cast.default in result.targets
+    assert result.report.graphs[0].predicted() == [] and not result.report.misses(kind="benefit")
+    import op_sdk
+
+    assert op_sdk.CompilerConfig().experimental_config.fusion_benefit_scope.value == "native_ops"
+    assert _compile(fusion_benefit_threshold_us=1e6)[0].report.match_count() == 0
+
+
 def test_npu_device_prices_on_the_npu_model():
     result, _ = _compile(fusion_benefit_device="npu")
     [p] = result.report.graphs[0].predicted("add_rms_norm_cast")
@@ -203,7 +219,8 @@ def test_transpose_batchmatmul_counts_the_absorbed_transposes():
     fusion = get_fusion("transpose_batchmatmul")
     variant = fusion.variant("transpose(bmm)")
     inputs = fusion.inputs(variant, torch.float16, batch=3, m=5, k=128, n=128)
-    result = compile_and_run(variant.search_fn, inputs, config())
+    result = compile_and_run(variant.search_fn, inputs,
+                             config(experimental_config__fusion_benefit_scope="all"))
     [p] = result.report.graphs[0].predicted("transpose_batchmatmul")
     x1, x2, y = 3 * 5 * 128 * 2, 3 * 128 * 128 * 2, 3 * 5 * 128 * 2
     assert p["bytes_after"] == x1 + x2 + y
@@ -219,6 +236,7 @@ def test_transpose_batchmatmul_counts_the_absorbed_transposes():
     ("fusion_benefit_threshold_us", True),
     ("fusion_benefit_device", "tpu"),
     ("fusion_benefit_device", None),
+    ("fusion_benefit_scope", "fusions"),
 ])
 def test_invalid_option_values_name_the_option(path, value):
     import op_sdk
@@ -258,11 +276,12 @@ def test_options_feed_the_cache_key():
     keys = {base}
     for option, value in (("fusion_benefit_threshold_us", 3.0),
                           ("fusion_benefit_threshold_us", None),
-                          ("fusion_benefit_device", "npu")):
+                          ("fusion_benefit_device", "npu"),
+                          ("fusion_benefit_scope", "all")):
         cfg = config("max-autotune", **{f"experimental_config__{option}": value})
         assert (f"experimental_config.{option}", value) in cfg.fingerprint()
         keys.add(uuid(cfg))
-    assert None not in keys and len(keys) == 4
+    assert None not in keys and len(keys) == 5
     assert uuid(config("max-autotune")) == base
 
 

@@ -320,6 +320,50 @@ def test_inductor_cache_stays_on(tmp_path, monkeypatch):
     assert [r.cache for r in reports] == ["", ""] and len(calls) == 2
 
 
+def test_a_cache_hit_reports_what_the_passes_did(tmp_path, monkeypatch):
+    """On an Inductor cache hit the passes do not run; the report (and explain) show the
+    record the compile that filled the cache stored, marked as a hit; with no stored
+    record the report says so and how to compile with the passes again."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+
+    def compile_once():
+        torch._dynamo.reset()
+        backend = op_sdk.get_npu_backend(compiler_config=config("max-autotune"))
+        with torch._inductor.config.patch(fx_graph_cache=True):
+            torch.compile(layer, backend=backend)(*layer_inputs())
+        return backend
+
+    first = compile_once().last_report
+    assert first.cache == "" and first.match_count("add_rms_norm_dynamic_quant") == 1
+    stored = list((tmp_path / "op_sdk_reports").glob("*.json"))
+    assert len(stored) == 1
+    backend = compile_once()
+    second = backend.last_report
+    assert second.cache == "hit"
+    assert second.to_dict()["graphs"] == first.to_dict()["graphs"]
+    assert op_sdk.explain(backend).patterns == {"add_rms_norm_dynamic_quant": 1}
+    assert "Inductor cache hit: the passes did not run; what they did in the compile that " \
+           "filled the cache" in second.summary()
+    assert "fused add_rms_norm_dynamic_quant" in second.summary()
+    stored[0].unlink()
+    third = compile_once().last_report
+    assert third.cache == "hit" and third.graphs == []
+    assert "no record of them is stored" in third.summary() and "fx_graph_cache" in third.summary()
+
+
+def test_graph_report_round_trips_through_its_dict():
+    from op_sdk.compiler.report import GraphReport
+
+    torch._dynamo.reset()
+    backend = op_sdk.get_npu_backend(compiler_config=config("max-autotune"))
+    with torch._inductor.config.patch(fx_graph_cache=False):
+        torch.compile(layer, backend=backend)(*layer_inputs())
+    g = backend.last_report.graphs[0]
+    assert g.matches and g.effects and g.stages
+    back = GraphReport.from_dict(g.to_dict())
+    assert back == g and back.summary() == g.summary()
+
+
 _POST_CALLS: list = []
 
 

@@ -45,10 +45,10 @@ def gated_wrong(x, y):
 
 
 # These replacements are rewrites, not fusions (sigmoid * y -> four operators, a cast ->
-# another cast): the benefit model rightly predicts they cost time or save none, and
-# refuses them with the default threshold. The tests here are about registration and
-# matching, so they run with the model off (experimental_config.fusion_benefit_threshold_us
-# None: every match that passes the checks applies, TorchAir's behaviour).
+# another cast): the benefit model, deciding them (fusion_benefit_scope "all"), rightly
+# predicts they cost time or save none and refuses them. By default it decides the
+# native_ops rewrites only (tests/test_fusion_outcome.py); the tests here are about
+# registration and matching, and say so with the model off as well.
 NO_MODEL = {"experimental_config__fusion_benefit_threshold_us": None}
 
 

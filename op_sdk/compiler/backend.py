@@ -26,6 +26,7 @@ their own patterns.
 from __future__ import annotations
 
 import functools
+import logging
 import time
 import warnings
 from collections.abc import Sequence
@@ -33,12 +34,15 @@ from typing import Any
 
 import torch
 
-from op_sdk.compiler import executors
+from op_sdk.compiler import executors, record_store
 from op_sdk.library import inline_calls
 from op_sdk.compiler.config import CompilerConfig
 from op_sdk.compiler.dump import GraphDumper, check_dump_type
 from op_sdk.compiler.pipeline import PassPipeline
 from op_sdk.compiler.report import CompileReport, remember
+
+# what each compile fused and why the rest did not, one INFO line per graph
+outcome_log = logging.getLogger("op_sdk")
 
 __all__ = ["get_npu_backend", "NpuBackend"]
 
@@ -95,6 +99,10 @@ class NpuBackend:
                     patches["reorder_for_locality"] = False
                 if cfg.experimental_config.frozen_parameter.value:
                     pipeline.frozen_inputs = list(example_inputs)
+                # the passes' record is stored beside Inductor's cache entry (a hit runs
+                # no pass: the report then shows the stored record)
+                record_key = record_store.key(gm, example_inputs, pipeline.uuid(),
+                                              "inductor-cpp" if cpp else "inductor")
                 try:
                     # the operators kept calls for the fusion passes, traced through after
                     # them (the inline_kernels stage)
@@ -103,12 +111,21 @@ class NpuBackend:
                                                       self._inductor_decompositions())
                 finally:
                     pipeline.frozen_inputs = None
-                if not report.graphs:
-                    report.cache = "hit"  # served by Inductor's cache: the passes did not run
+                if report.graphs:
+                    record_store.save(record_key, report.graphs)
+                else:  # served by Inductor's cache: the passes did not run
+                    report.cache = "hit"
+                    report.graphs = record_store.load(record_key)
             else:
                 compiled = self._aot(gm, example_inputs, pipeline, report)
         finally:
             report.seconds = time.perf_counter() - start
+        # one line per graph: what fused, and why the rest did not
+        if report.cache_note():
+            outcome_log.info("op_sdk compile #%d: %s", report.index, report.cache_note())
+        for g in report.graphs:
+            outcome_log.info("op_sdk compile #%d, %s graph: %s", report.index, g.graph,
+                             g.outcome())
         return compiled
 
     # -- reduce-overhead / run_eagerly --------------------------------------------------------

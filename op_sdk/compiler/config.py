@@ -197,13 +197,20 @@ class CompilerConfig(ConfigSection):
       contract); a weight replaced by another tensor is (the packed operator checks).
       Such compiles bypass Inductor's FX graph cache (the packed constants depend on the
       weights' values, which its key does not see). Default False, as in TorchAir.
-    * ``experimental_config.fusion_benefit_threshold_us`` (op_sdk): a match of a fusion
-      pattern (default or user) is replaced only when the benefit model (op_sdk.benefit,
-      op_sdk/patterns/benefit.py) predicts it saves more than this many microseconds:
-      bytes moved and kernel launches of the unfused operators against the fused one,
-      less the fused kernel's tiling loss. Default 0.0 (it must save time); None turns
-      the model off (every match that passes the pattern's checks is replaced). A
-      refused match is reported as a near miss of kind "benefit" with the prediction.
+    * ``experimental_config.fusion_benefit_threshold_us`` (op_sdk): a match the benefit
+      model decides (``fusion_benefit_scope``) is replaced only when the model
+      (op_sdk.benefit, op_sdk/patterns/benefit.py) predicts it saves more than this many
+      microseconds: bytes moved and kernel launches of the unfused operators against the
+      fused one, less the fused kernel's tiling loss. Default 0.0 (it must save time);
+      None turns the model off (every match that passes the pattern's checks is
+      replaced). A refused match is reported as a near miss of kind "benefit" with the
+      prediction.
+    * ``experimental_config.fusion_benefit_scope`` (op_sdk): which matches the model
+      decides. "native_ops" (default): the automatic rewrites of torch-native code
+      (``native_ops``, which TorchAir does not have); the default fusions and the user's
+      patterns (``register_fusion``, ``register_replacement``) apply wherever their checks
+      pass, as TorchAir applies its pattern fusions, with no cost model. "all": every
+      match, the fusions too.
     * ``experimental_config.fusion_benefit_device`` (op_sdk): the device the model prices
       a match on. "auto" (default): the device of the graph's tensors (the CPU model is
       measured on this host once per process, at the first match it prices; CUDA and NPU
@@ -279,6 +286,11 @@ class CompilerConfig(ConfigSection):
                 "auto", ("auto", "cpu", "npu", "cuda"),
                 doc="op_sdk: the device the benefit model prices fusions on; auto: the "
                     "graph's tensors' device (see class doc)"),
+            fusion_benefit_scope=OptionValue(
+                "native_ops", ("native_ops", "all"),
+                doc="op_sdk: which matches the benefit model decides: native_ops (the "
+                    "automatic rewrites of torch-native code; the fusions apply as "
+                    "TorchAir applies them) or all (see class doc)"),
             cc_parallel_enable=_ge(False, _BOOL),
             memory_efficiency=_ge(False, _BOOL),
             static_model_ops_lower_limit=_ge(None, check=_int_range(-1, 2**63 - 1)),

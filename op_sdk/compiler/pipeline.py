@@ -303,13 +303,17 @@ class PassPipeline:
         registries = [f.registry() for f, why in self.plan if not why]
         if len(self.user_patterns):
             registries.append(self.user_patterns)
-        self._apply(gm, report, registries)
+        # TorchAir applies its pattern fusions with no cost model: the benefit model decides
+        # them only with fusion_benefit_scope="all"
+        gated = self.config.experimental_config.fusion_benefit_scope.value == "all"
+        self._apply(gm, report, registries, gated=gated)
 
-    def _apply(self, gm, report, registries, merge=None) -> None:
+    def _apply(self, gm, report, registries, merge=None, gated=True) -> None:
         """Apply ``registries`` in turn (canonical spelling first; each node's air stream
         in ``meta["stream_label"]`` so no match spans streams; the benefit model as
-        configured), then diagnose near misses. ``merge(graph) -> int``, when given, runs
-        before and after the registries (the native_ops stage's common calls)."""
+        configured where ``gated``, else none), then diagnose near misses.
+        ``merge(graph) -> int``, when given, runs before and after the registries (the
+        native_ops stage's common calls)."""
         from op_sdk.compiler import streams
         from op_sdk.patterns.benefit import planning
         from op_sdk.patterns.canonical import canonicalize
@@ -324,7 +328,7 @@ class PassPipeline:
                     node.meta["stream_label"] = stream
 
         exp = self.config.experimental_config
-        with recording(report), planning(exp.fusion_benefit_threshold_us.value,
+        with recording(report), planning(exp.fusion_benefit_threshold_us.value if gated else None,
                                          exp.fusion_benefit_device.value,
                                          report.executor.startswith("inductor")):
             merged = 0

@@ -116,8 +116,45 @@ class GraphReport:
     def pass_seconds(self) -> float:
         return sum(s.seconds for s in self.stages)
 
+    def outcome(self) -> str:
+        """One line: what the fusion passes did to this graph and, where a candidate did
+        not fuse, why and what to set (the INFO line of each compile, the head of
+        ``summary`` and of ``op_sdk.explain``)."""
+        from op_sdk.benefit import Prediction
+
+        fused = collections.Counter()
+        for (fusion, _), n in self.matches.items():
+            fused[fusion] += n
+        parts = [("fused " + ", ".join(f"{f} x{n}" for f, n in sorted(fused.items())))
+                 if fused else "no fusion applied"]
+        refused = collections.Counter(m.fusion for m in self.misses(kind="benefit"))
+        if refused:
+            devices = sorted({Prediction.device_of(m.reason) or "?"
+                              for m in self.misses(kind="benefit")})
+            where = " / ".join("this CPU" if d == "cpu" else d.upper() for d in devices)
+            hint = ("" if devices == ["npu"] else
+                    "set experimental_config.fusion_benefit_device = 'npu' to see the NPU "
+                    "plan, or ")
+            parts.append(f"the benefit model refused "
+                         f"{', '.join(f'{f} x{n}' for f, n in sorted(refused.items()))}: it "
+                         f"predicts no gain on {where}; {hint}"
+                         f"fusion_benefit_threshold_us = None to apply every match")
+        others = [m for m in self.near_misses if m.kind != "benefit"]
+        if others:
+            kinds = collections.Counter(m.kind for m in others)
+            parts.append(f"{len(others)} near miss{'es' if len(others) > 1 else ''} ("
+                         + ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items()))
+                         + "): op_sdk.explain() gives each reason")
+        if not fused and not refused and not others:
+            off = [f"{s.name} off ({s.skipped})" for s in self.stages
+                   if s.name in ("native_ops", "pattern_fusion") and s.skipped]
+            parts.append("; ".join(off) if off else
+                         "no fusion pattern or native_ops rule matched this graph")
+        return "; ".join(parts)
+
     def summary(self) -> str:
-        lines = [f"{self.graph} graph ({self.mode}, executed by {self.executor})"]
+        lines = [f"{self.graph} graph ({self.mode}, executed by {self.executor}): "
+                 f"{self.outcome()}"]
         for s in self.stages:
             state = f"skipped: {s.skipped}" if s.skipped else \
                 f"{s.nodes_before} -> {s.nodes_after} nodes, {s.seconds * 1e3:.1f} ms"
@@ -139,6 +176,37 @@ class GraphReport:
             for stream, nodes in self.nodes_by_stream().items():
                 lines.append(f"    {stream}: {', '.join(nodes)}")
         return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-able data (``from_dict`` reads it back)."""
+        return {
+            "graph": self.graph, "mode": self.mode, "executor": self.executor,
+            "stages": [dataclasses.asdict(s) for s in self.stages],
+            "matches": [{"fusion": f, "variant": v, "count": n}
+                        for (f, v), n in sorted(self.matches.items())],
+            "near_misses": [dataclasses.asdict(m) for m in self.near_misses],
+            "fusions_enabled": list(self.fusions_enabled),
+            "fusions_skipped": dict(self.fusions_skipped),
+            "effects": [{"fusion": f, "variant": v, **e}
+                        for (f, v), e in sorted(self.effects.items())],
+            "regions": list(self.regions),
+            "streams": dict(self.streams),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GraphReport:
+        effects = {}
+        for e in d["effects"]:
+            e = dict(e)
+            effects[(e.pop("fusion"), e.pop("variant"))] = e
+        return cls(graph=d["graph"], mode=d["mode"], executor=d["executor"],
+                   stages=[StageRecord(**s) for s in d["stages"]],
+                   matches=collections.Counter({(m["fusion"], m["variant"]): m["count"]
+                                                for m in d["matches"]}),
+                   near_misses=[NearMiss(**m) for m in d["near_misses"]],
+                   fusions_enabled=tuple(d["fusions_enabled"]),
+                   fusions_skipped=dict(d["fusions_skipped"]), effects=effects,
+                   regions=list(d["regions"]), streams=dict(d["streams"]))
 
     def nodes_by_stream(self) -> dict[str, list[str]]:
         """Stream -> its nodes (graph order), the main stream first."""
@@ -170,7 +238,10 @@ class CompileReport:
     mode: str
     graphs: list[GraphReport] = dataclasses.field(default_factory=list)
     seconds: float = 0.0          # the whole backend call
-    cache: str = ""               # "hit" when Inductor served the graph from its cache
+    # "hit" when Inductor served the graph from its cache (the passes did not run): the
+    # graphs are then those the passes recorded in the compile that filled the cache
+    # (stored beside it, compiler/record_store.py), or none where no record was stored
+    cache: str = ""
 
     @property
     def pass_seconds(self) -> float:
@@ -185,26 +256,24 @@ class CompileReport:
     def summary(self) -> str:
         head = f"compile #{self.index} ({self.mode}, {self.seconds:.2f} s"
         head += f", passes {self.pass_seconds * 1e3:.1f} ms"
-        head += ", Inductor cache hit: passes did not run)" if self.cache == "hit" else ")"
-        return "\n".join([head] + [g.summary() for g in self.graphs])
+        note = self.cache_note()
+        return "\n".join([head + (f", {note})" if note else ")")]
+                         + [g.summary() for g in self.graphs])
+
+    def cache_note(self) -> str:
+        """What a cache hit means for this report ('' when the passes ran)."""
+        if self.cache != "hit":
+            return ""
+        if self.graphs:
+            return ("Inductor cache hit: the passes did not run; what they did in the "
+                    "compile that filled the cache:")
+        return ("Inductor cache hit: the passes did not run, and no record of them is "
+                "stored for this graph; torch._inductor.config.fx_graph_cache = False (or "
+                "TORCHINDUCTOR_FX_GRAPH_CACHE=0) compiles it with them again")
 
     def to_dict(self) -> dict[str, Any]:
-        def graph(g: GraphReport):
-            return {
-                "graph": g.graph, "mode": g.mode, "executor": g.executor,
-                "stages": [dataclasses.asdict(s) for s in g.stages],
-                "matches": [{"fusion": f, "variant": v, "count": n}
-                            for (f, v), n in sorted(g.matches.items())],
-                "near_misses": [dataclasses.asdict(m) for m in g.near_misses],
-                "fusions_enabled": list(g.fusions_enabled),
-                "fusions_skipped": dict(g.fusions_skipped),
-                "effects": [{"fusion": f, "variant": v, **e}
-                            for (f, v), e in sorted(g.effects.items())],
-                "regions": list(g.regions),
-                "streams": dict(g.streams),
-            }
         return {"index": self.index, "mode": self.mode, "seconds": self.seconds,
-                "cache": self.cache, "graphs": [graph(g) for g in self.graphs]}
+                "cache": self.cache, "graphs": [g.to_dict() for g in self.graphs]}
 
 
 _RECENT: collections.deque[CompileReport] = collections.deque(maxlen=32)

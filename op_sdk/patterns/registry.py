@@ -371,10 +371,11 @@ def register_replacement(search_fn, replace_fn, example_inputs, trace_fn=None,
     the current registry scope (see ``PatternRegistry``); ``pattern_fusion_pass=False``
     disables it with the defaults. Returns True when newly registered.
 
-    As with the default fusions, a match is replaced only where the benefit model predicts
-    a saving above ``experimental_config.fusion_benefit_threshold_us`` (a rewrite into
-    more kernels than it removes does not pay); set that option to None for TorchAir's
-    behaviour, every match that passes ``extra_check`` replaced.
+    As with the default fusions, every match that passes ``extra_check`` is replaced
+    (TorchAir's behaviour); with ``experimental_config.fusion_benefit_scope = "all"`` only
+    where the benefit model predicts a saving above
+    ``experimental_config.fusion_benefit_threshold_us`` (a rewrite into more kernels than
+    it removes does not pay).
     """
     return current_registry().register_replacement(
         search_fn, replace_fn, example_inputs, trace_fn, extra_check, search_fn_pattern,
