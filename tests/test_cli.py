@@ -137,6 +137,55 @@ def test_report_trace_is_a_chrome_trace_of_one_compiled_call(report_dir):
     assert 'id="trace-threads"' in html and "trace.json" in html
 
 
+USER_MODEL = """
+import torch
+import op_sdk  # noqa: F401  (defines torch.ops.npu)
+from helper import HIDDEN  # a sibling module: the file's folder is on sys.path
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gamma = torch.nn.Parameter(torch.rand(HIDDEN, dtype=torch.float16) + 0.5)
+
+    def forward(self, x, residual):
+        y, _, h = torch.ops.npu.npu_add_rms_norm(x, residual, self.gamma)
+        q, s = torch.ops.npu.npu_dynamic_quant(y)
+        return q, s, h * 2
+
+
+def make_model():
+    x = torch.randn(2, 5, HIDDEN, dtype=torch.float16)
+    return Block().eval(), (x, torch.randn_like(x))
+
+
+def not_a_pair():
+    return 3
+"""
+
+
+def test_report_takes_the_users_model(tmp_path):
+    """op-sdk report FILE.py:FUNCTION compiles the model the function returns (with its
+    example inputs) and reports its fusions; a wrong MODEL is one line naming the rule."""
+    (tmp_path / "helper.py").write_text("HIDDEN = 64\n")
+    model = tmp_path / "my_model.py"
+    model.write_text(USER_MODEL)
+    out = tmp_path / "report"
+    res = op_sdk_cmd("report", f"{model}:make_model", "--out", str(out))
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "fused add_rms_norm_dynamic_quant x1" in res.stdout, res.stdout
+    html = (out / "report.html").read_text()
+    assert "Block from" in html and "[2, 5, 64] float16" in html
+    assert "add_rms_norm_dynamic_quant" in html and "fused add_rms_norm_dynamic_quant x1" in html
+    for spec, words in ((f"{model}", "must be FILE.py:FUNCTION"),
+                        (f"{tmp_path / 'none.py'}:make_model", "no file"),
+                        (f"{model}:missing", "has no function 'missing'"),
+                        (f"{model}:not_a_pair", "must return (model, example_inputs)")):
+        res = op_sdk_cmd("report", spec, "--out", str(out))
+        assert res.returncode == 2 and "op-sdk report: error: MODEL" in res.stderr \
+            and words in res.stderr and res.stderr.count("\n") == 1, res.stderr
+
+
 def test_report_renders_in_headless_chromium(report_dir, tmp_path):
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:

@@ -100,15 +100,16 @@ def _cmd_demo(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    from op_sdk.app.report import compiler_config, run_report
+    from op_sdk.app.report import compiler_config, load_model, run_report
 
     cfg = _model_config(args)
     cfg.validate()
     compiler_config(args.mode, args.fusions)  # reject a bad mode before touching the disk
     os.makedirs(args.out, exist_ok=True)
     _writable_file(os.path.join(args.out, "report.html"))
+    user_model = load_model(args.model) if args.model else None
     paths = run_report(cfg, args.out, batch=args.batch, tokens=args.tokens, mode=args.mode,
-                       fusions=args.fusions, trace=args.trace)
+                       fusions=args.fusions, trace=args.trace, user_model=user_model)
     print(paths["explanation"].summary())
     print(f"\nwrote {paths['html']}\nwrote {paths['markdown']}\ngraph dumps in {paths['dumps']}")
     if "trace" in paths:
@@ -266,6 +267,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_cmd_demo)
 
     p = sub.add_parser("report", help="write an HTML + Markdown fusion report of a compile")
+    p.add_argument("model", nargs="?", metavar="FILE.py:FUNCTION",
+                   help="your model: FUNCTION() in FILE.py returns (model, example_inputs); "
+                        "without it the embedded model (the model options below)")
     _model_options(p, layers=2)
     p.add_argument("--batch", type=_positive_int, default=1, help="sequences per forward")
     p.add_argument("--tokens", type=_positive_int, default=8, help="tokens per sequence")

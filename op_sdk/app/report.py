@@ -1,4 +1,5 @@
-"""``op-sdk report``: compile the embedded model and write what the fusions did as a
+"""``op-sdk report [FILE.py:FUNCTION]``: compile the embedded model, or a user's (the
+function returns the model and its example inputs), and write what the fusions did as a
 self-contained HTML page and as Markdown with Mermaid diagrams, plus the graph dumps."""
 
 from __future__ import annotations
@@ -6,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import glob
 import os
+import sys
 
 import torch
 
@@ -45,11 +47,54 @@ def trace_data(fn, out_dir: str) -> dict:
     return {"path": path, **thread_summary(path)}
 
 
+def load_model(spec: str):
+    """A user's model for the report: ``spec`` is ``path/to/file.py:function``, the
+    function taking no arguments and returning ``(model, example_inputs)`` (a module or
+    any callable, and a tuple / list of its positional inputs or one tensor). Returns
+    (model, inputs tuple, a description); a ValueError names what is wrong."""
+    import importlib.util
+
+    path, sep, name = spec.rpartition(":")
+    if not sep or not path.endswith(".py") or not name.isidentifier():
+        raise ValueError(f"report: MODEL must be FILE.py:FUNCTION, got {spec!r}")
+    if not os.path.isfile(path):
+        raise ValueError(f"report: MODEL: no file {path!r}")
+    # its folder first on sys.path, as `python FILE.py` has it (for its own imports)
+    folder = os.path.dirname(os.path.abspath(path))
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    module_name = "op_sdk_user_model_" + os.path.splitext(os.path.basename(path))[0]
+    loader = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(module)
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise ValueError(f"report: MODEL: {path} has no function {name!r}")
+    made = fn()
+    if not (isinstance(made, (tuple, list)) and len(made) == 2 and callable(made[0])):
+        raise ValueError(f"report: MODEL: {name}() must return (model, example_inputs), "
+                         f"got {type(made).__name__}")
+    model, inputs = made
+    inputs = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
+    return model, inputs, f"{type(model).__name__} from {spec}"
+
+
+def _max_abs_difference(out, ref) -> float:
+    """The largest |compiled - eager| over the floating-point tensors of two outputs."""
+    from torch.utils._pytree import tree_leaves
+
+    pairs = [(o, r) for o, r in zip(tree_leaves(out), tree_leaves(ref))
+             if isinstance(o, torch.Tensor) and o.is_floating_point() and o.numel()]
+    return max((float((o.float() - r.float()).abs().max()) for o, r in pairs), default=0.0)
+
+
 def run_report(cfg: DecoderConfig, out_dir: str, batch: int = 1, tokens: int = 8,
                mode: str = "max-autotune", fusions: str = "all",
-               trace: bool = False) -> dict[str, str]:
+               trace: bool = False, user_model=None) -> dict[str, str]:
     """Compile once with graph dumps on; returns {"html", "markdown", "dumps"} paths (and
-    "trace", the Chrome trace of one compiled call, with ``trace``)."""
+    "trace", the Chrome trace of one compiled call, with ``trace``). The model is the
+    embedded one (``cfg``, ``batch`` x ``tokens``), or ``user_model``: ``load_model``'s
+    (model, inputs, description)."""
     import op_sdk
 
     cfg.validate()
@@ -59,26 +104,36 @@ def run_report(cfg: DecoderConfig, out_dir: str, batch: int = 1, tokens: int = 8
     config.debug.graph_dump.type = "txt"
     config.debug.graph_dump.path = dump_dir
     backend = op_sdk.get_npu_backend(compiler_config=config)
-    model = DeepSeekW8A8(cfg).eval()
-    ids = model.example_tokens(batch, tokens)
+    if user_model is None:
+        model = DeepSeekW8A8(cfg).eval()
+        inputs = (model.example_tokens(batch, tokens),)
+        described = (f"DeepSeek-style W8A8, {cfg.layers} layers, hidden {cfg.hidden}, "
+                     f"{cfg.dtype}, MLP quant {cfg.mlp_quant}")
+        shown = f"batch {batch} x {tokens} tokens"
+        output = logits_of
+    else:
+        model, inputs, described = user_model
+        shown = ", ".join(f"{list(x.shape)} {str(x.dtype).replace('torch.', '')}"
+                          if isinstance(x, torch.Tensor) else type(x).__name__ for x in inputs)
+        output = lambda o: o  # noqa: E731
     torch._dynamo.reset()
     import torch._inductor.config as inductor_config
 
     with torch.no_grad(), inductor_config.patch(fx_graph_cache=False):
-        ref = logits_of(model(ids))
+        ref = output(model(*inputs))
         compiled = torch.compile(model, backend=backend, dynamic=False)
-        out = logits_of(compiled(ids))
-        traced = trace_data(lambda: compiled(ids), out_dir) if trace else None
+        out = output(compiled(*inputs))
+        traced = trace_data(lambda: compiled(*inputs), out_dir) if trace else None
     explanation = op_sdk.explain(backend)
     dumps = sorted(explanation.dumps) or sorted(glob.glob(os.path.join(dump_dir, "*")))
     data = {
         "title": "op_sdk fusion report",
         "facts": {
-            "model": f"DeepSeek-style W8A8, {cfg.layers} layers, hidden {cfg.hidden}, "
-                     f"{cfg.dtype}, MLP quant {cfg.mlp_quant}",
-            "input": f"batch {batch} x {tokens} tokens",
+            "model": described,
+            "input": shown,
             "mode": f"{mode} (fusions: {fusions})",
-            "max |compiled - eager|": f"{float((out - ref).abs().max()):.4g}",
+            "outcome": " | ".join(g.outcome() for r in explanation.reports for g in r.graphs),
+            "max |compiled - eager|": f"{_max_abs_difference(out, ref):.4g}",
             "torch": torch.__version__,
         },
         "fusions": explanation.table(),
