@@ -95,6 +95,27 @@ def test_a_bad_flag_gets_its_subcommands_usage(args, words):
         assert w in lines[-1], lines
 
 
+def test_help_and_usage_errors_import_no_torch():
+    """The console script's module (pyproject: op-sdk = op_sdk_cli:main) answers --help, a
+    subcommand's help and a usage error without importing torch or op_sdk (python's
+    start-up instead of torch's seconds); --version imports torch only."""
+    import tomllib
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        assert tomllib.load(f)["project"]["scripts"]["op-sdk"] == "op_sdk_cli:main"
+    code = ("import sys, op_sdk_cli\n"
+            "for argv in (['--help'], ['report', '--help'], ['demo', '--quick'], ['bench', '--repeats', '0']):\n"
+            "    try:\n        op_sdk_cli.main(argv)\n    except SystemExit:\n        pass\n"
+            "print('IMPORTED', 'torch' in sys.modules, 'op_sdk' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         env=dict(os.environ, PYTHONPATH=ROOT), timeout=120)
+    assert out.stdout.strip().splitlines()[-1] == "IMPORTED False False", out.stdout + out.stderr
+    assert "usage: op-sdk report" in out.stdout and "op-sdk demo: error" in out.stderr
+    version = subprocess.run([sys.executable, "-m", "op_sdk_cli", "--version"], capture_output=True,
+                             text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), timeout=120)
+    assert version.returncode == 0 and version.stdout.startswith("op-sdk 0.") and "torch 2." in version.stdout
+
+
 def test_help_is_plain_text_and_shows_defaults():
     top = op_sdk_cmd("--help")
     assert top.returncode == 0 and "``" not in top.stdout
