@@ -11,6 +11,7 @@ import glob
 import os
 import platform
 import shutil
+import sys
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
@@ -26,12 +27,13 @@ X86 = platform.machine().lower() in ("x86_64", "amd64", "x64")
 # -ffp-contract=off: a * b + c stays two rounded operations, as in torch's own kernels;
 # GCC would otherwise fuse them into FMA and move results by an ulp (where a kernel wants
 # FMA it says so with fma()).
-# -Wno-maybe-uninitialized: GCC 12 false positives inside its own AVX-512 intrinsics
-# (_mm512_undefined_*), reported at every inlined use.
+# -Wno-maybe-uninitialized, -Wno-uninitialized: GCC 12 false positives inside its own
+# AVX-512 intrinsics (_mm512_undefined_*, uninitialized by design), reported at every
+# inlined use (thousands of lines of a verbose build's output).
 # -g0: Python's own CFLAGS carry -g; full debug info nearly doubles the compile time of each
 # torch-including source and the size of the .so, and the release build does not need it.
 CXX_FLAGS = ["-O3", "-g0", "-std=c++20", "-fopenmp", "-fno-math-errno", "-ffp-contract=off", "-Wall",
-             "-Wno-unused-function", "-Wno-maybe-uninitialized"]
+             "-Wno-unused-function", "-Wno-maybe-uninitialized", "-Wno-uninitialized"]
 # OP_SDK_SANITIZE=1 (.ci/sanitize): AddressSanitizer + UndefinedBehaviorSanitizer at -O1
 # with line tables only (-g1: file:line in reports at half the compile time of -g; frame
 # pointers kept, every UB report fatal), for the build that sanitizer run loads in
@@ -125,8 +127,26 @@ def npu_binding_extensions(npu_dir: str | None) -> list:
     return out
 
 
+class BuildExt(BuildExtension.with_options(use_ninja=True)):
+    """torch's extension builder (ninja: the sources compile in parallel, ``[k/N]`` per
+    source on a verbose pip's screen), with its objects in a folder of the source tree that
+    outlives the build (``build/temp-py<X.Y>-torch<version>``, ``-sanitize`` for the
+    sanitizer flags) unless ``--build-temp`` names another: pip's builds use a fresh
+    temporary folder each time, so a second ``pip install -e .`` (the README's second
+    command after its first) would compile every source again; here ninja finds the
+    objects up to date and compiles only what changed ("ninja: no work to do")."""
+
+    def finalize_options(self):
+        if self.build_temp is None:
+            import torch
+
+            tag = f"py{sys.version_info[0]}.{sys.version_info[1]}-torch{torch.__version__}"
+            self.build_temp = os.path.join(here, "build", f"temp-{tag}"
+                                           + ("-sanitize" if SANITIZE else ""))
+        super().finalize_options()
+
+
 setup(
     ext_modules=[ext] + npu_binding_extensions(torch_npu_dir()),
-    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True),
-              "build_py": BuildPyWithHeaders},
+    cmdclass={"build_ext": BuildExt, "build_py": BuildPyWithHeaders},
 )
