@@ -216,21 +216,49 @@ def test_in_tree_needs_the_tree(tmp_path, monkeypatch, capsys):
     assert "inside op_sdk's source tree" in capsys.readouterr().err
 
 
-@pytest.mark.torch_npu_real
-@pytest.mark.parametrize("name,schema", KINDS, ids=[k[0] for k in KINDS])
-def test_generated_binding_compiles_against_torch_npu(tmp_path, name, schema):
-    """The OpPlugin binding the scaffold generates compiles against the torch-npu wheel's
-    headers (op-plugin's EXEC_NPU_CMD_EXT, TORCH_LIBRARY_IMPL for PrivateUse1)."""
+@pytest.fixture(scope="module")
+def binding_compiles(tmp_path_factory):
+    """Each kind's generated OpPlugin binding and a copy with a misspelt macro, compiled
+    against the torch-npu wheel's headers, all at once (one compiler per core: each parses
+    torch's headers for about 25 s): {name: (error of the binding, error of the copy)},
+    None where it compiled; or the reason the wheel is not here."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from op_sdk.app.ascendc_run import compile_binding
     from tests.npu.torch_npu_env import prepare
 
     env, why = prepare()
     if env is None:
-        pytest.skip(why)
-    new_op.write(name, schema, str(tmp_path), namespace=f"gen_binding_{name.strip('_')}")
-    source = tmp_path / f"gen_binding_{name.strip('_')}" / "csrc" / "npu" / f"{name.rstrip('_')}.cpp"
-    compile_binding(source, env.include_dirs[0])
-    broken = tmp_path / "broken.cpp"  # the check compiles for real: a misspelt macro fails
-    broken.write_text(source.read_text().replace("EXEC_NPU_CMD_EXT(", "EXEC_NPU_CMD_EXTX(", 1))
-    with pytest.raises(RuntimeError, match="against torch_npu failed"):
-        compile_binding(broken, env.include_dirs[0])
+        return why
+    out = tmp_path_factory.mktemp("bindings")
+    sources = {}
+    for name, schema in KINDS:
+        new_op.write(name, schema, str(out), namespace=f"gen_binding_{name.strip('_')}")
+        source = out / f"gen_binding_{name.strip('_')}" / "csrc" / "npu" / f"{name.rstrip('_')}.cpp"
+        broken = out / f"broken_{name.strip('_')}.cpp"  # the check compiles for real
+        broken.write_text(source.read_text().replace("EXEC_NPU_CMD_EXT(", "EXEC_NPU_CMD_EXTX(", 1))
+        sources[name] = (source, broken)
+
+    def error(path):
+        try:
+            compile_binding(path, env.include_dirs[0])
+        except RuntimeError as exc:
+            return str(exc)
+        return None
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        futures = {n: (pool.submit(error, a), pool.submit(error, b)) for n, (a, b) in sources.items()}
+        return {n: (a.result(), b.result()) for n, (a, b) in futures.items()}
+
+
+@pytest.mark.torch_npu_real
+@pytest.mark.parametrize("name,schema", KINDS, ids=[k[0] for k in KINDS])
+def test_generated_binding_compiles_against_torch_npu(binding_compiles, name, schema):
+    """The OpPlugin binding the scaffold generates compiles against the torch-npu wheel's
+    headers (op-plugin's EXEC_NPU_CMD_EXT, TORCH_LIBRARY_IMPL for PrivateUse1); a misspelt
+    macro fails (the check compiles for real)."""
+    if isinstance(binding_compiles, str):
+        pytest.skip(binding_compiles)
+    good, broken = binding_compiles[name]
+    assert good is None, good
+    assert broken is not None and "against torch_npu failed" in broken
