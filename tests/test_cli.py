@@ -147,6 +147,34 @@ def test_report_has_regions_near_misses_and_dumps(report_dir):
     assert "transpose_batchmatmul" in html  # all five fusions run with --fusions all
 
 
+def test_report_pictures_are_laid_out_and_labelled_for_people(report_dir):
+    """The fused regions are laid out by Graphviz (edges routed around the boxes), each
+    operator over the source line it comes from (a fused operator: the span of the lines
+    it replaced), inputs by what produces them and their dtype and shape, never by FX
+    names; reshapes drawn as views; each stage's dump "before" ahead of its "after"."""
+    import re
+
+    if shutil.which("dot") is None:
+        if os.environ.get("CI"):
+            pytest.fail("Graphviz (dot) is required in CI (.ci/run installs it)")
+        pytest.skip("Graphviz is not installed")
+    html = (report_dir / "report.html").read_text()
+    regions = re.findall(r'<div class="region".*?</div></div></div>', html, re.S)
+    assert len(regions) >= 3
+    for region in regions:
+        assert region.count('class="graph"') == 2, region[:300]  # before and after, by dot
+        texts = re.findall(r"<text[^>]*>([^<]*)</text>", region)
+        assert not [t for t in texts if re.search(r"\barg\d+_\d+|getitem_\d+|\w+_\d+$", t)], texts
+        before, after = texts[:texts.index("after")], texts[texts.index("after"):]
+        for half in (before, after):  # in "after" the fused operator's span of lines
+            assert any(re.fullmatch(r"models\.py:\d+(&#45;\d+)?", t) for t in half), half
+        assert any(re.fullmatch(r"input (bf16|fp32|fp16)\[[\d, ]+\]", t) for t in texts), texts
+    assert "view / layout" in html and "#f4f4f4" in html
+    stages = [re.sub(r"_rank_.*", "", m) for m in re.findall(r"<summary>([^<]+)</summary>", html)]
+    afters = [i for i, name in enumerate(stages) if name.endswith("_after")]
+    assert afters and all(stages[i - 1] == stages[i][:-len("_after")] + "_before" for i in afters), stages
+
+
 def test_report_trace_is_a_chrome_trace_of_one_compiled_call(report_dir):
     import json
 

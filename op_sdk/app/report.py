@@ -125,7 +125,8 @@ def run_report(cfg: DecoderConfig, out_dir: str, batch: int = 1, tokens: int = 8
         out = output(compiled(*inputs))
         traced = trace_data(lambda: compiled(*inputs), out_dir) if trace else None
     explanation = op_sdk.explain(backend)
-    dumps = sorted(explanation.dumps) or sorted(glob.glob(os.path.join(dump_dir, "*")))
+    # in the order the passes wrote them (each stage's "before", then its "after")
+    dumps = list(explanation.dumps) or sorted(glob.glob(os.path.join(dump_dir, "*")))
     data = {
         "title": "op_sdk fusion report",
         "facts": {

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import html
 
-_COLORS = {"input": "#eef2f7", "op": "#fde2cf", "fused": "#cdeccd", "output": "#eef2f7"}
+_COLORS = {"input": "#eef2f7", "op": "#fde2cf", "fused": "#cdeccd", "output": "#eef2f7",
+           "view": "#f4f4f4"}
 _BOX_W, _BOX_H, _GAP_X, _GAP_Y = 240, 34, 24, 46
 
 
@@ -39,8 +40,47 @@ def _layers(graph: dict) -> list[list[str]]:
     return layers
 
 
+def graphviz_svg(graph: dict, title: str = "") -> str | None:
+    """The picture laid out by Graphviz (``dot``: layered, edges routed around the boxes),
+    each node its operator over its source line, coloured by kind; None where the
+    ``graphviz`` package or its ``dot`` program is missing."""
+    try:
+        import graphviz
+    except ImportError:
+        return None
+    g = graphviz.Digraph(graph_attr={"rankdir": "TB", "splines": "spline", "nodesep": "0.25",
+                                     "ranksep": "0.35", "fontname": "sans-serif",
+                                     "fontsize": "12", "labelloc": "t", "label": title},
+                         node_attr={"shape": "box", "style": "rounded,filled",
+                                    "fontname": "monospace", "fontsize": "10",
+                                    "color": "#666666", "margin": "0.12,0.04"},
+                         edge_attr={"color": "#555555", "arrowsize": "0.6"})
+    # Graphviz reads "a:b" as node a, port b: the nodes get plain ids
+    key = {n["id"]: f"n{k}" for k, n in enumerate(graph["nodes"])}
+    for n in graph["nodes"]:
+        kind = n.get("kind", "op")
+        label = html.escape(n.get("label", n["id"]))
+        if n.get("source"):
+            label += f'<BR/><FONT POINT-SIZE="8" COLOR="#555555">{html.escape(n["source"])}</FONT>'
+        g.node(key[n["id"]], label=f"<{label}>", fillcolor=_COLORS.get(kind, _COLORS["op"]),
+               **({"style": "rounded,filled,dashed"} if kind == "view" else {}),
+               **({"shape": "ellipse"} if kind in ("input", "output") else {}))
+    for a, b in graph["edges"]:
+        if a in key and b in key:
+            g.edge(key[a], key[b])
+    try:
+        svg = g.pipe(format="svg", encoding="utf-8")
+    except (graphviz.ExecutableNotFound, graphviz.CalledProcessError):
+        return None
+    return svg[svg.index("<svg"):]  # inline: no XML declaration or doctype
+
+
 def svg_graph(graph: dict, title: str = "") -> str:
-    """An SVG picture of a small graph: boxes per node, arrows per edge."""
+    """An SVG picture of a small graph: laid out by Graphviz where it is installed
+    (``graphviz_svg``), else boxes in longest-path layers with straight arrows."""
+    laid_out = graphviz_svg(graph, title)
+    if laid_out is not None:
+        return laid_out
     layers = _layers(graph)
     labels = {n["id"]: n for n in graph["nodes"]}
     width = max((len(layer) for layer in layers), default=1) * (_BOX_W + _GAP_X) + _GAP_X

@@ -235,7 +235,7 @@ def counting(apply, record: PatternRecord):
             new_nodes = [n for n in graph.nodes if n not in before]
             report.regions.append({"fusion": record.fusion, "variant": record.variant,
                                    "anchor": anchor_name_of(node), "before": picture,
-                                   "after": region_picture(None, new_nodes)})
+                                   "after": region_picture(None, new_nodes, matched)})
 
     return counted
 

@@ -4,6 +4,8 @@ and small pictures of the region before and after, for the reports."""
 from __future__ import annotations
 
 import operator
+import os
+import re
 
 import torch
 
@@ -44,10 +46,54 @@ def _label(n: torch.fx.Node) -> str:
     return name
 
 
-def region_picture(match, nodes=None) -> dict:
+# operators that only reinterpret or move a tensor's layout: drawn as views, not as
+# unfused computation
+_VIEWS = {"view", "_unsafe_view", "reshape", "expand", "permute", "transpose", "t", "squeeze",
+          "unsqueeze", "slice", "select", "alias", "clone", "contiguous", "flatten", "split",
+          "split_with_sizes", "chunk", "as_strided"}
+
+
+def _source(n: torch.fx.Node) -> str:
+    """The user's source line a node comes from ("model.py:42"), from its stack trace."""
+    found = re.findall(r'File "([^"]+)", line (\d+)', n.meta.get("stack_trace") or "")
+    if not found:
+        return ""
+    path, line = found[-1]
+    return f"{os.path.basename(path)}:{line}"
+
+
+def _value(n: torch.fx.Node) -> str:
+    """A value's dtype and shape ("bf16[2, 7, 32]"), where the node has one."""
+    v = n.meta.get("val")
+    if isinstance(v, (tuple, list)) and v and isinstance(v[0], torch.Tensor):
+        v = v[0]
+    if not isinstance(v, torch.Tensor):
+        return ""
+    dt = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32",
+          torch.int8: "int8", torch.int32: "int32", torch.int64: "int64"}.get(
+        v.dtype, str(v.dtype).replace("torch.", ""))
+    return f"{dt}[{', '.join(str(d) for d in v.shape)}]"
+
+
+def _span(nodes) -> str:
+    """The source lines of ``nodes`` as one span ("model.py:165-167"; files joined)."""
+    lines: dict[str, list[int]] = {}
+    for n in nodes:
+        where = _source(n)
+        if where:
+            f, line = where.rsplit(":", 1)
+            lines.setdefault(f, []).append(int(line))
+    return ", ".join(f"{f}:{min(v)}" + (f"-{max(v)}" if max(v) != min(v) else "")
+                     for f, v in lines.items())
+
+
+def region_picture(match, nodes=None, fused_from=None) -> dict:
     """``{"nodes": [...], "edges": [...]}`` of the matched nodes (or of ``nodes``): their
-    operators, the values flowing in, and where results flow out. getitem nodes are folded
-    into the edges of the operator they unpack."""
+    operators (with the source line each comes from), the values flowing in (labelled by
+    what produces them and their dtype and shape), and where results flow out. getitem
+    nodes are folded into the edges of the operator they unpack; layout-only operators
+    (views, reshapes, transposes) are of kind "view". A replacement node without a source
+    line of its own shows the span of ``fused_from`` (the matched nodes)."""
     region = [n for n in (match.nodes if match is not None else nodes) if n.op == "call_function"]
     inside = set(region)
 
@@ -63,8 +109,10 @@ def region_picture(match, nodes=None) -> dict:
             continue
         fused = isinstance(n.target, torch._ops.OpOverload) and n.target.namespace == "npu" \
             and match is None
-        kinds[n.name] = "fused" if fused else "op"
-        out_nodes.append({"id": n.name, "label": _label(n), "kind": kinds[n.name]})
+        label = _label(n)
+        kinds[n.name] = "fused" if fused else "view" if label in _VIEWS else "op"
+        out_nodes.append({"id": n.name, "label": label, "kind": kinds[n.name],
+                          "source": _source(n) or (_span(fused_from) if fused_from else "")})
     for n in region:
         if n.target is operator.getitem:
             continue
@@ -75,17 +123,25 @@ def region_picture(match, nodes=None) -> dict:
             elif isinstance(src.meta.get("val"), torch.Tensor) or src.op == "placeholder":
                 key = f"in:{src.name}"
                 if key not in seen_inputs:
-                    seen_inputs[key] = {"id": key, "label": src.name, "kind": "input"}
+                    what = ("input" if src.op == "placeholder" else
+                            f"{_label(src.args[0])}[{src.args[1]}]"
+                            if src.target is operator.getitem else _label(src))
+                    seen_inputs[key] = {"id": key, "label": f"{what} {_value(src)}".strip(),
+                                        "kind": "input"}
                 edges.add((key, n.name))
     escaping = {}
     for n in region:
         for u in n.users:
             if u not in inside:
                 escaping.setdefault(source(n).name, []).append(u.name)
+    by_name = {n.name: n for n in region}
     for producer, users in escaping.items():
         key = f"out:{producer}"
-        label = ", ".join(users[:2]) + ("…" if len(users) > 2 else "")
-        out_nodes.append({"id": key, "label": f"→ {label}", "kind": "output"})
+        n = by_name.get(producer)
+        label = f"→ {len(users)} user{'s' if len(users) > 1 else ''}"
+        if n is not None and _value(n):
+            label += f" {_value(n)}"
+        out_nodes.append({"id": key, "label": label, "kind": "output"})
         edges.add((producer, key))
     return {"nodes": list(seen_inputs.values()) + out_nodes,
             "edges": [list(e) for e in sorted(edges)]}
