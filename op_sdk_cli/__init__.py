@@ -122,6 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run="_cmd_report")
 
     p = sub.add_parser("bench", help="run the benchmark suite; write results and plots")
+    p.add_argument("model", nargs="?", metavar="FILE.py:FUNCTION",
+                   help="with --fusions: your model (FUNCTION() in FILE.py returns (model, "
+                        "example_inputs)), compiled with the fusions as configured, with "
+                        "every match and with none, each timed per forward")
     _model_options(p, layers=4)
     p.add_argument("--decode", default="1,4,16", help="decode token counts")
     p.add_argument("--prefill", default="512", help="prefill token counts")

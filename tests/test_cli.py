@@ -235,6 +235,29 @@ def test_report_takes_the_users_model(tmp_path):
             and words in res.stderr and res.stderr.count("\n") == 1, res.stderr
 
 
+def test_bench_fusions_takes_the_users_model(tmp_path):
+    """op-sdk bench --fusions FILE.py:FUNCTION: the user's model compiled with the fusions
+    as configured, with every match and with none, timed per forward; the results file
+    carries the machine, the command and each contender's fusions and outcome."""
+    (tmp_path / "helper.py").write_text("HIDDEN = 64\n")
+    model = tmp_path / "my_model.py"
+    model.write_text(USER_MODEL)
+    res = op_sdk_cmd("bench", "--fusions", f"{model}:make_model", "--repeats", "2",
+                     "--out", str(tmp_path / "b"))
+    assert res.returncode == 0, res.stderr[-3000:]
+    data = json.loads((tmp_path / "b" / "bench_model_fusions.json").read_text())
+    rows = {r["contender"]: r for r in data["results"]}
+    assert set(rows) == {"op_sdk", "every match", "no fusion"}
+    fused = {f["pattern"]: f["matches"] for f in rows["op_sdk"]["fusions"]}
+    assert fused.get("add_rms_norm_dynamic_quant") == 1
+    assert not any(f["matches"] for f in rows["no fusion"]["fusions"])
+    assert all(r["ms_per_forward"] > 0 and r["n"] == 2 * 5 for r in rows.values())
+    assert data["machine"]["torch"] and data["command"].startswith("op-sdk bench --fusions")
+    assert "op_sdk: fused add_rms_norm_dynamic_quant x1" in res.stdout, res.stdout
+    bad = op_sdk_cmd("bench", f"{model}:make_model")
+    assert bad.returncode == 2 and "MODEL is read with --fusions only" in bad.stderr
+
+
 def test_report_renders_in_headless_chromium(report_dir, tmp_path):
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:

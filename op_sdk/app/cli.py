@@ -111,6 +111,19 @@ def _cmd_report(args) -> int:
 def _cmd_bench(args) -> int:
     from op_sdk.app.bench import plot_results, run_bench
 
+    if args.model and not args.fusions:
+        raise UsageError("bench: MODEL is read with --fusions only (the fusions of your model)")
+    if args.fusions and args.model:
+        from op_sdk.app.fusion_bench import format_model_fusion_results, write_model_fusion_bench
+        from op_sdk.app.report import load_model
+
+        path = write_model_fusion_bench(os.path.join(args.out, "bench_model_fusions.json"),
+                                        " ".join(["op-sdk"] + sys.argv[1:]),
+                                        load_model(args.model, "bench"), args.repeats,
+                                        args.fusion_device)
+        print(format_model_fusion_results(path))
+        print(f"\nwrote {path}")
+        return 0
     if args.fusions:
         from op_sdk.app.fusion_bench import format_fusion_results, write_fusion_bench
 

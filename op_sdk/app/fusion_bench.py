@@ -15,6 +15,10 @@ rows) and a prefill size (4096 rows; hidden 4096 for the norm fusions, 16 heads 
   other processes took CPU time measured again); measured saving = unfused - fused, of
   the medians (the minima are in the file too).
 
+With a user's model (``op-sdk bench --fusions FILE.py:FUNCTION``,
+``run_model_fusion_bench``): the model compiled with the fusions as configured, with every
+match, and with none, timed per forward, the predicted saving against the measured one.
+
 The error is predicted benefit - measured saving (us). Eager timing includes the Python
 dispatch of every operator (the views too), which the model counts as launches only for
 kernels. Results: one JSON file with the machine, torch version, command, load average
@@ -31,7 +35,8 @@ import subprocess
 
 import torch
 
-__all__ = ["fusion_cases", "predict_case", "run_fusion_bench", "format_fusion_results"]
+__all__ = ["fusion_cases", "predict_case", "run_fusion_bench", "format_fusion_results",
+           "run_model_fusion_bench", "write_model_fusion_bench", "format_model_fusion_results"]
 
 DECODE_ROWS = (1, 16)
 PREFILL_ROWS = (4096,)
@@ -196,4 +201,95 @@ def format_fusion_results(path: str) -> str:
             f"{r['error_us']:>9.1f} "
             f"{('yes' if r['predicted_pays'] else 'no'):>8}/"
             f"{('yes' if r['measured_pays'] else 'no'):<7} {r['min_saved_us']:>10.1f}")
+    return "\n".join(lines)
+
+
+def run_model_fusion_bench(user_model, repeats: int = 10, device: str = "cpu") -> dict:
+    """A user's model (``op_sdk.app.report.load_model``'s (model, inputs, description))
+    compiled with op_sdk's backend three ways, in max-autotune: as configured by default,
+    with every match applied (the benefit model off), and with no fusion (native_ops and
+    pattern_fusion_pass off); each timed per forward (``time_interleaved_stats``, the
+    contenders interleaved). Per contender: what fused (explain's table) and each graph's
+    outcome line; the benefit model's predicted saving of the matches it decided and
+    applied (the native_ops rewrites by default; planned on ``device``) against the
+    measured one (no fusion - that contender)."""
+    import op_sdk
+    from op_sdk.app.timing import time_interleaved_stats
+
+    model, inputs, described = user_model
+    contenders = {
+        "op_sdk": {},
+        "every match": {"experimental_config.fusion_benefit_threshold_us": None},
+        "no fusion": {"experimental_config.native_ops": False,
+                      "experimental_config.pattern_fusion_pass": False},
+    }
+    calls, info = {}, {}
+    import torch._inductor.config as inductor_config
+
+    for name, options in contenders.items():
+        cfg = op_sdk.CompilerConfig()
+        cfg.mode = "max-autotune"
+        cfg.experimental_config.fusion_benefit_device = device
+        for path, value in options.items():
+            group, leaf = path.split(".")
+            setattr(getattr(cfg, group), leaf, value)
+        backend = op_sdk.get_npu_backend(compiler_config=cfg)
+        torch._dynamo.reset()
+        with torch.no_grad(), inductor_config.patch(fx_graph_cache=False):
+            compiled = torch.compile(model, backend=backend, dynamic=False)
+            compiled(*inputs)
+        exp = op_sdk.explain(backend)
+        info[name] = {"fusions": exp.table(),
+                      "outcome": [g.outcome() for r in exp.reports for g in r.graphs],
+                      "predicted_saved_us": sum(r["benefit_us"] for r in exp.table())}
+        calls[name] = (lambda c=compiled: c(*inputs))
+    with torch.no_grad():
+        stats = time_interleaved_stats(calls, repeats)
+    base = stats["no fusion"]["median"]
+    rows = []
+    for name in contenders:
+        st = stats[name]
+        rows.append({"contender": name, "ms_per_forward": st["median"] * 1e3,
+                     "iqr_ms": [st["q1"] * 1e3, st["q3"] * 1e3], "n": st["n"],
+                     "measured_saved_us": (base - st["median"]) * 1e6, **info[name]})
+    return {"model": described, "benefit_device": device, "repeats": repeats, "results": rows}
+
+
+def write_model_fusion_bench(path: str, command: str, user_model, repeats: int = 10,
+                             device: str = "cpu") -> str:
+    """``run_model_fusion_bench`` as a results JSON (machine, date, command, load)."""
+    from op_sdk.app.machine import machine_facts
+
+    folder = os.path.dirname(path)
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+    results = {"machine": machine_facts(),
+               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+               "command": command, "uptime_before": _uptime(),
+               **run_model_fusion_bench(user_model, repeats, device)}
+    results["uptime_after"] = _uptime()
+    with open(path, "w") as f:
+        json.dump(results, f, indent=2)
+    return path
+
+
+def format_model_fusion_results(path: str) -> str:
+    with open(path) as f:
+        results = json.load(f)
+    mach = results["machine"]
+    lines = [f"{results['model']}: {mach['cpu']}, {mach['threads']} threads, torch "
+             f"{mach['torch']}; {results['uptime_before']}",
+             f"max-autotune; ms per forward (median, IQR); benefit model planned on "
+             f"{results['benefit_device']}", "",
+             f"{'contender':<12} {'ms':>8} {'IQR':>17} {'pred saved us':>14} "
+             f"{'meas saved us':>14}  fused"]
+    for r in results["results"]:
+        fused = ", ".join(f"{f['pattern']} x{f['matches']}" for f in r["fusions"] if f["matches"])
+        lines.append(f"{r['contender']:<12} {r['ms_per_forward']:>8.3f} "
+                     f"{r['iqr_ms'][0]:>8.3f}-{r['iqr_ms'][1]:<8.3f} "
+                     f"{r['predicted_saved_us']:>14.1f} {r['measured_saved_us']:>14.1f}  "
+                     f"{fused or '-'}")
+    for r in results["results"]:
+        for line in r["outcome"]:
+            lines.append(f"  {r['contender']}: {line}")
     return "\n".join(lines)

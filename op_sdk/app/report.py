@@ -47,7 +47,7 @@ def trace_data(fn, out_dir: str) -> dict:
     return {"path": path, **thread_summary(path)}
 
 
-def load_model(spec: str):
+def load_model(spec: str, command: str = "report"):
     """A user's model for the report: ``spec`` is ``path/to/file.py:function``, the
     function taking no arguments and returning ``(model, example_inputs)`` (a module or
     any callable, and a tuple / list of its positional inputs or one tensor). Returns
@@ -56,9 +56,9 @@ def load_model(spec: str):
 
     path, sep, name = spec.rpartition(":")
     if not sep or not path.endswith(".py") or not name.isidentifier():
-        raise ValueError(f"report: MODEL must be FILE.py:FUNCTION, got {spec!r}")
+        raise ValueError(f"{command}: MODEL must be FILE.py:FUNCTION, got {spec!r}")
     if not os.path.isfile(path):
-        raise ValueError(f"report: MODEL: no file {path!r}")
+        raise ValueError(f"{command}: MODEL: no file {path!r}")
     # its folder first on sys.path, as `python FILE.py` has it (for its own imports)
     folder = os.path.dirname(os.path.abspath(path))
     if folder not in sys.path:
@@ -69,10 +69,10 @@ def load_model(spec: str):
     loader.loader.exec_module(module)
     fn = getattr(module, name, None)
     if not callable(fn):
-        raise ValueError(f"report: MODEL: {path} has no function {name!r}")
+        raise ValueError(f"{command}: MODEL: {path} has no function {name!r}")
     made = fn()
     if not (isinstance(made, (tuple, list)) and len(made) == 2 and callable(made[0])):
-        raise ValueError(f"report: MODEL: {name}() must return (model, example_inputs), "
+        raise ValueError(f"{command}: MODEL: {name}() must return (model, example_inputs), "
                          f"got {type(made).__name__}")
     model, inputs = made
     inputs = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
