@@ -33,24 +33,39 @@ def _run(code: str, **env) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300, env=dict(os.environ, **env))
 
 
-@pytest.mark.parametrize("order", [
-    "import torch, torch_npu, op_sdk",
-    "import torch_npu, op_sdk",
-    "import op_sdk, torch_npu",
-    "import op_sdk",
-])
-@pytest.mark.parametrize("autoload", ["0", "1"])
-def test_import_in_any_order_keeps_the_process_and_the_native_kernels(order, autoload):
-    out = _run(f"""
-        {order}
-        import sys, torch
-        assert "torch_npu" in sys.modules
-        assert torch.npu.is_available() is False
-        import op_sdk
-        bad = {{o.qualname: o.native_errors for o in op_sdk.registered_ops() if o.native_errors}}
-        assert not bad, bad
-        print("ok")
-    """, TORCH_DEVICE_BACKEND_AUTOLOAD=autoload)
+ORDERS = ["import torch, torch_npu, op_sdk", "import torch_npu, op_sdk", "import op_sdk, torch_npu",
+          "import op_sdk"]
+AUTOLOADS = ["0", "1"]
+
+
+@pytest.fixture(scope="module")
+def import_orders():
+    """Each import order in a fresh interpreter, with torch's device-backend autoload off and
+    on, all at once (one process per core: each import of torch_npu and op_sdk takes about
+    7 s): {(order, autoload): the finished process}."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def check(order, autoload):
+        return _run(f"""
+            {order}
+            import sys, torch
+            assert "torch_npu" in sys.modules
+            assert torch.npu.is_available() is False
+            import op_sdk
+            bad = {{o.qualname: o.native_errors for o in op_sdk.registered_ops() if o.native_errors}}
+            assert not bad, bad
+            print("ok")
+        """, TORCH_DEVICE_BACKEND_AUTOLOAD=autoload)
+
+    cases = [(o, a) for o in ORDERS for a in AUTOLOADS]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        return dict(zip(cases, pool.map(lambda c: check(*c), cases)))
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("autoload", AUTOLOADS)
+def test_import_in_any_order_keeps_the_process_and_the_native_kernels(import_orders, order, autoload):
+    out = import_orders[(order, autoload)]
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-4000:]
 
 
