@@ -159,18 +159,21 @@ def write_fusion_bench(path: str, command: str, rows=DECODE_ROWS + PREFILL_ROWS,
                        repeats: int = 10, device: str = "cpu", progress: bool = True,
                        quiet_timeout: float = 0.0) -> str:
     """Run the fusion benchmark, write the results JSON to ``path``; return the path."""
+    return _write(path, command,
+                  lambda: run_fusion_bench(rows, repeats, device, progress, quiet_timeout))
+
+
+def _write(path: str, command: str, run) -> str:
+    """``run()``'s results as JSON at ``path``, with the machine, the date, the command and
+    the load before and after (the machine may be shared); returns the path."""
     from op_sdk.app.machine import machine_facts
 
     folder = os.path.dirname(path)
     if folder:
         os.makedirs(folder, exist_ok=True)
-    results = {
-        "machine": machine_facts(),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": command,
-        "uptime_before": _uptime(),
-        **run_fusion_bench(rows, repeats, device, progress, quiet_timeout),
-    }
+    results = {"machine": machine_facts(),
+               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+               "command": command, "uptime_before": _uptime(), **run()}
     results["uptime_after"] = _uptime()
     with open(path, "w") as f:
         json.dump(results, f, indent=2)
@@ -258,19 +261,7 @@ def run_model_fusion_bench(user_model, repeats: int = 10, device: str = "cpu") -
 def write_model_fusion_bench(path: str, command: str, user_model, repeats: int = 10,
                              device: str = "cpu") -> str:
     """``run_model_fusion_bench`` as a results JSON (machine, date, command, load)."""
-    from op_sdk.app.machine import machine_facts
-
-    folder = os.path.dirname(path)
-    if folder:
-        os.makedirs(folder, exist_ok=True)
-    results = {"machine": machine_facts(),
-               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-               "command": command, "uptime_before": _uptime(),
-               **run_model_fusion_bench(user_model, repeats, device)}
-    results["uptime_after"] = _uptime()
-    with open(path, "w") as f:
-        json.dump(results, f, indent=2)
-    return path
+    return _write(path, command, lambda: run_model_fusion_bench(user_model, repeats, device))
 
 
 def format_model_fusion_results(path: str) -> str:
