@@ -120,7 +120,10 @@ class NpuBackend:
                 compiled = self._aot(gm, example_inputs, pipeline, report)
         finally:
             report.seconds = time.perf_counter() - start
-        # one line per graph: what fused, and why the rest did not
+        # one line per graph: what fused, and why the rest did not (composed only when
+        # the line is logged)
+        if not outcome_log.isEnabledFor(logging.INFO):
+            return compiled
         if report.cache_note():
             outcome_log.info("op_sdk compile #%d: %s", report.index, report.cache_note())
         for g in report.graphs:

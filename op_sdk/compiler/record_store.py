@@ -59,14 +59,17 @@ def key(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], uuid: str | Non
 def save(k: str | None, graphs: list[GraphReport]) -> None:
     if k is None or not graphs:
         return
+    where, tmp = folder(), None
     try:
-        os.makedirs(folder(), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder(), suffix=".tmp")
+        os.makedirs(where, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=where, suffix=".tmp")
         with os.fdopen(fd, "w") as f:
             json.dump([g.to_dict() for g in graphs], f)
-        os.replace(tmp, os.path.join(folder(), k + ".json"))
+        os.replace(tmp, os.path.join(where, k + ".json"))
     except (OSError, TypeError, ValueError) as exc:  # a record is optional
         log.debug("op_sdk: the passes' record was not stored: %s", exc)
+        if tmp is not None and os.path.exists(tmp):
+            os.remove(tmp)  # no half-written file left beside the cache
 
 
 def load(k: str | None) -> list[GraphReport]:
