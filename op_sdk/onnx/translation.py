@@ -186,11 +186,15 @@ def silu_mul(b, gate, up):
     return b("Mul", b("Mul", gate, b("Sigmoid", gate)), up)
 
 
-def normalize(b, xf, gamma, epsilon):
-    """fp32 rms-norm of xf over gamma's dims -> (y fp32, rstd fp32 keep-dims)."""
+def normalize(b, xf, gamma, epsilon, plus_one=False):
+    """fp32 rms-norm of xf over gamma's dims -> (y fp32, rstd fp32 keep-dims); the weight is
+    gamma, or 1 + gamma with ``plus_one`` (ops/_norm.py gamma_weight)."""
     ms = b.reduce("ReduceMean", b("Mul", xf, xf), range(-len(gamma.shape), 0))
     rstd = b("Div", b.f32(1.0), b("Sqrt", b("Add", ms, b.f32(epsilon))))
-    y = b("Mul", b("Mul", xf, rstd), b.to_float(gamma))
+    weight = b.to_float(gamma)
+    if plus_one:
+        weight = b("Add", weight, b.f32(1.0))
+    y = b("Mul", b("Mul", xf, rstd), weight)
     return y, rstd
 
 

@@ -32,11 +32,20 @@ def check_add_rms_norm(op, x1, x2, gamma, dtypes=FLOAT_DTYPES, max_dims=8, min_d
     check_gamma(op, x1, gamma, "x1")
 
 
-def _normalize(x: torch.Tensor, gamma: torch.Tensor, epsilon: float):
-    """fp32 rms-norm over gamma's dims: returns (y fp32, rstd fp32 keep-dims)."""
+def gamma_weight(gamma: torch.Tensor, plus_one: bool = False) -> torch.Tensor:
+    """The fp32 weight the norm multiplies by: gamma, or 1 + gamma (Gemma's rms-norm, the
+    sum in fp32: ops-nn's kernel adds 1 to gamma up-cast). The native and Triton kernels of
+    npu_gemma_rms_norm are given this tensor."""
+    g = gamma.float()
+    return g + 1.0 if plus_one else g
+
+
+def _normalize(x: torch.Tensor, gamma: torch.Tensor, epsilon: float, plus_one: bool = False):
+    """fp32 rms-norm over gamma's dims: returns (y fp32, rstd fp32 keep-dims); y = x * rstd
+    * gamma, or x * rstd * (1 + gamma) with ``plus_one``."""
     dims = tuple(range(x.dim() - gamma.dim(), x.dim()))
     rstd = 1.0 / torch.sqrt(x.square().mean(dims, keepdim=True) + epsilon)
-    return x * rstd * gamma.float(), rstd
+    return x * rstd * gamma_weight(gamma, plus_one), rstd
 
 
 

@@ -100,6 +100,20 @@ def test_rms_norm_long_rows_and_nonfinite(device):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 96), (7, 129), (2, 3, 40), (0, 8)])
+@pytest.mark.parametrize("layout", ["contiguous", "permuted", "broadcast"])
+def test_gemma_rms_norm(dtype, shape, layout, device):
+    """npu_rms_norm's kernel given 1 + gamma in fp32 (and the reference past MAX_ROW)."""
+    torch.manual_seed(0)
+    args, kw = relayout((rand(*shape, dtype=dtype), rand(shape[-1], dtype=dtype)), {}, layout,
+                        which=(0,))
+    _run(K("npu_gemma_rms_norm"), npu.npu_gemma_rms_norm, args, kw, device)
+    long = rand(2, norm.MAX_ROW + 3, dtype=dtype)
+    _run(K("npu_gemma_rms_norm"), npu.npu_gemma_rms_norm,
+         (long, rand(norm.MAX_ROW + 3, dtype=dtype)), {}, device)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("layout", ["contiguous", "padded_rows", "permuted", "broadcast"])
 def test_add_rms_norm(dtype, shape, layout, device):
