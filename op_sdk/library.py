@@ -441,43 +441,75 @@ def _register_autograd(opdef: OpDef, lib: torch.library.Library) -> None:
 # In-place operators
 
 
+class _InplaceLayout:
+    """How an in-place operator's schema relates to its functional twin's outputs: the twin
+    returns the in-place operator's own (non-alias) returns first, in order, then the new
+    values of its mutated arguments in schema order (torch_npu's convention:
+    npu_add_rms_norm_v2(x1!, x2!) -> rstd pairs with npu_add_rms_norm_v2_functional ->
+    (rstd, new x1, new x2); npu_scatter_nd_update_(input!) -> input with
+    npu_scatter_nd_update -> new input)."""
+
+    def __init__(self, schema: torch._C.FunctionSchema):
+        args = schema.arguments
+        self.names = [a.name for a in args]
+        self.kwarg_only = {a.name for a in args if a.kwarg_only}
+        self.mutated = [a.name for a in args if a.alias_info is not None and a.alias_info.is_write]
+        # each return: the name of the mutated argument it aliases, or None (a new value)
+        sets = {a.name: a.alias_info.before_set for a in args
+                if a.alias_info is not None and a.alias_info.is_write}
+        self.returns = [next((n for n, s in sets.items() if r.alias_info is not None
+                              and r.alias_info.before_set == s), None) for r in schema.returns]
+        self.values = sum(r is None for r in self.returns)
+
+    def targets(self, args, kwargs) -> list:
+        bound = _bind(self.names, self.kwarg_only, args, kwargs)
+        return [bound[n] for n in self.mutated]
+
+    def split(self, outs) -> tuple[tuple, tuple]:
+        """The twin's outputs -> (the in-place operator's own values, the new values)."""
+        outs = tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
+        return outs[:self.values], outs[self.values:]
+
+    def result(self, targets, values):
+        """The in-place operator's return value: its aliases and its own values."""
+        it = iter(values)
+        out = [targets[self.mutated.index(r)] if r is not None else next(it)
+               for r in self.returns]
+        return out[0] if len(out) == 1 else tuple(out)
+
+
 def functionalize_inplace(inplace: torch._ops.OpOverload, functional: torch._ops.OpOverload,
                           lib: torch.library.Library | None = None) -> None:
-    """Register a Functionalize kernel for an in-place op whose schema returns its alias.
+    """Register a Functionalize kernel for an in-place op, from its functional twin.
 
     Automatic functionalization (``auto_functionalized``) refuses operators that return
     an alias of a mutated input, so such an operator needs this: call the functional
     twin on the unwrapped values, then replace each mutated input's value with the
-    result, which AOTAutograd turns into a copy back into the graph input.
-    ``functional`` must take the same arguments and return the new value(s) of the
-    mutated argument(s), in schema order.
+    result, which AOTAutograd turns into a copy back into the graph input. An in-place
+    operator that returns new values (npu_add_rms_norm_v2) takes the same path, so that its
+    graphs hold the twin (TorchAir's re-inplace pass pairs the two the same way).
+    ``functional`` returns the in-place operator's own returns, then the new value(s) of
+    the mutated argument(s) in schema order (``_InplaceLayout``).
     """
-    schema = inplace._schema
-    mutated = [i for i, a in enumerate(schema.arguments)
-               if a.alias_info is not None and a.alias_info.is_write]
-    if not mutated:
-        raise ValueError(f"functionalize_inplace: {schema.name} mutates no argument")
-    names = [a.name for a in schema.arguments]
-    kwarg_only = {a.name for a in schema.arguments if a.kwarg_only}
-    ns, opname = schema.name.split("::")
+    layout = _InplaceLayout(inplace._schema)
+    if not layout.mutated:
+        raise ValueError(f"functionalize_inplace: {inplace._schema.name} mutates no argument")
+    ns, opname = inplace._schema.name.split("::")
     lib = lib or _library(ns)
 
     def kernel(*args, **kwargs):
         from torch._subclasses.functional_tensor import CppFunctionalizeAPI
 
         ctx = CppFunctionalizeAPI()
-        bound = _bind(names, kwarg_only, args, kwargs)
-        targets = [bound[names[i]] for i in mutated]
+        targets = layout.targets(args, kwargs)
         uargs, ukwargs = ctx.unwrap_tensors((args, kwargs))
         with ctx.redispatch_to_next():
-            new_values = functional(*uargs, **ukwargs)
-        if not isinstance(new_values, (tuple, list)):
-            new_values = (new_values,)
+            values, new_values = layout.split(functional(*uargs, **ukwargs))
         for target, value in zip(targets, new_values):
             ctx.replace(target, value)
             ctx.commit_update(target)
             ctx.sync(target)
-        return targets[0] if len(targets) == 1 else tuple(targets)
+        return layout.result(targets, ctx.wrap_tensors(values))
 
     lib.impl(opname, kernel, "Functionalize")
 
@@ -499,39 +531,41 @@ def check_writable(op: str, arg: str, t: torch.Tensor) -> None:
 
 
 def _pair_inplace(opdef: OpDef, lib: torch.library.Library) -> None:
-    """Derive the in-place operator's kernels from its functional twin."""
+    """Derive the in-place operator's kernels from its functional twin (``_InplaceLayout``:
+    the twin returns the operator's own values, then the new values of what it mutates)."""
     functional = getattr(getattr(torch.ops, opdef.namespace), opdef.functional).default
-    schema = opdef.op._schema
-    names = [a.name for a in schema.arguments]
-    kwarg_only = {a.name for a in schema.arguments if a.kwarg_only}
-    mutated = opdef.mutated_args
-    if len(mutated) != 1:
-        raise ValueError(f"op_sdk.define_op({opdef.name}): an in-place operator paired with "
-                         f"functional= must mutate exactly one argument, got {mutated}")
-    target = mutated[0]
+    layout = _InplaceLayout(opdef.op._schema)
+
+    def writable(args, kwargs):
+        targets = layout.targets(args, kwargs)
+        for name, dst in zip(layout.mutated, targets):
+            check_writable(opdef.name, name, dst)
+        return targets
 
     def fake(*args, **kwargs):
-        dst = _bind(names, kwarg_only, args, kwargs)[target]
-        check_writable(opdef.name, target, dst)
-        functional(*args, **kwargs)  # runs the twin's shape checks
-        return dst
+        targets = writable(args, kwargs)
+        values, _ = layout.split(functional(*args, **kwargs))  # runs the twin's shape checks
+        return layout.result(targets, values)
 
     def eager(*args, **kwargs):
-        dst = _bind(names, kwarg_only, args, kwargs)[target]
-        check_writable(opdef.name, target, dst)
-        out = functional(*args, **kwargs)
+        targets = writable(args, kwargs)
+        values, new_values = layout.split(functional(*args, **kwargs))
         with torch.no_grad():
-            dst.copy_(out)
-        return dst
+            for dst, new in zip(targets, new_values):
+                dst.copy_(new)
+        return layout.result(targets, values)
 
     def no_autograd(keyset, *args, **kwargs):
-        dst = _bind(names, kwarg_only, args, kwargs)[target]
-        if torch.is_grad_enabled() and dst.requires_grad:
-            raise RuntimeError(f"{opdef.name}: argument '{target}' requires grad; the "
-                               "in-place operator has no derivative. Use it under torch.no_grad()")
+        targets = layout.targets(args, kwargs)
+        for name, dst in zip(layout.mutated, targets):
+            if torch.is_grad_enabled() and dst.requires_grad:
+                raise RuntimeError(f"{opdef.name}: argument '{name}' requires grad; the "
+                                   "in-place operator has no derivative. Use it under "
+                                   "torch.no_grad()")
         with torch._C._AutoDispatchBelowAutograd():
             out = opdef.op.redispatch(keyset & torch._C._after_autograd_keyset, *args, **kwargs)
-        torch.autograd.graph.increment_version(dst)
+        for dst in targets:
+            torch.autograd.graph.increment_version(dst)
         return out
 
     if opdef.owned:

@@ -56,6 +56,8 @@ def _emit(call: Call, composite_only: bool):
         # inlines every local function it finds)
         _PENDING.setdefault((DOMAIN, call.ir_type, call.key), call)
     outs = tuple(outs)
+    if call.order is not None:
+        outs = tuple(outs[i] for i in call.order)
     return outs[0] if len(outs) == 1 else outs
 
 

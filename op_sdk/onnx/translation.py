@@ -228,11 +228,15 @@ def static_int8(b, y, scales, zero_points, div_mode, lo=-128.0, hi=127.0, to=Non
 class Call:
     """One operator call as the translation sees it: the Ascend IR node to write, its
     inputs (prototype order, trailing absent ones dropped), attributes, overload key, and the
-    composite to compute it."""
+    composite to compute it. The node's (and the composite's) outputs are the IR
+    prototype's, in its order; ``order`` lists, for each of the operator's returns, the
+    node output it is, where the two orders differ (npu_add_rms_norm_v2_functional's
+    (rstd, y, x) of AddRmsNorm's (y, rstd, x): ``(1, 0, 2)``)."""
 
-    def __init__(self, ir_type, inputs, attrs, key, composite, n_out):
+    def __init__(self, ir_type, inputs, attrs, key, composite, n_out, order=None):
         self.ir_type, self.inputs, self.attrs = ir_type, inputs, attrs
         self.key, self.composite, self.n_out = key, composite, n_out
+        self.order = order
 
 
 def proto_inputs(ir_type: str, named: dict) -> list:

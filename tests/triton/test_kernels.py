@@ -123,6 +123,21 @@ def test_add_rms_norm(dtype, shape, layout, device):
     _run(K("npu_add_rms_norm"), npu.npu_add_rms_norm, args, kw, device, exact=(2,))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 96), (2, 3, 40), (0, 8)])
+def test_add_rms_norm_v2(dtype, shape, device):
+    """The functional twin: npu_add_rms_norm's kernel, reordered; the in-place call writes
+    its new values into x1 and x2."""
+    torch.manual_seed(0)
+    args = (rand(*shape, dtype=dtype), rand(*shape, dtype=dtype), rand(shape[-1], dtype=dtype))
+    _run(K("npu_add_rms_norm_v2_functional"), npu.npu_add_rms_norm_v2_functional, args, {},
+         device, exact=(2,))
+    a, b, g = (t.to(device) for t in args)
+    rstd, y, x = npu.npu_add_rms_norm_v2_functional(a, b, g)
+    assert torch.equal(npu.npu_add_rms_norm_v2(a, b, g), rstd)
+    assert torch.equal(a, y) and torch.equal(b, x)
+
+
 @pytest.mark.parametrize("dtype", [fp16, bf16])
 @pytest.mark.parametrize("shape", [(1, 96), (7, 129), (2, 3, 40), (0, 8)])
 def test_add_rms_norm_cast(dtype, shape, device):
