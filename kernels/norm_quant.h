@@ -44,6 +44,22 @@ struct AddRmsNormDynamicQuantParams {
   bool stream;  // non-temporal stores for xo, y1, y2 (n % 16 == 0, 64-byte aligned)
 };
 
+// npu_rms_norm_quant: y = x * rstd * gamma + beta (gamma, beta up-cast to fp32 by the caller),
+// v = y * inv_scale + offset, rounded to fp16, then to int8 (y8) or int4 packed 8 per int32
+// (y4; exactly one of the two is non-null).
+template <typename T>
+struct RmsNormQuantParams {
+  const T* x;
+  const float* gamma;
+  const float* beta;
+  float inv_scale;
+  float offset;
+  int8_t* y8;
+  int32_t* y4;
+  int64_t n;
+  float eps;
+};
+
 }  // namespace opk
 
 #include "quant.h"
@@ -64,6 +80,11 @@ template <typename T>
 void add_rms_norm_dynamic_quant_rows(const AddRmsNormDynamicQuantParams<T>& p, int64_t r0,
                                      int64_t r1) {
   OPK_ISA_CALL(add_rms_norm_dynamic_quant_rows, p, r0, r1);
+}
+
+template <typename T>
+void rms_norm_quant_rows(const RmsNormQuantParams<T>& p, int64_t r0, int64_t r1) {
+  OPK_ISA_CALL(rms_norm_quant_rows, p, r0, r1);
 }
 
 }  // namespace opk

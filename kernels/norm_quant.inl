@@ -133,3 +133,38 @@ void add_rms_norm_dynamic_quant_rows(const AddRmsNormDynamicQuantParams<T>& p, i
     if constexpr (kStream) store_fence();  // order the streamed stores before the join
   }, p.beta != nullptr, b1, b2, p.stream);
 }
+
+// The float16 rounding of fp32 lanes (round half to even; overflow to inf, NaN kept):
+// npu_rms_norm_quant's step before its integer store, as ops-nn's kernel casts to half.
+template <typename Tail>
+inline Vec round_to_fp16(Vec v, Tail tail) {
+  fp16 h[Vec::N];
+  store(h, v, tail);
+  return load(h, tail);
+}
+
+// Rows [r0, r1): x -> scratch fp32 (sum of squares), rstd; y = x * rstd * gamma + beta;
+// v = fp16(y * inv_scale + offset); int8 saturated ([-128, 127]) or int4 ([-8, 7]), round
+// half to even, NaN 0 (store_q).
+template <typename T>
+void rms_norm_quant_rows(const RmsNormQuantParams<T>& p, int64_t r0, int64_t r1) {
+  const int64_t n = p.n;
+  RowBuffer<float> buf(n);
+  RowBuffer<int8_t> qbuf(p.y8 == nullptr ? n : 0);
+  float* s = buf.data;
+  const bool int4 = p.y8 == nullptr;
+  const Vec lo = set1(int4 ? -8.0f : -128.0f), hi = set1(int4 ? 7.0f : 127.0f);
+  const Vec inv = set1(p.inv_scale), off = set1(p.offset);
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* xr = p.x + r * n;
+    const Vec vr = set1(rstd_from_sumsq(load_row_sumsq(xr, s, n), n, p.eps));
+    int8_t* q = int4 ? qbuf.data : p.y8 + r * n;
+    const bool next = r + 1 < r1;
+    for_each_vec(n, [&](int64_t j, auto tail) {
+      if (next) prefetch_row_part(xr + n, j);
+      Vec y = load(s + j, tail) * vr * load(p.gamma + j, tail) + load(p.beta + j, tail);
+      store_q(q + j, round_to_fp16(y * inv + off, tail), lo, hi, tail);
+    });
+    if (int4) pack_int4_row(qbuf.data, p.y4 + r * (n / 8), n);
+  }
+}

@@ -201,7 +201,8 @@ from tests.ops import (test_add_rms_norm as add, test_add_rms_norm_cast as cast,
                        test_dynamic_quant as dq, test_quantize as q, test_rms_norm as rms,
                        test_rotary_mul as rope, test_swiglu as swiglu,
                        test_swiglu_quant as sq, test_interleave_rope as irope,
-                       test_apply_rotary_pos_emb as arope, test_gemma_rms_norm as gemma)
+                       test_apply_rotary_pos_emb as arope, test_gemma_rms_norm as gemma,
+                       test_rms_norm_quant as rnq)
 torch.manual_seed(0)
 for mode in rope.MODES:  # bit for bit; every layout of cos / sin broadcasting
     for shape, rshape in rope.LAYOUTS:
@@ -233,6 +234,10 @@ rms.test_rms_norm(torch.float32, torch.float32, (3, 7168), 1)
 for dtype in (torch.bfloat16, torch.float32):
     gemma.test_matches_reference_and_formula(dtype, (257, 96), 1)
 gemma.test_layouts_empty_and_nonfinite()
+for int4 in (False, True):
+    rnq.test_matches_reference_and_formula(torch.float16, (257, 96), int4)
+rnq.test_float16_step_and_reciprocal()
+rnq.test_layouts_empty_and_nonfinite()
 add.test_add_rms_norm(torch.float32, (2, 5, 7))
 add.test_add_rms_norm(torch.bfloat16, (257, 96))
 cast.test_add_rms_norm_cast(torch.float16, (257, 96))

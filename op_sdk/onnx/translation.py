@@ -186,10 +186,11 @@ def silu_mul(b, gate, up):
     return b("Mul", b("Mul", gate, b("Sigmoid", gate)), up)
 
 
-def normalize(b, xf, gamma, epsilon, plus_one=False):
-    """fp32 rms-norm of xf over gamma's dims -> (y fp32, rstd fp32 keep-dims); the weight is
-    gamma, or 1 + gamma with ``plus_one`` (ops/_norm.py gamma_weight)."""
-    ms = b.reduce("ReduceMean", b("Mul", xf, xf), range(-len(gamma.shape), 0))
+def normalize(b, xf, gamma, epsilon, plus_one=False, dims=None):
+    """fp32 rms-norm of xf over gamma's dims (or the last ``dims``) -> (y fp32, rstd fp32
+    keep-dims); the weight is gamma, or 1 + gamma with ``plus_one`` (ops/_norm.py
+    gamma_weight)."""
+    ms = b.reduce("ReduceMean", b("Mul", xf, xf), range(-(dims or len(gamma.shape)), 0))
     rstd = b("Div", b.f32(1.0), b("Sqrt", b("Add", ms, b.f32(epsilon))))
     weight = b.to_float(gamma)
     if plus_one:

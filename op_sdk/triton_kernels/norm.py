@@ -35,11 +35,14 @@ from op_sdk.triton_kernels._common import (
 
 
 @triton.jit
-def _static_branch(v, s_ptr, z_ptr, q_ptr, offs, mask, HAS_Z: tl.constexpr, DIV: tl.constexpr):
+def _static_branch(v, s_ptr, z_ptr, q_ptr, offs, mask, HAS_Z: tl.constexpr, DIV: tl.constexpr,
+                   F16: tl.constexpr):
     s = tl.load(s_ptr + offs, mask=mask, other=1.0).to(tl.float32)
     q = div(v, s) if DIV else mul(v, s, mask)
     if HAS_Z:
         q = q + tl.load(z_ptr + offs, mask=mask, other=0).to(tl.float32)
+    if F16:  # npu_rms_norm_quant's float16 step before the integer rounding
+        q = q.to(tl.float16).to(tl.float32)
     tl.store(q_ptr + offs, store_int8(q), mask=mask)
 
 
@@ -60,7 +63,8 @@ def _rows(x1_ptr, x2_ptr, g_ptr, b_ptr, y_ptr, yf_ptr, xo_ptr, rstd_ptr,
           ADD: tl.constexpr, NORM: tl.constexpr, BETA: tl.constexpr, Y: tl.constexpr,
           YF: tl.constexpr, XO: tl.constexpr, RSTD: tl.constexpr, QUANT: tl.constexpr,
           Q1: tl.constexpr, Q2: tl.constexpr, S1: tl.constexpr, S2: tl.constexpr,
-          Z1: tl.constexpr, Z2: tl.constexpr, DIV: tl.constexpr, BLOCK: tl.constexpr):
+          Z1: tl.constexpr, Z2: tl.constexpr, DIV: tl.constexpr, F16: tl.constexpr,
+          BLOCK: tl.constexpr):
     # QUANT: 0 none, 1 static (scales s*, zero points z*), 2 dynamic (smooth scales s*,
     # scales out c*); Q1 / Q2: the branch runs
     offs = tl.arange(0, BLOCK)
@@ -93,9 +97,9 @@ def _rows(x1_ptr, x2_ptr, g_ptr, b_ptr, y_ptr, yf_ptr, xo_ptr, rstd_ptr,
                 v = v + beta
         if QUANT == 1:
             if Q1:
-                _static_branch(v, s1_ptr, z1_ptr, q1_ptr + base, offs, mask, Z1, DIV)
+                _static_branch(v, s1_ptr, z1_ptr, q1_ptr + base, offs, mask, Z1, DIV, F16)
             if Q2:
-                _static_branch(v, s2_ptr, z2_ptr, q2_ptr + base, offs, mask, Z2, DIV)
+                _static_branch(v, s2_ptr, z2_ptr, q2_ptr + base, offs, mask, Z2, DIV, F16)
         if QUANT == 2:
             if Q1:
                 _dynamic_branch(v, s1_ptr, q1_ptr + base, c1_ptr, row, offs, mask, S1)
@@ -105,7 +109,7 @@ def _rows(x1_ptr, x2_ptr, g_ptr, b_ptr, y_ptr, yf_ptr, xo_ptr, rstd_ptr,
 
 def _launch(x1, n, *, x2=None, gamma=None, beta=None, y=None, yf=None, xo=None, rstd=None,
             quant=0, s1=None, z1=None, q1=None, c1=None, s2=None, z2=None, q2=None, c2=None,
-            div_mode=True, eps=1e-6):
+            div_mode=True, f16=False, eps=1e-6):
     """Run ``_rows`` over the rows of ``x1`` (every tensor dense, rows of ``n``)."""
     rows = x1.numel() // n
     if rows == 0:
@@ -119,7 +123,7 @@ def _launch(x1, n, *, x2=None, gamma=None, beta=None, y=None, yf=None, xo=None, 
         ADD=x2 is not None, NORM=gamma is not None, BETA=beta is not None, Y=y is not None,
         YF=yf is not None, XO=xo is not None, RSTD=rstd is not None, QUANT=quant,
         Q1=q1 is not None, Q2=q2 is not None, S1=s1 is not None, S2=s2 is not None,
-        Z1=z1 is not None, Z2=z2 is not None, DIV=bool(div_mode), BLOCK=block,
+        Z1=z1 is not None, Z2=z2 is not None, DIV=bool(div_mode), F16=bool(f16), BLOCK=block,
         num_warps=cfg["num_warps"])
 
 
@@ -138,11 +142,12 @@ def run(outs, x1, n, **kw):
     allocated as its fake allocates them; returns them. Keywords: the inputs (``x2``,
     ``gamma``, ``beta``, scales / smooth scales ``s1`` / ``s2``, zero points ``z1`` / ``z2``:
     tensors or None), the outputs (``y``, ``yf``, ``xo``, ``rstd``, ``q1``, ``c1``, ``q2``,
-    ``c2``: an index into ``outs`` or None), ``quant``, ``div_mode``, ``eps``."""
+    ``c2``: an index into ``outs`` or None), ``quant``, ``div_mode``, ``f16`` (the static
+    branches round to float16 before the integer rounding), ``eps``."""
     out = Outputs(*outs)
     args = {k: (rows_of(v, n) if k == "x2" else v.contiguous()) for k, v in kw.items()
             if k in _INPUTS and v is not None}
     args.update({k: out.bufs[v] for k, v in kw.items() if k in _OUTPUTS and v is not None})
-    args.update({k: v for k, v in kw.items() if k in ("quant", "div_mode", "eps")})
+    args.update({k: v for k, v in kw.items() if k in ("quant", "div_mode", "f16", "eps")})
     _launch(rows_of(x1, n), n, **args)
     return out.done()

@@ -144,3 +144,19 @@ def test_compiled_in_place_call_is_the_twin_and_writes_back(dynamic):
     assert "npu.npu_add_rms_norm_v2.default" not in targets
     # the new values of x1 and x2 leave the graph (AOTAutograd copies them back)
     assert all(len(gm.graph.output_node().args[0]) == 3 for gm in seen)
+
+
+def test_onnx_export_runs_in_onnxruntime(tmp_path):
+    """The functional twin exports as AddRmsNorm with its outputs reordered; the in-place call
+    exports functionalized into it (tests/test_onnx_export.py's harness)."""
+    from tests.test_onnx_export import Op, _check
+
+    x1, x2, g = rand(3, 33), rand(3, 33), rand(33)
+    _check(tmp_path, Op(lambda a, b, c: npu.npu_add_rms_norm_v2_functional(a, b, c)), (x1, x2, g),
+           ["AddRmsNorm"])
+
+    def inplace(a, b, c):
+        a, b = a.clone(), b.clone()
+        rstd = npu.npu_add_rms_norm_v2(a, b, c)
+        return rstd, a, b
+    _check(tmp_path, Op(inplace), (x1, x2, g), ["AddRmsNorm"])

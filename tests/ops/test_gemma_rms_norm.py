@@ -139,3 +139,14 @@ def test_compiles_with_dynamic_rows():
     for rows in (3, 9):
         x = rand(rows, 24, dtype=bf16)
         assert torch.equal(f(x, g), npu.npu_gemma_rms_norm(x, g)[0] * 2)
+
+
+@pytest.mark.parametrize("dt,tol", [(None, 1e-5), (bf16, 1e-2)])
+def test_onnx_export_runs_in_onnxruntime(tmp_path, dt, tol):
+    """The custom node GemmaRmsNorm (its local function) and the composite-only export, run
+    by onnxruntime, against eager (tests/test_onnx_export.py's harness)."""
+    from tests.test_onnx_export import Op, _check
+
+    x, g = rand(2, 7, 33), rand(33)
+    _check(tmp_path, Op(lambda a, b: npu.npu_gemma_rms_norm(a, b, 1e-5), (dt, dt)), (x, g),
+           ["GemmaRmsNorm"], tol=tol)

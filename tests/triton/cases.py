@@ -15,6 +15,8 @@ def triton_cases():
         "npu_add_rms_norm": ((x1, x2, g), {}),
         "npu_gemma_rms_norm": ((x1, g), {"epsilon": 1e-5}),
         "npu_add_rms_norm_v2_functional": ((x1, x2, g), {}),
+        "npu_rms_norm_quant": ((x1, g, g * 0.1, torch.tensor([0.02], dtype=bf16),
+                                torch.tensor([3], dtype=torch.int8)), {}),
         "npu_add_rms_norm_cast": ((x1, x2, g), {}),
         "npu_add_rms_norm_quant": ((x1.half(), x2.half(), g.half(), s,
                                     torch.randint(-4, 4, (h,), dtype=torch.int32)), {}),

@@ -18,7 +18,7 @@ import pytest
 from tests.triton.child import run_module
 
 OFF = dict(ADD=False, NORM=False, BETA=False, Y=False, YF=False, XO=False, RSTD=False, QUANT=0,
-           Q1=False, Q2=False, S1=False, S2=False, Z1=False, Z2=False, DIV=True)
+           Q1=False, Q2=False, S1=False, S2=False, Z1=False, Z2=False, DIV=True, F16=False)
 # the switches each launcher of op_sdk/triton_kernels/norm.py sets (norm._launch's keywords)
 ROWS = {
     "rms_norm": dict(NORM=True, Y=True, RSTD=True),
@@ -30,6 +30,7 @@ ROWS = {
     "add_rms_norm_dynamic_quant": dict(ADD=True, NORM=True, XO=True, BETA=True, QUANT=2,
                                        Q1=True, Q2=True, S1=True, S2=True),
     "dynamic_quant": dict(QUANT=2, Q1=True, S1=True),
+    "rms_norm_quant": dict(NORM=True, BETA=True, QUANT=1, Q1=True, Z1=True, DIV=False, F16=True),
 }
 
 
@@ -198,7 +199,7 @@ def main() -> int:
 def test_kernels_compile_for_sm90_with_the_contracts_arithmetic():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") == 72, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") == 75, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

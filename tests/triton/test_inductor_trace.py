@@ -19,6 +19,7 @@ from tests.triton.child import run_module
 
 KERNEL = {"npu_rms_norm": "_rows", "npu_gemma_rms_norm": "_rows", "npu_add_rms_norm": "_rows",
           "npu_add_rms_norm_v2_functional": "_rows", "npu_add_rms_norm_cast": "_rows",
+          "npu_rms_norm_quant": "_rows",
           "npu_add_rms_norm_quant": "_rows", "npu_add_rms_norm_dynamic_quant": "_rows",
           "npu_dynamic_quant": "_rows", "npu_swiglu": "_swiglu",
           "npu_swiglu_backward": "_swiglu_backward", "npu_quantize": "_quantize",
@@ -174,7 +175,7 @@ def main() -> int:
 def test_torch_compile_traces_the_operators_on_cuda():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") >= 26, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") >= 27, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

@@ -140,6 +140,32 @@ def test_add_rms_norm_v2(dtype, shape, device):
 
 @pytest.mark.parametrize("dtype", [fp16, bf16])
 @pytest.mark.parametrize("shape", [(1, 96), (7, 129), (2, 3, 40), (0, 8)])
+@pytest.mark.parametrize("layout", ["contiguous", "permuted", "broadcast"])
+def test_rms_norm_quant(dtype, shape, layout, device):
+    """The norm's static branch with the reciprocal of scale, the offset and the float16 step;
+    int4 outputs run the reference (bit for bit)."""
+    torch.manual_seed(0)
+    d = shape[-1]
+    args = (rand(*shape, dtype=dtype), rand(1, d, dtype=dtype), rand(1, d, dtype=dtype) * 0.1,
+            torch.tensor([0.013], dtype=dtype), torch.tensor([-3], dtype=torch.int8))
+    args, kw = relayout(args, {}, layout, which=(0,))
+    _run(K("npu_rms_norm_quant"), npu.npu_rms_norm_quant, args, kw, device)
+    if d % 8 == 0:
+        _run(K("npu_rms_norm_quant"), npu.npu_rms_norm_quant, args, {"dst_dtype": 16}, device,
+             exact=(0,))
+
+
+def test_rms_norm_quant_nonfinite_and_saturation(device):
+    x = torch.tensor([[1.0, float("nan"), 2.0, 3.0], [1.0, float("inf"), 2.0, 3.0],
+                      [1e4, -1e4, 1e4, -1e4]], dtype=fp16)
+    args = (x, torch.ones(4, dtype=fp16), torch.zeros(4, dtype=fp16),
+            torch.tensor([1e-4], dtype=fp16), torch.tensor([0], dtype=torch.int8))
+    out = _run(K("npu_rms_norm_quant"), npu.npu_rms_norm_quant, args, {}, device, exact=(0,))
+    assert out[0].cpu()[0].tolist() == [0, 0, 0, 0] and out[0].cpu()[2].tolist() == [127, -128, 127, -128]
+
+
+@pytest.mark.parametrize("dtype", [fp16, bf16])
+@pytest.mark.parametrize("shape", [(1, 96), (7, 129), (2, 3, 40), (0, 8)])
 def test_add_rms_norm_cast(dtype, shape, device):
     torch.manual_seed(0)
     args = (rand(*shape, dtype=dtype), rand(*shape, dtype=dtype), rand(shape[-1], dtype=dtype))

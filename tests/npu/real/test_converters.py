@@ -109,11 +109,12 @@ COMPARED = sorted(t for t in ir.prototypes() if hasattr(raw, t))
 def test_table_covers_what_torchair_generates():
     # AddRmsNormQuant has no generated wrapper in this TorchAir (its fusion "does not take
     # effect in max-autotune"); Cast is written by hand there (a deformed prototype);
-    # SwiGluQuant, GemmaRmsNorm and InplaceAddRmsNorm have none (TorchAir converts no
-    # npu_swiglu_quant, npu_gemma_rms_norm, in-place npu_add_rms_norm_v2)
+    # SwiGluQuant, GemmaRmsNorm, InplaceAddRmsNorm and RmsNormQuant have none (TorchAir
+    # converts no npu_swiglu_quant, npu_gemma_rms_norm, in-place npu_add_rms_norm_v2,
+    # npu_rms_norm_quant)
     pinned = {t for t, p in ir.prototypes().items() if not p.source.startswith("declared by")}
     assert pinned - set(COMPARED) == {"AddRmsNormQuant", "Cast", "SwiGluQuant", "GemmaRmsNorm",
-                                      "InplaceAddRmsNorm"}
+                                      "InplaceAddRmsNorm", "RmsNormQuant"}
 
 
 @pytest.mark.parametrize("op_type", COMPARED)
@@ -307,6 +308,7 @@ def test_register_with_torchair_fills_only_the_gaps():
                     torch.ops.npu.npu_swiglu_quant.default,
                     torch.ops.npu.npu_gemma_rms_norm.default,
                     torch.ops.npu.npu_add_rms_norm_v2.default,
+                    torch.ops.npu.npu_rms_norm_quant.default,
                     torch.ops.my_ops.silu_mul_quant.default} | owned
     for op, conv in before.items():  # TorchAir's own stay
         assert getattr(op, "_ge_converter", None) is conv
