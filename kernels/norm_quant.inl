@@ -134,15 +134,6 @@ void add_rms_norm_dynamic_quant_rows(const AddRmsNormDynamicQuantParams<T>& p, i
   }, p.beta != nullptr, b1, b2, p.stream);
 }
 
-// The float16 rounding of fp32 lanes (round half to even; overflow to inf, NaN kept):
-// npu_rms_norm_quant's step before its integer store, as ops-nn's kernel casts to half.
-template <typename Tail>
-inline Vec round_to_fp16(Vec v, Tail tail) {
-  fp16 h[Vec::N];
-  store(h, v, tail);
-  return load(h, tail);
-}
-
 // Rows [r0, r1): x -> scratch fp32 (sum of squares), rstd; y = x * rstd * gamma + beta;
 // v = fp16(y * inv_scale + offset); int8 saturated ([-128, 127]) or int4 ([-8, 7]), round
 // half to even, NaN 0 (store_q).
@@ -163,7 +154,8 @@ void rms_norm_quant_rows(const RmsNormQuantParams<T>& p, int64_t r0, int64_t r1)
     for_each_vec(n, [&](int64_t j, auto tail) {
       if (next) prefetch_row_part(xr + n, j);
       Vec y = load(s + j, tail) * vr * load(p.gamma + j, tail) + load(p.beta + j, tail);
-      store_q(q + j, round_to_fp16(y * inv + off, tail), lo, hi, tail);
+      // the float16 step before the integer store, as ops-nn's kernel casts to half
+      store_q(q + j, round_fp16(y * inv + off), lo, hi, tail);
     });
     if (int4) pack_int4_row(qbuf.data, p.y4 + r * (n / 8), n);
   }

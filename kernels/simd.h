@@ -405,6 +405,10 @@ inline Vec exp2i(Vec n) {
 }
 // lanes where x is NaN take x, the others y
 inline Vec select_nan(Vec x, Vec y) { return map([&](int i) { return x.v[i] != x.v[i] ? x.v[i] : y.v[i]; }); }
+// Each lane rounded to float16 (half to even; overflow to inf, NaN kept) and back.
+inline Vec round_fp16(Vec a) {
+  return map([&](int i) { return fp16_bits_to_float(fp16_bits_rne(a.v[i])); });
+}
 
 template <typename F>
 inline void for_each_vec(int64_t n, F&& f) {
@@ -506,6 +510,10 @@ inline void store(bf16* p, Vec a, Full) {
 }
 inline void store(fp16* p, Vec a, Full) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(a.v, _MM_FROUND_TO_NEAREST_INT));
+}
+// Each lane rounded to float16 (half to even; overflow to inf, NaN kept) and back.
+inline Vec round_fp16(Vec a) {
+  return {_mm256_cvtph_ps(_mm256_cvtps_ph(a.v, _MM_FROUND_TO_NEAREST_INT))};
 }
 template <typename T>
 inline void store(T* p, Vec a, int n) {
@@ -667,6 +675,10 @@ inline void store(bf16* p, Vec a, int n) {
 inline void store(fp16* p, Vec a, Full) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
                       _mm512_cvtps_ph(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+// Each lane rounded to float16 (half to even; overflow to inf, NaN kept) and back.
+inline Vec round_fp16(Vec a) {
+  return {_mm512_cvtph_ps(_mm512_cvtps_ph(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))};
 }
 inline void store(fp16* p, Vec a, int n) {
   _mm256_mask_storeu_epi16(p, tail_mask(n),

@@ -664,3 +664,77 @@ def test_transformers_w8a8_llama_fuses_norm_quant():
     assert counts["npu.npu_add_rms_norm_dynamic_quant.default"] == 3
     err = (out.float() - ref.float()).abs().max().item()
     assert err <= 0.05 * ref.float().abs().max().item(), err
+
+
+# ---- Gemma's RMSNorm ---------------------------------------------------------------------
+
+def gemma_norm(x, w, eps=1e-6):
+    """GemmaRMSNorm.forward, as transformers writes it."""
+    out = x.float()
+    out = out * torch.rsqrt(out.pow(2).mean(-1, keepdim=True) + eps)
+    out = out * (1.0 + w.float())
+    return out.type_as(x)
+
+
+@pytest.mark.parametrize("mode,dtype", [("reduce-overhead", torch.bfloat16),
+                                        ("reduce-overhead", torch.float32),
+                                        ("max-autotune", torch.float16)])
+def test_gemma_norm_becomes_npu_gemma_rms_norm(mode, dtype):
+    x = torch.randn(2, 7, 33, dtype=dtype)
+    w = (torch.randn(33) * 0.5).to(dtype)
+    res = compile_and_run(gemma_norm, [x, w], config(mode, **(NPU_PLAN if mode == "max-autotune"
+                                                              else {})))
+    assert res.report.match_count("native_gemma_rms_norm") == 1, res.report.summary()
+    assert res.report.match_count("native_rms_norm") == 0
+    assert res.has(npu.npu_gemma_rms_norm.default) and not res.has(npu.npu_rms_norm.default)
+    assert not res.has(aten.rsqrt.default) and not res.has(aten.pow.Tensor_Scalar)
+    assert_fused_close(res.outputs, gemma_norm(x, w), [x, w])
+
+
+def test_gemma_norm_other_offsets_and_weight_dtypes():
+    """An offset other than 1 is refused with the reason (native_rms_norm then takes the
+    norm, its fp32 weight the sum 2 + weight); a float32 weight with a bfloat16 x fuses in
+    float32 (the fp32 form on the upcast x, the cast back kept)."""
+    x = torch.randn(2, 7, 32, dtype=torch.bfloat16)
+    w = torch.randn(32, dtype=torch.bfloat16)
+
+    def offset_two(x, w):
+        out = x.float()
+        out = out * torch.rsqrt(out.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return (out * (2.0 + w.float())).type_as(x)
+
+    res = compile_and_run(offset_two, [x, w], config())
+    assert res.report.match_count("native_gemma_rms_norm") == 0
+    assert any("offset by 2.0" in m.reason for m in res.report.misses("native_gemma_rms_norm"))
+    assert res.report.match_count("native_rms_norm") == 1 and not res.has(npu.npu_gemma_rms_norm.default)
+    assert_fused_close(res.outputs, offset_two(x, w), [x, w])
+    w32 = torch.randn(32)
+    res = compile_and_run(gemma_norm, [x, w32], config())
+    assert res.report.match_count("native_gemma_rms_norm", "fp32") == 1, res.report.summary()
+    assert_fused_close(res.outputs, gemma_norm(x, w32), [x, w32])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_transformers_gemma_gets_npu_gemma_rms_norm(mode):
+    """transformers' Gemma (tiny config, random weights): every GemmaRMSNorm becomes
+    npu_gemma_rms_norm, planned for the NPU in max-autotune; logits close to eager."""
+    torch.manual_seed(0)
+    common = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                  head_dim=16)
+    model = transformers.GemmaForCausalLM(transformers.GemmaConfig(**common)).eval()
+    for m in model.modules():  # Gemma initialises the norm weights to 0: make them count
+        if type(m).__name__ == "GemmaRMSNorm":
+            m.weight.data.normal_(0, 0.5)
+    model = model.to(torch.bfloat16)
+    norms = sum(type(m).__name__ == "GemmaRMSNorm" for m in model.modules())
+    ids = torch.randint(0, 128, (2, 9))
+    with torch.no_grad():
+        ref = model(ids).logits
+    out, counts, backend = compile_model(model, ids, config(
+        mode, **(NPU_PLAN if mode == "max-autotune" else {})))
+    summary = op_sdk.explain(backend).summary()
+    assert counts["npu.npu_gemma_rms_norm.default"] == norms == 2 * 2 + 1, (dict(counts), summary)
+    assert counts["npu.npu_rms_norm.default"] == 0 and counts["aten.rsqrt.default"] == 0
+    err = (out.float() - ref.float()).abs().max().item()
+    assert err <= 0.02 * ref.float().abs().max().item() + 0.02, err

@@ -8,6 +8,13 @@ the torch-native spellings into the npu operators; the default fusions then see
 
 Rules, in the order they run (each a ``Fusion`` of its own, reported like the fusions):
 
+* ``native_gemma_rms_norm`` -> ``npu_gemma_rms_norm``: Gemma's RMSNorm as transformers writes
+  it (GemmaRMSNorm, Gemma2 / Gemma3 alike: ``out = x32 * rsqrt(x32.pow(2).mean(-1,
+  keepdim=True) + eps)``, ``out * (1.0 + weight.float())``, ``.type_as(x)``) and its fp32 form
+  (no casts). Checks: the exponent is 2, the mean over the last dim with keepdim, the offset
+  1, the casts to float32 and back to x's dtype, the weight 1-D of x's last size and of x's
+  dtype. It runs before ``native_rms_norm``, whose float32-weight form would otherwise take
+  the ``1 + weight`` sum for its weight.
 * ``native_rms_norm`` -> ``npu_rms_norm``: RMSNorm as Hugging Face writes it
   (``x32 = x.to(float32); x32 * rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)``, then
   ``weight * x32.to(x.dtype)``, either operand order), as ``F.rms_norm`` /
@@ -190,6 +197,96 @@ RMS_NORM = _rule(
     example_inputs=_norm_inputs,
     checks=(Check("spelling", "args", _norm_form), Check("weight", "shape", _norm_weight)),
     doc="RMSNorm as Hugging Face / F.rms_norm write it -> npu_rms_norm",
+)
+
+
+# ---- Gemma's RMSNorm ---------------------------------------------------------------------
+
+# Gemma's spelling (transformers' GemmaRMSNorm, Gemma2 / Gemma3 alike): the norm in fp32, then
+# ``output * (1.0 + weight.float())`` and the cast back; "fp32": an fp32 model (no casts).
+_GEMMA_FORMS = ("hf", "fp32")
+
+
+def _gemma_norm_variant(form: str) -> Variant:
+    def search(x, weight, eps_args):
+        (eps,) = eps_args
+        x32 = x if form == "fp32" else x.float()
+        h = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
+        w32 = weight if form == "fp32" else weight.float()
+        h = h * (1.0 + w32)
+        return h if form == "fp32" else h.type_as(x)
+
+    def replace(x, weight, eps_args):
+        return npu.npu_gemma_rms_norm.default(x, weight, eps_args[0])[0]
+
+    return generated_variant(form, search, replace, ("x", "weight"), epsilon=True)
+
+
+def _gemma_weight_node(match):
+    """The weight the match reads: the source of the ``1.0 + weight`` add (through its upcast)."""
+    (add,) = [n for n in nodes_of(match, aten.add.Tensor)  # (not the "+ eps" before rsqrt)
+              if any(not isinstance(a, torch.fx.Node) for a in n.args)
+              and not any(u.target == aten.rsqrt.default for u in n.users)]
+    w = next(a for a in add.args if isinstance(a, torch.fx.Node))
+    if w.target == prims.convert_element_type.default and w in match.nodes:
+        return add, w, w.args[0]
+    return add, None, w
+
+
+def _gemma_form(match) -> str | None:
+    pow_node, upcast, x = _norm_input(match)
+    if pow_node.args[1] != 2:
+        return f"x is raised to the power {pow_node.args[1]}; RMSNorm squares it"
+    problem = _last_dim_keepdim(node_of(match, aten.mean.dim), "the mean")
+    if problem:
+        return problem
+    add, w_upcast, _ = _gemma_weight_node(match)
+    one = next(a for a in add.args if not isinstance(a, torch.fx.Node))
+    if one != 1:
+        return f"the weight is offset by {one}; Gemma's norm multiplies by 1 + weight"
+    for n in nodes_of(match, prims.convert_element_type.default):
+        back = n.args[0] is not x and n is not w_upcast
+        want = val(x).dtype if back else torch.float32
+        if n.args[1] != want:
+            return (f"a cast goes to {n.args[1]}; the spelling upcasts x and the weight to "
+                    f"torch.float32 and casts the result back to x's {val(x).dtype}")
+    return None
+
+
+def _gemma_weight(match):
+    _, _, x = _norm_input(match)
+    _, _, weight = _gemma_weight_node(match)
+    xv, wv = val(x), val(weight)
+    if wv.dim() != 1 or not same(wv.shape[0], xv.shape[-1]):
+        return (f"the weight has shape {fmt(wv.shape)}; npu_gemma_rms_norm takes a 1-D weight "
+                f"of the last size {fmt(xv.shape[-1])}")
+    if wv.dtype != xv.dtype:
+        return (f"the weight is {wv.dtype} and x {xv.dtype}; npu_gemma_rms_norm takes a weight "
+                "of x's dtype")
+    out = val(match.output_nodes()[0])
+    if out.dtype != xv.dtype:
+        return f"the result is {out.dtype}; npu_gemma_rms_norm returns the input's {xv.dtype}"
+    return None
+
+
+def _gemma_inputs(dtype=torch.float16, variant=None, *, tokens=7, hidden=32, lead=(2,)):
+    if variant is not None and variant.name == "fp32":
+        dtype = torch.float32
+    shape = (*lead, tokens, hidden)
+    return {"x": torch.randn(shape, dtype=dtype),
+            "weight": (torch.randn(hidden) * 0.5).to(dtype), "epsilon": 1e-6}
+
+
+GEMMA_RMS_NORM = _rule(
+    name="native_gemma_rms_norm",
+    number=106,
+    fused_op="npu_gemma_rms_norm",
+    unfused_ops=("aten.pow", "aten.mean", "aten.rsqrt"),
+    variants=lambda: tuple(_gemma_norm_variant(f) for f in _GEMMA_FORMS),
+    example_inputs=_gemma_inputs,
+    checks=(Check("spelling", "args", _gemma_form), Check("weight", "shape", _gemma_weight)),
+    doc="Gemma's RMSNorm (x * rsqrt(mean(x^2) + eps) * (1 + weight), in fp32) -> "
+        "npu_gemma_rms_norm",
 )
 
 
@@ -603,7 +700,8 @@ SWIGLU = _rule(
 )
 
 # in the order the stage runs them: the add + norm rule needs the norms first
-NATIVE_RULES: tuple[Fusion, ...] = (RMS_NORM, DYNAMIC_QUANT, ADD_RMS_NORM, ROTARY_MUL, SWIGLU)
+NATIVE_RULES: tuple[Fusion, ...] = (GEMMA_RMS_NORM, RMS_NORM, DYNAMIC_QUANT, ADD_RMS_NORM,
+                                     ROTARY_MUL, SWIGLU)
 
 
 # ---- registration, verified ----------------------------------------------------------------
