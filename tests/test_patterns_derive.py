@@ -150,9 +150,10 @@ def _code(fn, inputs) -> list:
 
 def test_every_default_fusion_is_derived():
     # TorchAir's five, compared with their former hand-written variants below, and the ones
-    # op_sdk adds (swiglu_quant), derived from the start
+    # op_sdk adds (swiglu_quant, add_rms_norm_quant_bias), derived from the start
     assert set(HAND_WRITTEN) <= {f.name for f in DEFAULT_FUSIONS}
-    assert {f.name for f in DEFAULT_FUSIONS} - set(HAND_WRITTEN) == {"swiglu_quant"}
+    assert {f.name for f in DEFAULT_FUSIONS} - set(HAND_WRITTEN) == {"swiglu_quant",
+                                                                   "add_rms_norm_quant_bias"}
     for fusion in DEFAULT_FUSIONS:
         assert op_sdk.get_op(fusion.fused_op).composite is not None, fusion.name
 

@@ -205,6 +205,17 @@ def f5_quantize(axis=-1, dtype=torch.qint8):
     return fn
 
 
+def f7_bias():
+    def fn(x1, x2, gamma, scales, zp, beta):
+        y, _, xo = _norm(x1, x2, gamma)
+        return npu.npu_quantize(y + beta, scales, zp, torch.qint8, axis=-1, div_mode=True), xo
+    return fn
+
+
+def _f7_inputs(dtype=torch.float16, beta_shape=(32,), beta_dtype=None, **kw):
+    return _f5_inputs(dtype, **kw) + [torch.randn(beta_shape, dtype=beta_dtype or dtype) * 0.1]
+
+
 def _f5_inputs(dtype=torch.float16, hidden=32, scales_shape=None, zp_dtype=torch.int32,
                scale_dtype=torch.float32, tokens=7):
     x1, x2 = _h(dtype, tokens, hidden)
@@ -272,6 +283,13 @@ VIOLATIONS = [
      lambda: _f5_inputs(scales_shape=1), {}),
     ("add_rms_norm_quant", "", "fused_op", f5_quantize(),
      lambda: _f5_inputs(scale_dtype=torch.bfloat16), {}),
+    # the bias broadcast from a row of another shape, or in another dtype than gamma's
+    ("add_rms_norm_quant_bias", "beta_is_gamma_shaped", "shape", f7_bias(),
+     lambda: _f7_inputs(beta_shape=(7, 32)), {}),
+    ("add_rms_norm_quant_bias", "beta_is_gamma_shaped", "shape", f7_bias(),
+     lambda: _f7_inputs(beta_dtype=torch.float32), {}),
+    ("add_rms_norm_quant_bias", "half_dtypes", "dtype", f7_bias(),
+     lambda: _f7_inputs(torch.float32), {}),
 ]
 
 

@@ -137,10 +137,14 @@ def _unfused(x1, x2, gamma, scales1, zero_points1, **kw):
     return torch.ops.npu.npu_quantize(y, scales1, zero_points1, torch.qint8, -1, True), x
 
 
-def _unfused_spelling(x1, x2, gamma, scales1, zero_points1, axis=-1, epsilon=1e-6):
+def _unfused_spelling(x1, x2, gamma, scales1, zero_points1, beta=None, axis=-1, epsilon=1e-6):
     """What the fused operator replaces (its first branch, int8 along the last axis):
-    npu_add_rms_norm, then npu_quantize(y, scales1, zero_points1, int8, axis, div_mode)."""
+    npu_add_rms_norm, (the bias added: beta, where a fusion makes it a pattern input,
+    vllm-ascend's AddRMSNormQuantWithBias), then npu_quantize(y, scales1, zero_points1, int8,
+    axis, div_mode)."""
     y, _, x_out = torch.ops.npu.npu_add_rms_norm.default(x1, x2, gamma, epsilon)
+    if beta is not None:
+        y = y + beta
     y1 = torch.ops.npu.npu_quantize.default(y, scales1, zero_points1, INT8, axis, True)
     return y1, None, x_out
 
