@@ -738,3 +738,55 @@ def test_transformers_gemma_gets_npu_gemma_rms_norm(mode):
     assert counts["npu.npu_rms_norm.default"] == 0 and counts["aten.rsqrt.default"] == 0
     err = (out.float() - ref.float()).abs().max().item()
     assert err <= 0.02 * ref.float().abs().max().item() + 0.02, err
+
+
+# ---- DeepSeek's 64-dim rope heads: npu_interleave_rope ----------------------------------
+
+@pytest.mark.parametrize("spelling", ["deinterleave", "pairs"])
+@pytest.mark.parametrize("mode", MODES)
+def test_64_dim_interleaved_rope_becomes_npu_interleave_rope(spelling, mode):
+    """With DeepSeek's rope head dim (64) and cos / sin of (B, 1, S, 64), both interleaved
+    spellings become npu_interleave_rope (CANN's InterleaveRope); bit for bit the
+    "interleave-half" npu_rotary_mul they become at other head dims."""
+    from transformers.models.deepseek_v3 import modeling_deepseek_v3
+
+    fn = ds_rope if spelling == "deinterleave" else modeling_deepseek_v3.apply_rotary_pos_emb_interleave
+    args = _rope_inputs(torch.bfloat16, head_dim=64)
+    res = compile_and_run(fn, args, config(mode, **(NPU_PLAN if mode == "max-autotune" else {})))
+    form = "interleave" if spelling == "deinterleave" else "pairs"
+    assert res.report.match_count("native_rotary_mul", form) == 2, res.report.summary()
+    assert res.targets.count(npu.npu_interleave_rope.default) == 2
+    assert not res.has(npu.npu_rotary_mul.default)
+    assert_fused_close(res.outputs, fn(*args), args)
+    q, k, cos, sin = args
+    if spelling == "pairs":
+        cos, sin = (torch.cat((t[..., :32], t[..., :32]), -1) for t in (cos, sin))
+    c, s = cos.unsqueeze(1), sin.unsqueeze(1)
+    want = (npu.npu_rotary_mul(q, c, s, "interleave-half"), npu.npu_rotary_mul(k, c, s, "interleave-half"))
+    for got, w in zip(res.outputs, want):
+        assert torch.equal(got, w)
+
+
+def test_interleaved_rope_outside_interleave_rope_contract_stays_rotary_mul():
+    """Head dim 64 but cos / sin per head (not broadcast over N), or dynamic sizes: the
+    rotary_mul form (npu_interleave_rope's contract is (B or 1, 1, S or 1, 64), judged on
+    static sizes)."""
+    def per_head(q, k, cos, sin):
+        b, h, s, d = q.shape
+        q = q.view(b, h, s, d // 2, 2).transpose(4, 3).reshape(b, h, s, d)
+        return (q * cos) + (rotate_half(q) * sin)
+
+    q = torch.randn(2, 4, 7, 64, dtype=torch.bfloat16)
+    cos = torch.randn(2, 4, 7, 64).cos().to(torch.bfloat16)
+    sin = torch.randn(2, 4, 7, 64).sin().to(torch.bfloat16)
+    res = compile_and_run(per_head, [q, q, cos, sin], config())
+    assert res.targets.count(npu.npu_rotary_mul.default) == 1
+    assert not res.has(npu.npu_interleave_rope.default)
+    args = _rope_inputs(torch.bfloat16, head_dim=64)
+    for t in args:  # batch and sequence dynamic, the head dim static, as in a model
+        torch._dynamo.mark_dynamic(t, 0)
+        torch._dynamo.mark_dynamic(t, 2 if t.dim() == 4 else 1)
+    res = compile_and_run(ds_rope, args, config())
+    assert res.targets.count(npu.npu_rotary_mul.default) == 2, res.report.summary()
+    assert not res.has(npu.npu_interleave_rope.default)
+    assert_fused_close(res.outputs, ds_rope(*args), args)

@@ -36,7 +36,9 @@ Rules, in the order they run (each a ``Fusion`` of its own, reported like the fu
   writes it, ``x * cos + rotate_half(x) * sin`` with ``rotate_half(x) = cat((-x2, x1), -1)``
   (either order of the sum); after DeepSeek-V3's de-interleave (``x.view(b, h, s, d // 2,
   2).transpose(4, 3).reshape(b, h, s, d)``, apply_rotary_pos_emb_interleave) ->
-  rotary_mode "interleave-half" on x itself (the de-interleaving copy gone). Checks for that
+  rotary_mode "interleave-half" on x itself (the de-interleaving copy gone), or
+  ``npu_interleave_rope`` where its contract admits the call (x (B, N, S, 64), cos / sin of
+  x's dtype and shape (B or 1, 1, S or 1, 64), sizes static). Checks for that
   form: the view splits the last dim into pairs, the permutation swaps the last two dims
   only, the result has x's shape. The same rotation on the even / odd lanes, as
   transformers 5 writes it (``cat([x1 * c - x2 * s, x2 * c + x1 * s], -1)``, ``x1 =
@@ -473,14 +475,39 @@ def _deinterleave(x):
     return x.view(b, h, s, d // 2, 2).transpose(4, 3).reshape(b, h, s, d)
 
 
+def _interleave_rope_fits(x, cos, sin) -> bool:
+    """Whether npu_interleave_rope's contract (ops/interleave_rope.py check_interleave_rope)
+    admits the call: x (B, N, S, 64), cos / sin of its dtype and shape (B or 1, 1, S or 1,
+    64); judged on static sizes only (a symbolic size would be guarded on)."""
+    from op_sdk.ops._common import OpArgumentError
+    from op_sdk.ops.interleave_rope import check_interleave_rope
+
+    sizes = (*x.shape, *cos.shape, *sin.shape)
+    if not all(isinstance(d, int) for d in sizes):
+        return False
+    try:
+        check_interleave_rope(x, cos, sin)
+    except OpArgumentError:
+        return False
+    return True
+
+
+def _interleave_half(x, cos, sin):
+    """The de-interleaving RoPE: npu_interleave_rope where its contract admits the call
+    (DeepSeek's 64-dim rope heads: CANN's InterleaveRope kernel, the same bits as the other
+    form), else npu_rotary_mul's "interleave-half" mode."""
+    if _interleave_rope_fits(x, cos, sin):
+        return npu.npu_interleave_rope.default(x, cos, sin)
+    return npu.npu_rotary_mul.default(x, cos, sin, "interleave-half")
+
+
 def _rope_pairs_variant() -> Variant:
     def search(x, cos, sin):
         x1, x2 = x[..., 0::2], x[..., 1::2]
         return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
     def replace(x, cos, sin):
-        return npu.npu_rotary_mul.default(x, torch.cat((cos, cos), -1),
-                                          torch.cat((sin, sin), -1), "interleave-half")
+        return _interleave_half(x, torch.cat((cos, cos), -1), torch.cat((sin, sin), -1))
 
     return Variant("pairs", search, replace)
 
@@ -500,7 +527,7 @@ def _rope_variant(form: str) -> Variant:
 
     def replace(x, cos, sin):
         if interleaved:
-            return npu.npu_rotary_mul.default(x, cos, sin, "interleave-half")
+            return _interleave_half(x, cos, sin)
         return npu.npu_rotary_mul.default(x, cos, sin)
 
     return Variant(form, search, replace)
