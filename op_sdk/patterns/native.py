@@ -152,11 +152,17 @@ def _norm_input(match):
     return pow_node, None, src
 
 
-def _norm_form(match) -> str | None:
-    pow_node, upcast, x = _norm_input(match)
+def _mean_square(match) -> str | None:
+    """The rms-norms' mean of squares: x squared, the mean over the last dim with keepdim."""
+    pow_node, _, _ = _norm_input(match)
     if pow_node.args[1] != 2:
         return f"x is raised to the power {pow_node.args[1]}; RMSNorm squares it"
-    problem = _last_dim_keepdim(node_of(match, aten.mean.dim), "the mean")
+    return _last_dim_keepdim(node_of(match, aten.mean.dim), "the mean")
+
+
+def _norm_form(match) -> str | None:
+    _, upcast, x = _norm_input(match)
+    problem = _mean_square(match)
     if problem:
         return problem
     return _casts(match, x, val(x).dtype) if upcast is not None else None
@@ -236,10 +242,8 @@ def _gemma_weight_node(match):
 
 
 def _gemma_form(match) -> str | None:
-    pow_node, upcast, x = _norm_input(match)
-    if pow_node.args[1] != 2:
-        return f"x is raised to the power {pow_node.args[1]}; RMSNorm squares it"
-    problem = _last_dim_keepdim(node_of(match, aten.mean.dim), "the mean")
+    _, _, x = _norm_input(match)
+    problem = _mean_square(match)
     if problem:
         return problem
     add, w_upcast, _ = _gemma_weight_node(match)
