@@ -32,7 +32,7 @@ import traceback
 
 import torch
 
-from op_sdk.library import check_writable
+from op_sdk.library import _InplaceLayout, check_writable
 from op_sdk.ops._common import unpack_int4
 from tests.ops import opdef, sdk_ops, slice_modules
 from tests.ops._helpers import LAYOUTS, TOL, fake_outputs, significant_strides
@@ -41,10 +41,11 @@ from tests.ops._helpers import LAYOUTS, TOL, fake_outputs, significant_strides
 # rounding than the reference (the norms' sum of squares in another order; npu_swiglu_quant's
 # exp, within an ulp or two of torch's): a value on a rounding boundary may land one step
 # apart.
-FLIP_OPS = {"npu_add_rms_norm_quant", "npu_add_rms_norm_dynamic_quant", "npu_swiglu_quant"}
+FLIP_OPS = {"npu_add_rms_norm_quant", "npu_add_rms_norm_dynamic_quant", "npu_swiglu_quant",
+            "npu_rms_norm_quant"}
 # int32 outputs that hold int4 values packed 8 per word, by the call's dtype argument
 INT4_CODES = {16, 285, torch.quint4x2}
-INT4_ARGS = ("dst_type", "y_dtype", "dtype")
+INT4_ARGS = ("dst_type", "y_dtype", "dtype", "dst_dtype")
 ERROR_TYPES = (RuntimeError, NotImplementedError, ValueError, TypeError, IndexError)
 SIZES = (0, 1, 2, 3, 5, 7, 8, 13, 16, 17, 24, 31, 32, 48, 64, 100, 127, 128, 256, 257)
 SPECIALS = (float("nan"), float("inf"), float("-inf"), 1e30, -1e30, 1e-40, -1e-40, 0.0,
@@ -373,16 +374,22 @@ def _bounds(d, args, kwargs):
 
 def _reference(d):
     """The plain-PyTorch reference of d; for an in-place operator declared with functional=,
-    the functional twin's, after the in-place rule of op_sdk.library.check_writable."""
+    the functional twin's after the in-place rule of op_sdk.library.check_writable for each
+    argument it writes: the twin's new values are written into the reference's own copies of
+    those arguments (compared with the kernel's), and its returns are the in-place
+    operator's (op_sdk.library._InplaceLayout: an alias return is the new value)."""
     if not d.functional:
         return d.reference
-    names = [a.name for a in d.op._schema.arguments]
-    target = d.mutated_args[0]
+    layout = _InplaceLayout(d.op._schema)
 
     def ref(*args, **kwargs):
-        dst = args[names.index(target)] if names.index(target) < len(args) else kwargs[target]
-        check_writable(d.name, target, dst)
-        return d.reference(*args, **kwargs)
+        targets = layout.targets(args, kwargs)
+        for name, dst in zip(layout.mutated, targets):
+            check_writable(d.name, name, dst)
+        values, new_values = layout.split(d.reference(*args, **kwargs))
+        for dst, new in zip(targets, new_values):
+            dst.copy_(new)
+        return layout.result(targets, values)
     return ref
 
 
@@ -431,9 +438,9 @@ def check_call(d, args, kwargs, summary: Summary, call_desc=None) -> None:
         why = compare(name, o, r, int4, bounds[j] if bounds and j < len(bounds) else None)
         if why:
             finding("mismatch", f"output {j}: {why}")
-    # an in-place operator's reference is its functional twin's: its output is the
-    # expected value of the mutated input, compared above as output 0
-    for key in [] if d.functional else d.mutated_args:
+    # every argument an in-place operator writes (its reference writes the expected values
+    # into its own copies)
+    for key in d.mutated_args:
         pos = [a.name for a in d.op._schema.arguments].index(key)
         mk = ka[pos] if pos < len(ka) else kk[key]
         mr = ra[pos] if pos < len(ra) else rk[key]
