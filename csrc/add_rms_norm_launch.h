@@ -8,8 +8,10 @@
 #include <cstdint>
 #include <limits>
 
+#include "checks.h"
 #include "launch.h"
 #include "rms_norm.h"
+#include "rms_norm_rstd.h"
 
 namespace opsdk {
 
@@ -34,6 +36,18 @@ inline void add_rms_norm_launch(const at::Tensor& x1, const at::Tensor& x2,
                                 float(epsilon), stream);
     });
   });
+}
+
+// npu_add_rms_norm's checks (under ``op``'s name), outputs and launch: (y, rstd, x), as
+// npu_add_rms_norm returns them (npu_add_rms_norm_v2_functional reorders them).
+inline std::tuple<at::Tensor, at::Tensor, at::Tensor> add_rms_norm_run(
+    const char* op, const at::Tensor& x1, const at::Tensor& x2, const at::Tensor& gamma,
+    double epsilon) {
+  check_add_rms_norm(op, x1, x2, gamma, /*half_only=*/false);
+  LikeOutput y = output_like(x1, x1.scalar_type()), xo = output_like(x1, x1.scalar_type());
+  at::Tensor rstd = empty_rstd(x1, gamma);
+  add_rms_norm_launch(x1, x2, gamma, epsilon, &y, nullptr, rstd, xo);
+  return {y.finish(), rstd, xo.finish()};
 }
 
 }  // namespace opsdk

@@ -1,14 +1,11 @@
 // CPU launcher of npu_add_rms_norm_v2_functional: npu_add_rms_norm's checks and launch
-// (csrc/add_rms_norm_launch.h), its results returned as (rstd, y, x)
+// (add_rms_norm_run, csrc/add_rms_norm_launch.h), its results returned as (rstd, y, x)
 // (op_sdk/ops/add_rms_norm_v2.py). The in-place npu_add_rms_norm_v2 is derived from it by
 // op_sdk.library (the new values copied into x1 and x2).
 #include <torch/library.h>
 
 #include "add_rms_norm_launch.h"
-#include "checks.h"
-#include "launch.h"
 #include "registry.h"
-#include "rms_norm_rstd.h"
 
 namespace opsdk {
 namespace {
@@ -19,11 +16,8 @@ std::tuple<Tensor, Tensor, Tensor> npu_add_rms_norm_v2_functional(const Tensor& 
                                                                   const Tensor& x2,
                                                                   const Tensor& gamma,
                                                                   double epsilon) {
-  check_add_rms_norm("npu_add_rms_norm_v2_functional", x1, x2, gamma, /*half_only=*/false);
-  LikeOutput y = output_like(x1, x1.scalar_type()), xo = output_like(x1, x1.scalar_type());
-  Tensor rstd = empty_rstd(x1, gamma);
-  add_rms_norm_launch(x1, x2, gamma, epsilon, &y, nullptr, rstd, xo);
-  return {rstd, y.finish(), xo.finish()};
+  auto [y, rstd, x] = add_rms_norm_run("npu_add_rms_norm_v2_functional", x1, x2, gamma, epsilon);
+  return {rstd, y, x};
 }
 
 }  // namespace

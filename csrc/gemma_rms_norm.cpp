@@ -1,16 +1,12 @@
 // CPU launcher of npu_gemma_rms_norm: check the contract (op_sdk/ops/gemma_rms_norm.py has the
-// same rules), make inputs contiguous, dispatch the dtype, split rows over threads and call
-// npu_rms_norm's row kernel (kernels/rms_norm.h) with the weight 1 + gamma, summed in fp32
-// once per call as the reference's gamma_weight sums it (op_sdk/ops/_norm.py).
+// same rules), then npu_rms_norm's launch (rms_norm_run, csrc/rms_norm_launch.h) with the
+// weight 1 + gamma, summed in fp32 once per call as the reference's gamma_weight sums it
+// (op_sdk/ops/_norm.py).
 #include <torch/library.h>
 
-#include <limits>
-
 #include "checks.h"
-#include "launch.h"
 #include "registry.h"
-#include "rms_norm.h"
-#include "rms_norm_rstd.h"
+#include "rms_norm_launch.h"
 
 namespace opsdk {
 namespace {
@@ -31,23 +27,8 @@ void check_gemma_rms_norm(const Tensor& input, const Tensor& gamma) {
 std::tuple<Tensor, Tensor> npu_gemma_rms_norm(const Tensor& input, const Tensor& gamma,
                                               double epsilon) {
   check_gemma_rms_norm(input, gamma);
-  const Tensor x = input.contiguous();
-  const Tensor w = gamma.to(at::kFloat).add(1.0).contiguous();  // 1 + gamma in fp32
-  const int64_t n = w.numel(), rows = leading_numel(x, gamma.dim());
-  LikeOutput y = output_like(input, input.scalar_type());
-  Tensor rstd = empty_rstd(x, gamma);
-  if (n == 0) rstd.fill_(std::numeric_limits<float>::quiet_NaN());  // mean of nothing
-  if (rows > 0 && n > 0) {
-    dispatch_float(x.scalar_type(), [&](auto tx) {
-      using T = decltype(tx);
-      const bool stream = stream_friendly(y.work, n);
-      parallel_rows(rows, n, [&](int64_t b, int64_t e) {
-        opk::rms_norm_rows<T, float>(ptr<T>(x) + b * n, ptr<float>(w), ptr<T>(y.work) + b * n,
-                                     ptr<float>(rstd) + b, e - b, n, float(epsilon), stream);
-      });
-    });
-  }
-  return {y.finish(), rstd};
+  // the weight 1 + gamma, summed in fp32 once per call (the reference's gamma_weight)
+  return rms_norm_run(input, gamma.to(at::kFloat).add(1.0), epsilon);
 }
 
 }  // namespace

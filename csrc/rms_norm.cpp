@@ -1,16 +1,11 @@
 // CPU launcher of npu_rms_norm: check the contract (op_sdk/ops/rms_norm.py has the same
-// rules), make inputs contiguous, dispatch the dtype, split rows over threads, call the
-// row kernel of kernels/rms_norm.h.
+// rules), then rms_norm_run (csrc/rms_norm_launch.h): inputs made contiguous, the dtype
+// dispatched, rows split over threads, the row kernel of kernels/rms_norm.h.
 #include <torch/library.h>
 
-#include <cmath>
-#include <limits>
-
 #include "checks.h"
-#include "launch.h"
 #include "registry.h"
-#include "rms_norm.h"
-#include "rms_norm_rstd.h"
+#include "rms_norm_launch.h"
 
 namespace opsdk {
 namespace {
@@ -34,27 +29,7 @@ void check_rms_norm(const Tensor& input, const Tensor& gamma) {
 std::tuple<Tensor, Tensor> npu_rms_norm(const Tensor& input, const Tensor& gamma,
                                         double epsilon) {
   check_rms_norm(input, gamma);
-  const Tensor x = input.contiguous(), g = gamma.contiguous();
-  const int64_t n = g.numel(), rows = leading_numel(x, g.dim());
-  LikeOutput y = output_like(input, input.scalar_type());
-  Tensor rstd = empty_rstd(x, g);
-  if (n == 0) rstd.fill_(std::numeric_limits<float>::quiet_NaN());  // mean of nothing
-  if (rows > 0 && n > 0) {
-    dispatch_float(x.scalar_type(), [&](auto tx) {
-      using T = decltype(tx);
-      const bool stream = stream_friendly(y.work, n);
-      auto run = [&](auto tg) {
-        using G = decltype(tg);
-        parallel_rows(rows, n, [&](int64_t b, int64_t e) {
-          opk::rms_norm_rows<T, G>(ptr<T>(x) + b * n, ptr<G>(g), ptr<T>(y.work) + b * n,
-                                   ptr<float>(rstd) + b, e - b, n, float(epsilon), stream);
-        });
-      };
-      if (g.scalar_type() == at::kFloat) run(float{});
-      else run(T{});
-    });
-  }
-  return {y.finish(), rstd};
+  return rms_norm_run(input, gamma, epsilon);
 }
 
 }  // namespace

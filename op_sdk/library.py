@@ -453,10 +453,11 @@ class _InplaceLayout:
         args = schema.arguments
         self.names = [a.name for a in args]
         self.kwarg_only = {a.name for a in args if a.kwarg_only}
-        self.mutated = [a.name for a in args if a.alias_info is not None and a.alias_info.is_write]
-        # each return: the name of the mutated argument it aliases, or None (a new value)
+        # the arguments it writes, in schema order, with their alias sets
         sets = {a.name: a.alias_info.before_set for a in args
                 if a.alias_info is not None and a.alias_info.is_write}
+        self.mutated = list(sets)
+        # each return: the name of the mutated argument it aliases, or None (a new value)
         self.returns = [next((n for n, s in sets.items() if r.alias_info is not None
                               and r.alias_info.before_set == s), None) for r in schema.returns]
         self.values = sum(r is None for r in self.returns)

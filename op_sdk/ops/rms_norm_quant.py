@@ -22,6 +22,7 @@ from op_sdk.ops._common import (
     HALF_DTYPES,
     INT8,
     QUINT4X2,
+    bench_randn,
     check,
     check_dtype,
     dtype_arg,
@@ -104,8 +105,6 @@ def rms_norm_quant_cuda(x, gamma, beta, scale, offset, epsilon=1e-6, *, dst_dtyp
 
 
 def _bench_inputs(t, h, dt):
-    from op_sdk.ops._common import bench_randn
-
     return ((bench_randn(t, h, dtype=dt), bench_randn(h, dtype=dt), bench_randn(h, dtype=dt) * 0.1,
              torch.tensor([0.05], dtype=dt), torch.tensor([2], dtype=torch.int8)), {})
 
