@@ -138,8 +138,18 @@ class OpDef:
         return f"{self.namespace}::{self.name}"
 
     @property
+    def packet(self) -> str:
+        """Its name without the overload ("npu_format_cast" of "npu_format_cast.Tensor")."""
+        return self.name.partition(".")[0]
+
+    @property
+    def overload(self) -> str:
+        """Its overload name: "default", or what its schema names after the dot."""
+        return self.name.partition(".")[2] or "default"
+
+    @property
     def op(self) -> torch._ops.OpOverload:
-        return getattr(getattr(torch.ops, self.namespace), self.name).default
+        return getattr(getattr(getattr(torch.ops, self.namespace), self.packet), self.overload)
 
     @property
     def mutated_args(self) -> list[str]:
@@ -189,10 +199,13 @@ def define_op(
     composite=None,
     backward_name: str | None = None,
     reference_op: bool = False,
+    inline: bool = True,
 ) -> OpDef:
     """Declare and register one operator.
 
-    schema:        ``"name(args) -> returns"`` in the dispatcher's schema language.
+    schema:        ``"name(args) -> returns"`` in the dispatcher's schema language;
+                   ``"name.overload(args) -> returns"`` declares one overload (each overload
+                   of a name is its own ``define_op``, its OpDef named "name.overload").
     reference:     plain-PyTorch implementation; the kernel of last resort on every
                    device, and the ground truth of the tests and benchmarks.
     fake:          shape / dtype function for FakeTensor and Meta. Defaults to the
@@ -217,6 +230,10 @@ def define_op(
                    Nothing is traced here.
     backward_name: the class name of its autograd node (``y.grad_fn``), as torch_npu names
                    its own (``NpuDtypeCastBackward0``); torch.library's otherwise.
+    inline:        whether torch.compile may trace through its kernel on the devices of
+                   ``INLINE_DEVICES`` (False: the call stays one call everywhere, for an
+                   operator whose kernel does more than compute its outputs, as
+                   npu_format_cast records the format of its result's storage).
     reference_op:  also register the reference as the operator
                    ``op_sdk_reference::<name>`` (the same schema), which a native launcher
                    calls for the forms it routes off its hot path (csrc/registry.h,
@@ -246,6 +263,9 @@ def define_op(
                             f"got {type(composite).__name__}")
         opdef.composite = composite
     if aclnn is not None:
+        if "." in name:
+            raise ValueError(f"op_sdk.define_op({name}): an OpPlugin binding of one overload is "
+                             "not supported (its C++ is named and registered per operator name)")
         from op_sdk.npu.binding import check_binding
 
         check_binding(opdef, aclnn)
@@ -262,20 +282,22 @@ def define_op(
     if functional is not None:
         _pair_inplace(opdef, lib)
     else:
-        if opdef.owned:
+        if _needs_fake(opdef):
             torch.library.register_fake(qualname, fake or reference, lib=lib)
         if native:
             _register_native(opdef)
         for device, key in _DISPATCH_KEYS.items():
             if device in kernels:
                 lib.impl(name, kernels[device], key)
-                _inline_when_compiled(opdef, device, lib,
-                                      getattr(kernels[device], "traced", None))
+                if inline:
+                    _inline_when_compiled(opdef, device, lib,
+                                          getattr(kernels[device], "traced", None))
             elif device in native and device not in opdef.native_missing:
                 continue
             elif not torch._C._dispatch_has_kernel_for_dispatch_key(qualname, key):
                 lib.impl(name, reference, key)  # also where a native kernel is missing
-                _inline_when_compiled(opdef, device, lib, reference)
+                if inline:
+                    _inline_when_compiled(opdef, device, lib, reference)
         _register_autograd(opdef, lib)
 
     if reference_op:
@@ -380,8 +402,16 @@ def on_define(hook: Callable[[OpDef], None]) -> None:
         hook(opdef)
 
 
+def _needs_fake(opdef: OpDef) -> bool:
+    """Whether op_sdk registers the operator's fake: where it defines the operator, or where
+    the library that does (torch_npu) has no Meta kernel of it (npu_format_cast,
+    get_npu_format), so that torch.compile can trace it there too."""
+    return opdef.owned or not torch._C._dispatch_has_kernel_for_dispatch_key(opdef.qualname, "Meta")
+
+
 def _check_same_schema(opdef: OpDef) -> None:
-    theirs = torch._C._get_schema(opdef.qualname, "")
+    theirs = torch._C._get_schema(f"{opdef.namespace}::{opdef.packet}",
+                                  opdef.overload if "." in opdef.name else "")
     ours = torch._C.parse_schema(f"{opdef.qualname}{opdef.schema[len(opdef.name):]}")
     if str(theirs) != str(ours):
         warnings.warn(f"op_sdk: {opdef.qualname} is already defined with schema {theirs}, "
@@ -496,6 +526,8 @@ def functionalize_inplace(inplace: torch._ops.OpOverload, functional: torch._ops
     if not layout.mutated:
         raise ValueError(f"functionalize_inplace: {inplace._schema.name} mutates no argument")
     ns, opname = inplace._schema.name.split("::")
+    if inplace._schema.overload_name:
+        opname = f"{opname}.{inplace._schema.overload_name}"
     lib = lib or _library(ns)
 
     def kernel(*args, **kwargs):
@@ -534,7 +566,8 @@ def check_writable(op: str, arg: str, t: torch.Tensor) -> None:
 def _pair_inplace(opdef: OpDef, lib: torch.library.Library) -> None:
     """Derive the in-place operator's kernels from its functional twin (``_InplaceLayout``:
     the twin returns the operator's own values, then the new values of what it mutates)."""
-    functional = getattr(getattr(torch.ops, opdef.namespace), opdef.functional).default
+    packet, _, overload = opdef.functional.partition(".")
+    functional = getattr(getattr(getattr(torch.ops, opdef.namespace), packet), overload or "default")
     layout = _InplaceLayout(opdef.op._schema)
 
     def writable(args, kwargs):
@@ -569,7 +602,7 @@ def _pair_inplace(opdef: OpDef, lib: torch.library.Library) -> None:
             torch.autograd.graph.increment_version(dst)
         return out
 
-    if opdef.owned:
+    if _needs_fake(opdef):
         torch.library.register_fake(opdef.qualname, opdef.fake or fake, lib=lib)
     for device, key in _DISPATCH_KEYS.items():
         lib.impl(opdef.name, opdef.kernels.get(device, eager), key)

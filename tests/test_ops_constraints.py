@@ -33,7 +33,7 @@ def test_constraint_raises_naming_op_and_argument(case, device):
     with pytest.raises(exc) as info:
         op(*_build(args, device), **_build(kwargs, device))
     msg = str(info.value)
-    assert op.name.rstrip("_") in msg, msg
+    assert op.packet.rstrip("_") in msg, msg  # the operator, not its overload
     assert f"'{arg}'" in msg, msg
     # the rule is stated, not just the names
     assert len(msg) > len(op.name) + len(arg) + 20, msg
@@ -49,4 +49,4 @@ def test_constraint_violation_names_operator_and_argument(i):
     for fn in (op.op, op.reference):
         with pytest.raises(RuntimeError) as info:
             fn(*args, **kwargs)
-        assert f"{op.name}: argument '{arg}'" in str(info.value), str(info.value)
+        assert f"{op.packet}: argument '{arg}'" in str(info.value), str(info.value)

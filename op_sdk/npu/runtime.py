@@ -35,9 +35,11 @@ def torch_npu_module():
 
 
 def has_schema(qualname: str) -> bool:
-    """Whether the dispatcher has a schema for ``namespace::name``."""
+    """Whether the dispatcher has a schema for ``namespace::name`` (or
+    ``namespace::name.overload``)."""
+    name, _, overload = qualname.partition(".")
     try:
-        torch._C._get_schema(qualname, "")
+        torch._C._get_schema(name, overload)
         return True
     except RuntimeError:
         return False

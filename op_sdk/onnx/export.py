@@ -83,7 +83,7 @@ def translation_table(composite_only: bool = False) -> dict:
     from op_sdk.library import registered_ops
 
     for opdef in registered_ops():
-        op = getattr(getattr(getattr(torch.ops, opdef.namespace), opdef.name), "default")
+        op = opdef.op
         if op not in table and opdef.functional is None:
             table[op] = _no_translation(f"{opdef.namespace}::{opdef.name}", covered)
     return table

@@ -299,7 +299,7 @@ _ERR = re.compile(r"argument '(\w+)'")
 
 def _clear(op_name: str, exc: BaseException) -> bool:
     msg = str(exc)
-    return isinstance(exc, ERROR_TYPES) and op_name.rstrip("_") in msg and \
+    return isinstance(exc, ERROR_TYPES) and op_name.split(".")[0].rstrip("_") in msg and \
         _ERR.search(msg) is not None
 
 
@@ -314,7 +314,10 @@ def _int4_call(kwargs) -> bool:
 def compare(name, a: torch.Tensor, e: torch.Tensor, int4: bool, bound=None) -> str | None:
     """None when kernel output a agrees with reference output e, else why not. `bound`: an
     extra per-element absolute error bound of float outputs (a slice's fuzz_bound); where
-    it is infinite any value agrees."""
+    it is infinite any value agrees. An output that is no tensor (get_npu_format's int) must
+    be equal."""
+    if not isinstance(a, torch.Tensor) or not isinstance(e, torch.Tensor):
+        return None if a == e else f"{a!r} vs {e!r}"
     if a.dtype != e.dtype or a.shape != e.shape:
         return f"dtype / shape {a.dtype} {list(a.shape)} vs {e.dtype} {list(e.shape)}"
     if a.numel() == 0:
@@ -457,7 +460,10 @@ def check_call(d, args, kwargs, summary: Summary, call_desc=None) -> None:
         finding("fake", f"{len(fout)} fake outputs vs {len(kout)}")
         return
     for j, (o, f) in enumerate(zip(kout, fout)):
-        if o.shape != f.shape or o.dtype != f.dtype:
+        if not isinstance(o, torch.Tensor):
+            if o != f:
+                finding("fake", f"output {j}: kernel {o!r}, fake {f!r}")
+        elif o.shape != f.shape or o.dtype != f.dtype:
             finding("fake", f"output {j}: kernel {o.dtype} {list(o.shape)}, fake {f.dtype} "
                             f"{list(f.shape)}")
         elif significant_strides(o) != significant_strides(f):

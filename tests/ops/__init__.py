@@ -8,6 +8,9 @@ what the registry-driven tests at tests/ level read from every slice:
   kernels against the references in tests/test_registry_coverage.py);
 * ``CASES``: constraint violations, raised on cpu and meta alike; ``BAD_CALLS``: calls the
   native kernels' own checks reject, as the references do (tests/test_ops_constraints.py);
+* ``NO_ACLNN_BINDING``: an npu operator with no OpPlugin binding, and why
+  (tests/npu/test_bindings.py);
+* ``NO_CONSTRAINTS``: an operator no call of its schema can break, and why;
 * ``GE_TYPES``: the Ascend IR operator(s) each operator converts to; ``GE_REFUSED``: words of
   the error with which the converter refuses a sample call it does not write;
   ``NO_GE_CONVERTER``: an operator with no converter, and why (tests/test_converters.py);

@@ -32,5 +32,9 @@ if IN_ENV:
     # the npu operators torch_npu itself defines, read before op_sdk backfills what it lacks
     # (an in-tree npu_* slice torch_npu does not have: op_sdk defines and binds it)
     TORCH_NPU_DEFINES = frozenset(n for n in torch._C._dispatch_get_all_op_names() if n.startswith("npu::"))
+    # ... and those of them with a Meta kernel of torch_npu's (op_sdk registers its fake for
+    # the others: npu_format_cast, get_npu_format)
+    TORCH_NPU_META = frozenset(n for n in TORCH_NPU_DEFINES
+                               if torch._C._dispatch_has_kernel_for_dispatch_key(n, "Meta"))
 else:
-    TORCH_NPU_DEFINES = frozenset()
+    TORCH_NPU_DEFINES = TORCH_NPU_META = frozenset()

@@ -302,8 +302,8 @@ def test_register_with_torchair_fills_only_the_gaps():
     register_with_torchair()  # (op_sdk may have registered at import, TorchAir being there)
     done = set(torchair_bridge._REGISTERED)
     # an npu operator torch_npu lacks (an in-tree npu_* slice) has no TorchAir converter either
-    owned = {getattr(torch.ops.npu, o.name).default for o in op_sdk.registered_ops()
-             if o.namespace == "npu" and o.owned and converter_for(getattr(torch.ops.npu, o.name).default)}
+    owned = {o.op for o in op_sdk.registered_ops()
+             if o.namespace == "npu" and o.owned and converter_for(o.op)}
     assert done == {torch.ops.npu.npu_add_rms_norm_quant.default,
                     torch.ops.npu.npu_swiglu_quant.default,
                     torch.ops.npu.npu_gemma_rms_norm.default,

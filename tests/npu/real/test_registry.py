@@ -20,7 +20,7 @@ from op_sdk import _native
 from tests.ops import gather
 from tests.ops._helpers import relayout, significant_strides
 
-from tests.npu.real.conftest import TORCH_NPU_DEFINES  # noqa: E402
+from tests.npu.real.conftest import TORCH_NPU_DEFINES, TORCH_NPU_META  # noqa: E402
 
 # the npu operators of op_sdk that torch_npu defines too; those it lacks op_sdk owns
 NPU_OPS = [o for o in op_sdk.registered_ops() if o.qualname in TORCH_NPU_DEFINES]
@@ -81,10 +81,16 @@ def test_torch_npu_is_real_and_owns_the_namespace():
 
 @pytest.mark.parametrize("opdef", NPU_OPS, ids=lambda o: o.name)
 def test_meta_kernel_is_torch_npus(opdef):
-    """op_sdk registers no Meta / fake function for an operator torch_npu defines."""
+    """op_sdk registers no Meta / fake function for an operator torch_npu defines with one;
+    for one torch_npu defines without (npu_format_cast, get_npu_format), op_sdk's fake is
+    its Meta kernel, so that torch.compile traces it."""
     dump = torch._C._dispatch_dump(opdef.qualname)
     meta = [line for line in dump.splitlines() if line.startswith("Meta")]
     assert meta, dump
+    if opdef.qualname not in TORCH_NPU_META:
+        assert opdef.name.startswith(("npu_format_cast", "get_npu_format")), opdef.qualname
+        assert os.path.dirname(op_sdk.__file__) in "\n".join(meta), dump
+        return
     assert os.path.dirname(op_sdk.__file__) not in "\n".join(meta), dump
     assert "torch_npu" in "\n".join(meta), dump
 
@@ -92,14 +98,15 @@ def test_meta_kernel_is_torch_npus(opdef):
 @pytest.mark.parametrize("opdef", NPU_OPS, ids=lambda o: o.name)
 def test_schema_equals_torch_npus(opdef):
     ours = torch._C.parse_schema(f"{opdef.qualname}{opdef.schema[len(opdef.name):]}")
-    theirs = getattr(torch.ops.npu, opdef.name).default._schema
+    theirs = opdef.op._schema
     assert str(ours) == str(theirs)
 
 
 @pytest.mark.parametrize("opdef", NPU_OPS, ids=lambda o: o.name)
 def test_every_npu_op_has_op_sdks_cpu_kernel(opdef):
     devices = opdef.kernel_devices()
-    assert devices.get("cpu") == ("native" if "cpu" in opdef.native else "reference"), devices
+    want = "native" if "cpu" in opdef.native else "python" if "cpu" in opdef.kernels else "reference"
+    assert devices.get("cpu") == want, devices
     assert not opdef.native_errors
     assert torch._C._dispatch_has_kernel_for_dispatch_key(opdef.qualname, "CPU")
 
@@ -120,9 +127,10 @@ def _meta(x):
 
 
 def _signature(out):
-    """Shapes, dtypes and the strides of dims of size > 1 of each output."""
+    """Shapes, dtypes and the strides of dims of size > 1 of each output (an int: itself)."""
     out = out if isinstance(out, (tuple, list)) else (out,)
-    return [(tuple(t.shape), t.dtype, significant_strides(t)) for t in out]
+    return [(tuple(t.shape), t.dtype, significant_strides(t)) if isinstance(t, torch.Tensor) else t
+            for t in out]
 
 
 @pytest.mark.parametrize("layout", ["contiguous", "permuted"])
@@ -139,7 +147,7 @@ def test_cpu_kernel_fake_and_torch_npu_meta_agree(i, layout):
     opdef = op_sdk.get_op(name)
     cpu = _signature(opdef(*(a.clone() if isinstance(a, torch.Tensor) else a for a in args), **kwargs))
     margs, mkwargs = tuple(_meta(a) for a in args), {k: _meta(v) for k, v in kwargs.items()}
-    theirs = _signature(opdef(*margs, **mkwargs))  # dispatches to torch_npu's Meta kernel
+    theirs = _signature(opdef(*margs, **mkwargs))  # torch_npu's Meta kernel (op_sdk's fake where it has none)
     fake = opdef.fake or opdef.reference
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -313,3 +321,16 @@ def test_npu_dtype_cast_differs_from_torch_npus_meta():
     assert out.shape == f8.shape and out.dtype == torch.int32
     with pytest.raises(RuntimeError, match="npu_dtype_cast: argument 'dtype'"):
         torch.ops.npu.npu_dtype_cast(f8, 3)
+
+
+def test_torch_npus_format_api_runs_on_cpu_tensors():
+    """torch_npu's own Python API (npu_format_cast, get_npu_format, Format), on CPU tensors,
+    runs op_sdk's kernels: vllm-ascend's weight cast and read-back, eager and compiled."""
+    w = torch.randn(16, 32, dtype=torch.bfloat16)
+    nz = torch_npu.npu_format_cast(w, torch_npu.Format.FRACTAL_NZ)
+    assert torch_npu.get_npu_format(nz) == torch_npu.Format.FRACTAL_NZ and torch.equal(nz, w)
+    assert torch_npu.get_npu_format(w) == torch_npu.Format.ND
+    torch_npu.npu_format_cast_(w, 29)
+    assert torch_npu.get_npu_format(w.t()) == torch_npu.Format.FRACTAL_NZ
+    f = torch.compile(lambda t: torch_npu.npu_format_cast(t, 2) * 2, fullgraph=True, dynamic=True)
+    assert torch.equal(f(nz), w * 2)  # traced with op_sdk's fake (torch_npu has no Meta of it)
