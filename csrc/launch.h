@@ -52,6 +52,21 @@ inline void parallel_rows(int64_t rows, int64_t n, const F& f) {
 }
 
 // A non-negative integer setting from the environment (a kernel-choice limit), or dflt.
+// f(o, j0, j1) over row o of `rows`, elements [j0, j1) of its n, in tasks of >= 16K
+// elements (a long row split across threads)
+template <typename F>
+void parallel_halves(int64_t rows, int64_t n, const F& f) {
+  constexpr int64_t kChunk = 16384;
+  const int64_t chunks = std::max<int64_t>(1, (n + kChunk - 1) / kChunk);
+  const int64_t len = (n + chunks - 1) / chunks;
+  parallel_rows(rows * chunks, len, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t o = t / chunks, j0 = (t % chunks) * len;
+      if (j0 < n) f(o, j0, std::min(n, j0 + len));
+    }
+  });
+}
+
 inline int64_t env_limit(const char* name, int64_t dflt) {
   const char* env = std::getenv(name);
   return env != nullptr ? std::max<int64_t>(0, std::atoll(env)) : dflt;

@@ -31,20 +31,6 @@ std::pair<int64_t, int64_t> outer_inner(const Tensor& x, int64_t dim) {
   return {outer, inner * (x.size(dim) / 2)};
 }
 
-// f(o, j0, j1) over outer slab o, elements [j0, j1) of its half, in tasks of >= 16K elements
-template <typename F>
-void parallel_halves(int64_t outer, int64_t half, const F& f) {
-  constexpr int64_t kChunk = 16384;
-  const int64_t chunks = std::max<int64_t>(1, (half + kChunk - 1) / kChunk);
-  const int64_t len = (half + chunks - 1) / chunks;
-  parallel_rows(outer * chunks, len, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) {
-      const int64_t o = t / chunks, j0 = (t % chunks) * len;
-      if (j0 < half) f(o, j0, std::min(half, j0 + len));
-    }
-  });
-}
-
 Tensor npu_swiglu(const Tensor& input, int64_t dim) {
   if (!valid_swiglu(input, dim)) {
     static const auto reference = reference_op<decltype(npu_swiglu)>("npu_swiglu");

@@ -1,4 +1,4 @@
-// npu_swiglu / npu_swiglu_backward / npu_swiglu_quant kernels (torch-free): silu(a) * b of the two halves of a
+// npu_swiglu / npu_swiglu_backward / npu_swiglu_quant / npu_clipped_swiglu kernels (torch-free): silu(a) * b of the two halves of a
 // row, and its gradient, float32 inside, one rounding to T (float, bf16 or fp16).
 #pragma once
 
@@ -19,6 +19,19 @@ void swiglu_span(const T* a, const T* b, T* y, int64_t n) {
 template <typename T>
 void swiglu_backward_span(const T* g, const T* a, const T* b, T* da, T* db, int64_t n) {
   OPK_ISA_CALL(swiglu_backward_span, g, a, b, da, db, n);
+}
+
+// npu_clipped_swiglu (see swiglu.inl): y[j] = f(a[j], b[j]) of two halves, j < n
+template <typename T>
+void clipped_swiglu_span(const T* a, const T* b, T* y, int64_t n, float alpha, float limit,
+                         float bias) {
+  OPK_ISA_CALL(clipped_swiglu_span, a, b, y, n, alpha, limit, bias);
+}
+
+// ... and y[j] = f(x[2j], x[2j + 1]) of interleaved pairs, j < n
+template <typename T>
+void clipped_swiglu_pairs(const T* x, T* y, int64_t n, float alpha, float limit, float bias) {
+  OPK_ISA_CALL(clipped_swiglu_pairs, x, y, n, alpha, limit, bias);
 }
 
 // npu_swiglu_quant of rows of 2n elements (see swiglu.inl): smooth / offset null, one value

@@ -45,6 +45,50 @@ void swiglu_backward_span(const T* g, const T* a, const T* b, T* da, T* db, int6
   });
 }
 
+// npu_clipped_swiglu of one (a, b) lane set, the steps of its reference
+// (op_sdk/ops/clipped_swiglu.py): a = min(a, limit), b = clamp(b, -limit, limit) + bias,
+// y = b * (a / (exp(a * -alpha) + 1)). min / max take the limit first: the instructions
+// return their second operand for a NaN lane, so a NaN propagates, as torch.clamp's.
+struct ClippedGlu {
+  Vec neg_alpha, limit, neg_limit, bias;
+  ClippedGlu(float alpha, float lim, float b)
+      : neg_alpha(set1(-alpha)), limit(set1(lim)), neg_limit(set1(-lim)), bias(set1(b)) {}
+  Vec operator()(Vec a, Vec b) const {
+    const Vec am = min(limit, a);
+    const Vec bm = max(neg_limit, min(limit, b)) + bias;
+    return bm * (am / (exp(am * neg_alpha) + set1(1.0f)));
+  }
+};
+
+template <typename T>
+void clipped_swiglu_span(const T* a, const T* b, T* y, int64_t n, float alpha, float limit,
+                         float bias) {
+  const ClippedGlu f(alpha, limit, bias);
+  for_each_vec(n, [&](int64_t j, auto tail) {
+    store(y + j, f(load(a + j, tail), load(b + j, tail)), tail);
+  });
+}
+
+// y[j] = f(x[2j], x[2j + 1]): the pairs split into float blocks, then the vector steps
+template <typename T>
+void clipped_swiglu_pairs(const T* x, T* y, int64_t n, float alpha, float limit, float bias) {
+  constexpr int64_t kBlock = 512;
+  alignas(64) float ea[kBlock];
+  alignas(64) float eb[kBlock];
+  const ClippedGlu f(alpha, limit, bias);
+  for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
+    const int64_t m = n - j0 < kBlock ? n - j0 : kBlock;
+    const T* p = x + 2 * j0;
+    for (int64_t i = 0; i < m; ++i) {
+      ea[i] = to_float(p[2 * i]);
+      eb[i] = to_float(p[2 * i + 1]);
+    }
+    for_each_vec(m, [&](int64_t j, auto tail) {
+      store(y + j0 + j, f(load(ea + j, tail), load(eb + j, tail)), tail);
+    });
+  }
+}
+
 // npu_swiglu_quant over rows of 2n: t = silu(a) b (left) or a silu(b), times smooth (n
 // values per channel, or smooth[0] for the tensor), plus offset (the same forms; static
 // mode only); dynamic: scale = 127 / max|t| (inf for an all-zero row), y = rint(t * scale);

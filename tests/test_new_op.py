@@ -170,14 +170,21 @@ def test_in_tree_slice_touches_only_its_files_and_passes_the_suite(tmp_path):
     assert {str(p.relative_to(tree)) for p in before if final.get(p) != before[p]} == set()
 
 
-def test_generated_python_fits_the_linter_whatever_the_names(tmp_path):
+@pytest.mark.parametrize("name,args", [
+    ("npu_" + "very_long_operator_name_" * 3 + "x",
+     "(Tensor input_tensor_long, Tensor? optional_bias_tensor=None, float alpha_scaling_factor=1.0, "
+     "int[] reduction_dims=[]) -> (Tensor, Tensor)"),
+    # a schema string on a line of its own, its brackets and commas inside the literal (a fold
+    # there once split the string)
+    ("npu_gated_unit_clipped", "(Tensor x, Tensor? group_index=None, int dim=-1, float alpha=1.702, "
+     "float limit=7., float bias=1., bool interleaved=True) -> Tensor"),
+])
+def test_generated_python_fits_the_linter_whatever_the_names(tmp_path, name, args):
     """Names of any length: every generated Python line parses and fits the tree's line length
     (folded, or a long literal such as the schema marked for the linter)."""
     import ast
 
-    name = "npu_" + "very_long_operator_name_" * 3 + "x"
-    schema = (f"{name}(Tensor input_tensor_long, Tensor? optional_bias_tensor=None, "
-              "float alpha_scaling_factor=1.0, int[] reduction_dims=[]) -> (Tensor, Tensor)")
+    schema = name + args
     written = new_op.write(name, schema, str(tmp_path), namespace="gen_long")
     for path in (p for p in written if p.endswith(".py")):
         text = pathlib.Path(path).read_text()

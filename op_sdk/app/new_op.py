@@ -223,6 +223,26 @@ def _split_args(code: str, start: int) -> list[str] | None:
     return None
 
 
+def _first_bracket(line: str) -> int:
+    """The index of the line's first "(" or "[" outside a string literal, or -1 (a schema
+    string's brackets are not the code's)."""
+    quote = None
+    i = 0
+    while i < len(line):
+        c = line[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = None
+        elif c in "\"'":
+            quote = c
+        elif c in "([":
+            return i
+        i += 1
+    return -1
+
+
 def _fit_line(line: str, in_string: bool) -> list[str]:
     """One rendered Python line over WIDTH, folded: a comment or docstring line re-wrapped, a
     call or signature broken at its top-level commas (continuations under the bracket), else
@@ -234,7 +254,7 @@ def _fit_line(line: str, in_string: bool) -> list[str]:
         body = text[2:] if text.startswith("# ") else text
         return textwrap.wrap(body, WIDTH - len(lead), initial_indent=lead, subsequent_indent=lead,
                              break_long_words=False, break_on_hyphens=False) or [line]
-    opening = min((i for i in (line.find("("), line.find("[")) if i >= 0), default=-1)
+    opening = _first_bracket(line)
     if opening >= 0:
         pieces = _split_args(line, opening + 1)
     else:  # a continuation line of arguments: split at its commas, under its indent

@@ -1,5 +1,5 @@
-"""Triton kernels of npu_swiglu, npu_swiglu_backward (ops/swiglu.py's contract) and
-npu_swiglu_quant (ops/swiglu_quant.py's).
+"""Triton kernels of npu_swiglu, npu_swiglu_backward (ops/swiglu.py's contract),
+npu_swiglu_quant (ops/swiglu_quant.py's) and npu_clipped_swiglu (ops/clipped_swiglu.py's).
 
 SwiGLU and its backward read ``input`` as an (outer, 2, inner) array around ``dim``
 (``inner``: half the size along ``dim`` times the elements after it), so any ``dim`` is one
@@ -89,6 +89,42 @@ def _swiglu_quant(x_ptr, sm_ptr, of_ptr, q_ptr, scale_ptr, rows, n, programs,
         else:
             tl.store(q_ptr + out, store_int8(t), mask=mask)
             tl.store(scale_ptr + row, 0.0)
+
+
+@triton.jit
+def _clipped_swiglu(x_ptr, y_ptr, pre, half, rows, neg_alpha, limit, bias,
+                    INTERLEAVED: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
+                    WIDE: tl.constexpr):
+    # npu_clipped_swiglu over (pre, half) tiles of the output: row r reads its 2 * half inputs
+    # as adjacent pairs (INTERLEAVED) or as two halves; rows from `rows` on are 0. min / max
+    # propagate a NaN (torch.clamp's rule, the reference's).
+    r, c, m = tile(pre, half, BLOCK_R, BLOCK_C, WIDE)
+    live = m & (r < rows)[:, None]
+    base = r[:, None] * (2 * half)
+    if INTERLEAVED:
+        at = base + 2 * c[None, :]
+        bt = at + 1
+    else:
+        at = base + c[None, :]
+        bt = at + half
+    a = tl.load(x_ptr + at, mask=live, other=0.0).to(tl.float32)
+    b = tl.load(x_ptr + bt, mask=live, other=0.0).to(tl.float32)
+    a = tl.minimum(a, limit, propagate_nan=tl.PropagateNan.ALL)
+    b = tl.maximum(tl.minimum(b, limit, propagate_nan=tl.PropagateNan.ALL), -limit,
+                   propagate_nan=tl.PropagateNan.ALL) + bias
+    y = b * div(a, tl.exp(a * neg_alpha) + 1.0)
+    y = tl.where(live, y, 0.0)
+    tl.store(y_ptr + r[:, None] * half + c[None, :], y.to(y_ptr.dtype.element_ty), mask=m)
+
+
+def run_clipped(x, y, pre, rows, alpha, limit, bias, interleaved):
+    """npu_clipped_swiglu of ``x`` seen as (pre, 2 * half) into ``y`` (its fake's allocation),
+    the first ``rows`` rows computed and the others 0; returns it."""
+    o = Outputs(y)
+    half = y.numel() // pre if pre else 0
+    tiled(_clipped_swiglu, pre, half, x.contiguous(), o.bufs[0], pre, half, rows, -float(alpha),
+          float(limit), float(bias), INTERLEAVED=bool(interleaved))
+    return o.done()[0]
 
 
 def _geometry(input, dim):

@@ -106,6 +106,14 @@ def main() -> int:
             bad = _problems(k.asm["ptx"])
             print(f"{fn.__name__} {dtype}: {', '.join(bad) or 'ok'}")
             failed += bool(bad)
+        for interleaved in (True, False):
+            k = _compile(swiglu._clipped_swiglu,
+                         {"x_ptr": x, "y_ptr": x, "pre": "i64", "half": "i64", "rows": "i64",
+                          "neg_alpha": "fp32", "limit": "fp32", "bias": "fp32"},
+                         dict(TILE, INTERLEAVED=interleaved, WIDE=True))
+            bad = _problems(k.asm["ptx"])
+            print(f"_clipped_swiglu {interleaved} {dtype}: {', '.join(bad) or 'ok'}")
+            failed += bool(bad)
         for q, per, has_z, div_mode in (("i8", True, True, True), ("u8", False, False, False)):
             for last in (True, False):
                 k = _compile(quantize._quantize, {"x_ptr": x, "s_ptr": "*fp32", "z_ptr": "*i32",

@@ -289,6 +289,32 @@ def test_swiglu_nonfinite(device):
     _run(K("npu_swiglu"), npu.npu_swiglu, (x,), {}, device, exact=(0,))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,dim", [((4, 96), -1), ((3, 6, 5), 1), ((6, 5), 0), ((2, 3, 14), -1),
+                                       ((0, 8), -1), ((4,), 0)])
+@pytest.mark.parametrize("interleaved", [True, False])
+@pytest.mark.parametrize("layout", ["contiguous", "strided", "broadcast"])
+def test_clipped_swiglu(dtype, shape, dim, interleaved, layout, device):
+    torch.manual_seed(0)
+    args, kw = relayout((rand(*shape, dtype=dtype, scale=9.0),),
+                        {"dim": dim, "interleaved": interleaved, "alpha": 0.7, "limit": 3.0}, layout)
+    _run(K("npu_clipped_swiglu"), npu.npu_clipped_swiglu, args, kw, device)
+
+
+def test_clipped_swiglu_groups_and_nonfinite(device):
+    x = rand(9, 16, dtype=bf16, scale=9.0)
+    for counts in ([2, 3], [], [0], [4, 100]):
+        g = torch.tensor(counts, dtype=torch.int64)
+        _run(K("npu_clipped_swiglu"), npu.npu_clipped_swiglu, (x,), {"group_index": g}, device)
+    nan, inf = float("nan"), float("inf")
+    x = torch.tensor([[inf, 1.0, 1.0, inf, 1.0, -inf, 2.0, 3.0]])  # clamped to the limit
+    _run(K("npu_clipped_swiglu"), npu.npu_clipped_swiglu, (x,), {}, device)
+    y = K("npu_clipped_swiglu")(torch.tensor([[nan, 1.0, 1.0, nan, -inf, 1.0]]).to(device)).cpu()
+    assert torch.isnan(y).all()  # a NaN propagates through min / max; -inf / inf is NaN
+    with pytest.raises(Exception, match="npu_clipped_swiglu.*limit"):
+        K("npu_clipped_swiglu")(rand(2, 8).to(device), limit=0.0)
+
+
 def test_without_triton_the_cuda_kernel_runs_the_reference(monkeypatch, caplog, device):
     import op_sdk.triton_kernels as tk
 
