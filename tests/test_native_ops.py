@@ -414,6 +414,65 @@ def test_decomposed_swiglu_spelling_that_is_not_silu_is_refused():
     assert_fused_close(res.outputs, not_silu(x), [x])
 
 
+def gpt_oss_gate(x, limit=7.0, alpha=1.702):
+    """transformers' GptOssExperts._apply_gate, as it writes it."""
+    gate, up = x[..., ::2], x[..., 1::2]
+    gate = gate.clamp(min=None, max=limit)
+    up = up.clamp(min=-limit, max=limit)
+    glu = gate * torch.sigmoid(gate * alpha)
+    return (up + 1) * glu
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_gpt_oss_clipped_swiglu_becomes_npu_clipped_swiglu(dtype):
+    x = torch.randn(3, 5, 2 * 48, dtype=dtype) * 6
+    res = compile_and_run(gpt_oss_gate, [x])
+    assert res.report.match_count("native_clipped_swiglu") == 1, res.report.summary()
+    assert res.has(npu.npu_clipped_swiglu.default) and not res.has(aten.sigmoid.default)
+    assert_fused_close(res.outputs, gpt_oss_gate(x), [x])
+    # the graph's scalars reach the operator
+    other = lambda t: gpt_oss_gate(t, limit=3.0, alpha=0.5)  # noqa: E731
+    res = compile_and_run(other, [x])
+    assert res.report.match_count("native_clipped_swiglu") == 1, res.report.summary()
+    assert_fused_close(res.outputs, other(x), [x])
+
+
+def test_gpt_oss_model_gate_fuses_under_max_autotune_planned_for_the_npu():
+    """The module's own _apply_gate (transformers' GptOssExperts, tiny config), in
+    max-autotune's decomposed spelling, planned for the NPU."""
+    from transformers import GptOssConfig
+    from transformers.models.gpt_oss.modeling_gpt_oss import GptOssExperts
+
+    cfg = GptOssConfig(hidden_size=32, intermediate_size=48, num_local_experts=2)
+    experts = GptOssExperts(cfg)
+    x = torch.randn(4, 96, dtype=torch.bfloat16) * 6
+    res = compile_and_run(experts._apply_gate, [x], config("max-autotune", **NPU_PLAN))
+    assert res.report.match_count("native_clipped_swiglu", "lanes+decomposed") == 1, res.report.summary()
+    assert res.has(npu.npu_clipped_swiglu.default)
+    assert_fused_close(res.outputs, experts._apply_gate(x), [x])
+
+
+def test_clipped_swiglu_spellings_refused_with_reason():
+    def odd_first(x):  # gate from the odd lanes
+        gate, up = x[..., 1::2], x[..., ::2]
+        gate = gate.clamp(max=7.0)
+        return (up.clamp(-7.0, 7.0) + 1) * (gate * torch.sigmoid(gate * 1.702))
+
+    def lopsided(x):  # up clamped to [-5, 7]
+        gate, up = x[..., ::2], x[..., 1::2]
+        gate = gate.clamp(max=7.0)
+        return (up.clamp(-5.0, 7.0) + 1) * (gate * torch.sigmoid(gate * 1.702))
+
+    x = torch.randn(3, 96, dtype=torch.bfloat16) * 6
+    for fn, words in ((odd_first, "even / odd lanes"), (lopsided, "[-5.0, 7.0]")):
+        res = compile_and_run(fn, [x])
+        assert res.report.match_count("native_clipped_swiglu") == 0
+        assert not res.has(npu.npu_clipped_swiglu.default)
+        assert any(words in m.reason for m in res.report.misses("native_clipped_swiglu")), \
+            res.report.summary()
+        assert_fused_close(res.outputs, fn(x), [x])
+
+
 def test_swiglu_spellings_refused_with_reason():
     def silu_of_second(x):
         up, gate = x.chunk(2, dim=-1)

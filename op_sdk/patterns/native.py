@@ -55,6 +55,12 @@ Rules, in the order they run (each a ``Fusion`` of its own, reported like the fu
   in x's dtype. Separate gate / up projections (Llama's MLP) hold no single tensor to
   pass: they stay as they are.
 
+* ``native_clipped_swiglu`` -> ``npu_clipped_swiglu(x, alpha=, limit=, bias=)``: GPT-OSS's
+  activation as transformers writes it (GptOssExperts: ``gate, up = x[..., ::2], x[...,
+  1::2]``, ``gate.clamp(max=limit)``, ``up.clamp(-limit, limit)``, ``(up + bias) * (gate *
+  sigmoid(gate * alpha))``), the scalars taken from the graph. Checks: gate / up the even /
+  odd lanes of the last dim, up's lower bound -limit, limit > 0, the result in x's dtype.
+
 The results differ from the plain code only where the operators' contract says
 (ops.md): one rounding instead of two or three in the norms, RoPE and SwiGLU (HF rounds the normalised value to
 bf16 before the weight product; npu_add_rms_norm normalises the unrounded fp32 sum) and
@@ -730,9 +736,89 @@ SWIGLU = _rule(
     doc="F.silu(gate) * up of the two halves of one tensor -> npu_swiglu",
 )
 
+# ---- GPT-OSS's clipped SwiGLU ---------------------------------------------------------------
+
+# transformers' GptOssExperts._apply_gate: gate / up the even / odd lanes of the last dim,
+# gate clamped above, up clamped both ways, ``(up + bias) * (gate * sigmoid(gate * alpha))``
+# (bias the literal 1); as Inductor's decompositions leave it too ("+decomposed", traced in
+# bfloat16, "+decomposed_fp32"). The scalars are pattern arguments (distinct markers) so
+# the replacement takes the graph's values; the lower clamp bound is its own argument,
+# checked to be -limit.
+CLIPPED_MARKERS = {"limit": 7.25, "lo": -7.5, "alpha": 1.625, "bias": 1.125}
+
+
+def _clipped_swiglu_variant(suffix: str = "", trace_dtype=None) -> Variant:
+    def search(x, limit, lo, alpha, bias):
+        gate, up = x[..., ::2], x[..., 1::2]
+        gate = gate.clamp(min=None, max=limit)
+        up = up.clamp(min=lo, max=limit)
+        return (up + bias) * (gate * torch.sigmoid(gate * alpha))
+
+    def replace(x, limit, lo, alpha, bias):
+        return npu.npu_clipped_swiglu.default(x, dim=-1, alpha=alpha, limit=limit, bias=bias,
+                                              interleaved=True)
+
+    return Variant("lanes" + suffix, search, replace, dict(CLIPPED_MARKERS),
+                   decompose=trace_dtype is not None, trace_dtype=trace_dtype)
+
+
+def _reaches(node, targets, within) -> bool:
+    """Whether a node of ``targets`` uses ``node``'s value, through nodes of ``within``."""
+    seen, todo = set(), [node]
+    while todo:
+        n = todo.pop()
+        if n in targets:
+            return True
+        if n in seen:
+            continue
+        seen.add(n)
+        todo.extend(u for u in n.users if u in within)
+    return False
+
+
+def _clipped_lanes(match) -> str | None:
+    """gate / up are x's even / odd lanes, the lower bound of up's clamp is -limit, limit >
+    0 (the operator's rule), x's dtype kept."""
+    slices = nodes_of(match, aten.slice.Tensor)
+    x = slices[0].args[0]
+    xv = val(x)
+    if not known_multiple(xv.shape[-1], 2):
+        return f"the last dim {fmt(xv.shape[-1])} is not known to be even"
+    # the gate is the slice the sigmoid (or, decomposed, its exp) reads from
+    act = set(nodes_of(match, aten.sigmoid.default)) | set(nodes_of(match, aten.exp.default))
+    gate = [n for n in slices if _reaches(n, act, match.nodes)]
+    up = [n for n in slices if n not in gate]
+    if len(slices) != 2 or len(gate) != 1 or any(n.args[0] is not x for n in slices) \
+            or _lane_slice(gate[0], x) != (0, 2) or _lane_slice(up[0], x) != (1, 2):
+        return "gate / up are not x's even / odd lanes (x[..., ::2], x[..., 1::2])"
+    limit, lo = match.kwargs["limit"], match.kwargs["lo"]
+    if not (isinstance(limit, (int, float)) and limit > 0):
+        return f"the clamp's limit is {limit}; npu_clipped_swiglu takes a limit > 0"
+    if lo != -limit:
+        return f"up is clamped to [{lo}, {limit}]; the operator clamps it to [-limit, limit]"
+    return _keeps_dtype(match, x, "npu_clipped_swiglu")
+
+
+def _clipped_inputs(dtype=torch.float16, variant=None, *, tokens=7, hidden=32, lead=(2,)):
+    return {"x": torch.randn((*lead, tokens, 2 * hidden), dtype=dtype) * 8, "limit": 7.0,
+            "lo": -7.0, "alpha": 1.702, "bias": 1.0}
+
+
+CLIPPED_SWIGLU = _rule(
+    name="native_clipped_swiglu",
+    number=106,
+    fused_op="npu_clipped_swiglu",
+    unfused_ops=("aten.sigmoid",),
+    variants=lambda: tuple(_clipped_swiglu_variant(suffix, dtype)
+                           for suffix, dtype in _SWIGLU_DECOMPOSED),
+    example_inputs=_clipped_inputs,
+    checks=(Check("lanes", "args", _clipped_lanes),),
+    doc="GPT-OSS's clipped SwiGLU of the even / odd lanes -> npu_clipped_swiglu",
+)
+
 # in the order the stage runs them: the add + norm rule needs the norms first
 NATIVE_RULES: tuple[Fusion, ...] = (GEMMA_RMS_NORM, RMS_NORM, DYNAMIC_QUANT, ADD_RMS_NORM,
-                                     ROTARY_MUL, SWIGLU)
+                                     ROTARY_MUL, SWIGLU, CLIPPED_SWIGLU)
 
 
 # ---- registration, verified ----------------------------------------------------------------
