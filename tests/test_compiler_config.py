@@ -23,7 +23,7 @@ def test_torchair_defaults():
     assert cfg.experimental_config.keep_inference_input_mutations.value is True
     assert cfg.post_grad_custom_pre_pass.value is None
     assert cfg.post_grad_custom_post_pass.value is None
-    assert cfg.debug.graph_dump.type.value is None and cfg.debug.graph_dump.path.value is None
+    assert cfg.debug.graph_dump.type.value is None and cfg.debug.graph_dump.path is None
     assert cfg.debug.run_eagerly.value is False
     assert cfg.experimental_config.max_autotune_fusions.value == "all"
     assert cfg.experimental_config.inductor_cpp_wrapper.value == "auto"
@@ -36,6 +36,7 @@ def test_assignment_and_reading_like_torchair():
     cfg.debug.graph_dump.type = "py"
     cfg.debug.graph_dump.path = "/tmp/x"
     assert cfg.mode == "reduce-overhead" and cfg.mode.value == "reduce-overhead"
+    assert cfg.debug.graph_dump.path == os.path.realpath("/tmp/x")  # a str, as TorchAir reads it
     assert not cfg.experimental_config.pattern_fusion_pass
     cfg.mode = "npugraph_ex"
     assert cfg.mode.value == "npugraph_ex"
@@ -152,3 +153,64 @@ def test_import_is_cheap_and_registers_nothing():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, cwd=root)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_paths_read_back_as_torchairs_strings(tmp_path):
+    cfg = CompilerConfig()
+    cfg.debug.graph_dump.path = str(tmp_path / "a" / ".." / "b")
+    assert isinstance(cfg.debug.graph_dump.path, str)
+    assert cfg.debug.graph_dump.path == os.path.realpath(tmp_path / "b")
+    cfg.debug.data_dump.path = "rel"
+    assert cfg.debug.data_dump.path == os.path.realpath("rel")
+    assert "debug.graph_dump.path" in {o.path for o in cfg.options()}
+
+
+def test_graph_engine_options_read_back_as_torchair_stores_them():
+    """TorchAir's OptionValue reads a value back as a str unless it is a bool or None."""
+    cfg = CompilerConfig()
+    cfg.experimental_config.static_model_ops_lower_limit = 5
+    assert cfg.experimental_config.static_model_ops_lower_limit.value == "5"
+    assert cfg.debug.aclgraph.static_capture_size_limit.value == "64"
+    assert cfg.dump_config.enable_dump.value == "0" and cfg.dump_config.dump_config_path.value is None
+    cfg.dump_config.enable_dump = True
+    assert cfg.dump_config.enable_dump.value == "1" and cfg.dump_config.enable_dump  # truthy as set
+    assert cfg.experimental_config.frozen_parameter.value is False  # an option that acts here: as set
+
+
+@pytest.mark.parametrize("path,value,exc,words", [
+    ("experimental_config.static_model_ops_lower_limit", -2, ValueError,
+     "Please set value in [-1, 9223372036854775807], -2 is out of range."),
+    ("experimental_config.static_model_ops_lower_limit", "5", ValueError, "Please set integer type"),
+    ("debug.aclgraph.static_capture_size_limit", 0, ValueError, "Please set value in [1, "),
+    ("dump_config.dump_path", "/no/such/dir", FileNotFoundError, "Please set legal dir path, /no/such/dir"),
+    ("dump_config.dump_step", "0ad", ValueError, "Please set legal regex value format"),
+    ("dump_config.dump_step", "--", ValueError, "correct example:0|1|2-5|6."),
+    ("dump_config.dump_layer", "Add|", ValueError, "correct example:Mul_1 Add1 Conv2D_1."),
+    ("dump_config.dump_config_path", "", ValueError, "File path cannot be empty!"),
+    ("dump_config.dump_config_path", "/no/such.json", FileNotFoundError, "is not '.json' file!"),
+    ("dump_config.dump_data", "bytes", ValueError, "'tensor', 'stats'"),
+    ("dump_config.data_dump_stage", "late", ValueError, "'original', 'optimized'"),
+])
+def test_torchairs_validation_and_words(path, value, exc, words):
+    cfg = CompilerConfig()
+    *sections, leaf = path.split(".")
+    obj = cfg
+    for s in sections:
+        obj = getattr(obj, s)
+    with pytest.raises(exc) as info:
+        setattr(obj, leaf, value)
+    assert words in str(info.value) and path in str(info.value)
+
+
+def test_torchairs_valid_dump_values_are_taken(tmp_path):
+    cfg = CompilerConfig()
+    cfg.dump_config.dump_path = str(tmp_path)
+    cfg.dump_config.dump_step = "0|1|2-5|6"
+    cfg.dump_config.dump_layer = "Mul_1 Add1 Conv2D_1"
+    cfg.dump_config.dump_data = "stats"
+    (tmp_path / "acl.json").write_text("{}")
+    cfg.dump_config.dump_config_path = str(tmp_path / "acl.json")
+    cfg.debug.deadlock_check = True
+    cfg.debug.aclgraph.remove_cat_ops = False
+    assert cfg.dump_config.dump_step.value == "0|1|2-5|6"
+    assert {"dump_config.dump_step", "debug.deadlock_check"} <= set(cfg.ineffective_options())

@@ -30,7 +30,13 @@ def render_options() -> str:
              "defaults; setting an unknown name or a value outside the choices raises "
              "`ValueError`. \"no effect here\" marks TorchAir's graph-engine (GE), ACL-graph "
              "and NPU-dump options: accepted, validated, and reported by `get_npu_backend` "
-             "when set to a non-default value.", "",
+             "when set to a non-default value. Those are validated by TorchAir's rules with "
+             "its error types and words (integer ranges, `dump_path` an existing folder: "
+             "`FileNotFoundError`, `dump_step` / `dump_layer` its regular expressions, "
+             "`dump_config_path` an existing .json file) and read back as TorchAir stores "
+             "them: a str unless a bool or None (`static_model_ops_lower_limit` 5 reads "
+             "\"5\"). `debug.graph_dump.path` and `debug.data_dump.path` read back as the "
+             "real path, a str, as TorchAir's properties do.", "",
              "| option | default | choices | what it does |", "| --- | --- | --- | --- |"]
     for o in CompilerConfig().options():
         choices = "" if o.choices is _ANY else ", ".join(_fmt(c) for c in o.choices)

@@ -84,7 +84,7 @@ class NpuBackend:
         self.reports.append(report)
         remember(report)
         pipeline = PassPipeline(cfg, self.patterns, GraphDumper(
-            cfg.debug.graph_dump.type.value, cfg.debug.graph_dump.path.value))
+            cfg.debug.graph_dump.type.value, cfg.debug.graph_dump.path))
         start = time.perf_counter()
         try:
             if cfg.executes_with_inductor:

@@ -29,7 +29,8 @@ class OptionValue:
     """One option: a default, the allowed values, and whether it does anything here."""
 
     def __init__(self, default, choices=_ANY, *, doc: str = "", ge_only: bool = False,
-                 check: Callable[[Any], str | None] | None = None):
+                 check: Callable[[Any], str | None] | None = None, plain: bool = False,
+                 normalize: Callable[[Any], Any] | None = None):
         self.default = default
         self.choices = choices
         self.doc = doc
@@ -37,13 +38,28 @@ class OptionValue:
         self._check = check
         self._value = default
         self.path = ""  # set by the owning section
+        # read back as the value itself (``config.debug.graph_dump.path`` is a str in
+        # TorchAir), set through ``normalize`` (TorchAir: os.path.realpath)
+        self.plain = plain
+        self._normalize = normalize
 
     @property
     def value(self):
-        return self._value
+        """The value; a graph-engine option reads back as torch-npu 2.13.0's TorchAir
+        OptionValue reads it: None, "1" / "0" for True / False, else a str
+        (``static_model_ops_lower_limit`` 5 reads "5"). The options that act here read back
+        as set (op_sdk's passes read them)."""
+        v = self._value
+        if not self.ge_only or v is None:
+            return v
+        if isinstance(v, bool):
+            return "1" if v else "0"
+        return str(v)
 
     @value.setter
     def value(self, v):
+        if self._normalize is not None and v is not None:
+            v = self._normalize(v)
         self.validate(v)
         self._value = v
 
@@ -54,7 +70,10 @@ class OptionValue:
             raise ValueError(f"CompilerConfig.{self.path}: {v!r} is not a valid value; "
                              f"valid choices: {valid}")
         if self._check is not None:
-            problem = self._check(v)
+            try:
+                problem = self._check(v)
+            except (ValueError, TypeError, FileNotFoundError) as e:  # TorchAir's own type and words
+                raise type(e)(f"CompilerConfig.{self.path}: {e}") from None
             if problem:
                 raise ValueError(f"CompilerConfig.{self.path}: {problem}")
 
@@ -87,16 +106,6 @@ def _str_or_none(v) -> str | None:
     return None if v is None or isinstance(v, str) else f"must be a str or None, got {v!r}"
 
 
-def _int_range(lo: int, hi: int) -> Callable[[Any], str | None]:
-    def check(v):
-        if v is None:
-            return None
-        if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
-            return f"must be an int in [{lo}, {hi}] or None, got {v!r}"
-        return None
-    return check
-
-
 def _microseconds_or_none(v) -> str | None:
     import math
 
@@ -108,6 +117,55 @@ def _microseconds_or_none(v) -> str | None:
 
 
 _BOOL = (True, False)
+INT64_MAX = 2 ** 63 - 1
+
+
+def _torchair_int_range(lo: int, hi: int) -> Callable[[Any], None]:
+    """TorchAir's IntRangeValue: an int in [lo, hi] (None, the default, cannot be set back)."""
+    def check(v):
+        if not isinstance(v, int):
+            raise ValueError(f"Please set integer type, but got {type(v)}")
+        if v < lo or v > hi:
+            raise ValueError(f"Please set value in [{lo}, {hi}], {v} is out of range.")
+    return check
+
+
+def _torchair_existing_dir(v) -> None:
+    """TorchAir's MustExistedPathValue."""
+    import os
+
+    if v is None or not (os.path.exists(v) and os.path.isdir(v)):
+        raise FileNotFoundError(f"Please set legal dir path, {v} is not found or is not a file "
+                                "directory!")
+
+
+def _torchair_json_file(v) -> None:
+    """TorchAir's MustExistedFileAddr (a .json file, or None)."""
+    import os
+
+    if v is None:
+        return
+    if v == "":
+        raise ValueError("File path cannot be empty!")
+    if not (os.path.exists(v) and v.endswith(".json") and os.path.isfile(v)):
+        raise FileNotFoundError(f"Please set legal file path, {v} is not found or is not '.json' file!")
+
+
+def _torchair_regex(regex: str, example: str) -> Callable[[Any], None]:
+    """TorchAir's RegexValue (re.match of the whole rule: a str that matches it)."""
+    import re
+
+    def check(v):
+        if not isinstance(v, str) or not re.match(regex, v):
+            raise ValueError(f"Please set legal regex value format match {regex}, {v} is Illegal "
+                             f"format, correct example:{example}.")
+    return check
+
+
+def _realpath(v):
+    import os
+
+    return os.path.realpath(v) if isinstance(v, str) else v
 
 
 class ConfigSection:
@@ -124,7 +182,14 @@ class ConfigSection:
         if isinstance(item, OptionValue):
             item.path = full
         self._fields[name] = item
-        object.__setattr__(self, name, item)
+        if not (isinstance(item, OptionValue) and item.plain):
+            object.__setattr__(self, name, item)
+
+    def __getattr__(self, name):  # a plain option: its value (TorchAir's properties)
+        item = self.__dict__.get("_fields", {}).get(name)
+        if isinstance(item, OptionValue) and item.plain:
+            return item.value
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 
     def __setattr__(self, key, value):
         fields = self._fields
@@ -243,17 +308,30 @@ class CompilerConfig(ConfigSection):
                                  doc="txt / py: the FX graph before / after each pass; "
                                      "pbtxt: the graph as Ascend IR (GE protobuf text) "
                                      "after the last pass"),
-                path=OptionValue(None, check=_str_or_none, doc="dump folder (default .)"),
+                path=OptionValue(None, check=_str_or_none, plain=True, normalize=_realpath,
+                                 doc="dump folder (default .); read back as the real path, "
+                                     "a str (TorchAir's property)"),
             ),
             run_eagerly=OptionValue(False, _BOOL, doc="run the passed graph eagerly"),
             data_dump=_section("debug.data_dump", type=_ge(None, (None, "npy")),
-                               path=_ge(None, check=_str_or_none), filter=_ge(None)),
+                               path=OptionValue(None, check=_str_or_none, ge_only=True,
+                                                plain=True, normalize=_realpath,
+                                                doc="Ascend graph engine / ACL graph option; "
+                                                    "no effect on CPU / CUDA."),
+                               filter=_ge(None)),
             fx_summary=_section("debug.fx_summary", type=_ge(None, (None, "csv")),
                                 path=_ge(None, check=_str_or_none),
                                 skip_compile=_ge(True, _BOOL)),
             aclgraph=_section("debug.aclgraph",
                               disable_reinplace_input_mutated_ops_pass=_ge(False, _BOOL),
-                              disable_reinplace_inplaceable_ops_pass=_ge(False, _BOOL)),
+                              disable_reinplace_inplaceable_ops_pass=_ge(False, _BOOL),
+                              disable_mempool_reuse_in_same_fx=_ge(False, _BOOL),
+                              enable_output_clone=_ge(False, _BOOL),
+                              static_capture_size_limit=_ge(
+                                  64, check=_torchair_int_range(1, INT64_MAX)),
+                              clone_input=_ge(True, _BOOL),
+                              remove_cat_ops=_ge(True, _BOOL)),
+            deadlock_check=_ge(False, _BOOL),
         ))
         self._add("experimental_config", _section(
             "experimental_config",
@@ -293,7 +371,7 @@ class CompilerConfig(ConfigSection):
                     "TorchAir applies them) or all (see class doc)"),
             cc_parallel_enable=_ge(False, _BOOL),
             memory_efficiency=_ge(False, _BOOL),
-            static_model_ops_lower_limit=_ge(None, check=_int_range(-1, 2**63 - 1)),
+            static_model_ops_lower_limit=_ge(None, check=_torchair_int_range(-1, INT64_MAX)),
             jit_compile=_ge("auto", ("auto",)),
             npu_fx_pass=_ge(False, _BOOL),
             aot_config_enable_joint_graph=_ge(False, _BOOL),
@@ -301,17 +379,18 @@ class CompilerConfig(ConfigSection):
             enable_single_stream=_ge(False, _BOOL),
             topology_sorting_strategy=_ge("DFS", ("BFS", "DFS", "RDFS", "StableRDFS")),
             enable_ref_data=_ge(False, _BOOL),
-            enable_view_optimize=_ge(False, _BOOL),
+            enable_view_optimize=_ge(True, _BOOL),
             tiling_schedule_optimize=_ge(False, _BOOL),
         ))
         self._add("ge_config", _section(
             "ge_config",
             optimization_switch=_ge(None, check=_str_or_none),
             enable_single_stream=_ge(False, _BOOL),
-            oo_level=_ge(None, (None, "O1", "O3")),
+            oo_level=_ge("O3", ("O1", "O3")),
             oo_constant_folding=_ge(None, (None, True, False)),
             oo_dead_code_elimination=_ge(None, (None, True, False)),
-            export_compile_stat=_ge("1", ("0", "1", "2")),
+            export_compile_stat=_ge("2", ("0", "1", "2")),
+            multistream_parallel_mode=_ge(None),
             aicore_num=_ge(None, check=_str_or_none),
         ))
         self._add("inference_config", _section(
@@ -326,10 +405,18 @@ class CompilerConfig(ConfigSection):
         self._add("export", _section(
             "export", export_mode=_ge(False, _BOOL), export_path_dir=_ge(None, check=_str_or_none),
             export_name=_ge(None, check=_str_or_none)))
-        self._add("dump_config", _section(
-            "dump_config", enable_dump=_ge(False, _BOOL), dump_path=_ge("./", check=_str_or_none),
+        self._add("dump_config", _section(  # TorchAir's _DataDumpConfig, its rules and words
+            "dump_config", enable_dump=_ge(False, _BOOL),
+            dump_path=_ge("./", check=_torchair_existing_dir),
             dump_mode=_ge("all", ("input", "output", "all")),
-            dump_step=_ge(None, check=_str_or_none), dump_layer=_ge(None, check=_str_or_none)))
+            quant_dumpable=_ge(False, _BOOL),
+            dump_step=_ge("", check=_torchair_regex(r"^(((\d+)|(\d+-{0,1}\d+))\|{0,1})*$",
+                                                    "0|1|2-5|6")),
+            dump_layer=_ge("", check=_torchair_regex(r'^[0-9a-zA-Z_" "/\\.]*$',
+                                                     "Mul_1 Add1 Conv2D_1")),
+            dump_data=_ge("tensor", ("tensor", "stats")),
+            dump_config_path=_ge(None, check=_torchair_json_file),
+            data_dump_stage=_ge("optimized", ("original", "optimized"))))
         self._add("aoe_config", _section(
             "aoe_config", aoe_mode=_ge(None, (None, "2")), work_path=_ge("./", check=_str_or_none),
             aoe_config_file=_ge(None, check=_str_or_none)))

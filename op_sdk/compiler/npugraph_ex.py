@@ -30,17 +30,16 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 from typing import Any
 
 from op_sdk.compiler.backend import NpuBackend, get_npu_backend
+from op_sdk.compiler.config import INT64_MAX, _torchair_existing_dir, _torchair_int_range
 from op_sdk.compiler.config import CompilerConfig as OpSdkConfig
 
 __all__ = ["CompilerConfig", "npugraph_ex_backend", "get_npu_backend_ex", "compile_fx",
            "backend_for"]
 
 log = logging.getLogger("op_sdk")
-INT64_MAX = 2 ** 63 - 1
 
 
 class _Option:
@@ -55,7 +54,12 @@ class _Option:
 
     @property
     def value(self):
-        return self._value
+        """As npugraph_ex reads it back: a bool, None, a dict, a list or a callable as set,
+        anything else as a str (``capture_limit`` reads "64")."""
+        v = self._value
+        if v is None or isinstance(v, (bool, dict, list, tuple)) or callable(v):
+            return v
+        return str(v)
 
     @value.setter
     def value(self, v):
@@ -78,15 +82,6 @@ def _one_of(*choices):
     return check
 
 
-def _int_range(lo, hi):
-    def check(v):
-        if not isinstance(v, int):
-            raise ValueError(f"Please set integer type, but got {type(v)}")
-        if v < lo or v > hi:
-            raise ValueError(f"Please set value in [{lo}, {hi}], {v} is out of range.")
-    return check
-
-
 def _callable(v):
     if v is not None and not callable(v):
         raise TypeError(f"The input must be a callable function or None, but got {type(v)}")
@@ -104,12 +99,6 @@ def _int_list_or_none(v):
         raise TypeError(f"the set value must be int list, got list type: {[type(x) for x in v]}")
 
 
-def _existing_dir(v):
-    if v is None or not (os.path.exists(v) and os.path.isdir(v)):
-        raise FileNotFoundError(f"Please set legal dir path, {v} is not found or is not a file "
-                                "directory!")
-
-
 _BOOL = _one_of(True, False)
 
 
@@ -122,7 +111,7 @@ class CompilerConfig:
             "force_eager": _Option(False, _BOOL, "debug.run_eagerly"),
             "use_graph_pool": _Option(None),
             "reuse_graph_pool_in_same_fx": _Option(True, _BOOL),
-            "capture_limit": _Option(64, _int_range(1, INT64_MAX)),
+            "capture_limit": _Option(64, _torchair_int_range(1, INT64_MAX)),
             "clone_input": _Option(True, _BOOL),
             "clone_output": _Option(False, _BOOL),
             "disable_static_kernel_compile_cache": _Option(False, _BOOL),
@@ -137,7 +126,7 @@ class CompilerConfig:
             "post_grad_custom_post_pass": _Option(None, _callable, "post_grad_custom_post_pass"),
             "dump_tensor_data": _Option(False, _BOOL),
             "data_dump_stage": _Option("optimized", _one_of("original", "optimized")),
-            "data_dump_dir": _Option("./", _existing_dir),
+            "data_dump_dir": _Option("./", _torchair_existing_dir),
             "super_kernel_optimize": _Option(False, _BOOL),
             "super_kernel_optimize_options": _Option(None, _dict_or_none),
             "super_kernel_debug_options": _Option(None, _dict_or_none),
@@ -145,7 +134,9 @@ class CompilerConfig:
             "capture_error_mode": _Option("global", _one_of("global", "thread_local", "relaxed")),
             "mode": _Option("npugraph_ex", _one_of("npugraph_ex")),
             "force_recapture": _Option(False, _BOOL),
-            "_vllm_aclnn_static_kernel_sym_index": _Option(0, _int_range(0, INT64_MAX)),
+            "unsafe_skip_npugraph_capture_validation": _Option(False, _BOOL),
+            "record_statistics_debug_info": _Option(False, _BOOL),
+            "_vllm_aclnn_static_kernel_sym_index": _Option(0, _torchair_int_range(0, INT64_MAX)),
             "_vllm_aclnn_static_kernel_sym_range": _Option(None, _int_list_or_none),
         }
         object.__setattr__(self, "_options", opts)
@@ -163,13 +154,13 @@ class CompilerConfig:
         opt.value = value.value if isinstance(value, _Option) else value
 
     def options(self) -> dict[str, Any]:
-        """{name: value} of every option."""
+        """{name: value} of every option, read back as npugraph_ex reads it."""
         return {n: o.value for n, o in self._options.items()}
 
     def no_effect_here(self) -> list[str]:
         """The options set away from their defaults that do nothing off the NPU."""
         return [n for n, o in self._options.items()
-                if o.effect is None and o.value is not o.default and o.value != o.default]
+                if o.effect is None and o._value is not o.default and o._value != o.default]
 
     def to_op_sdk(self) -> OpSdkConfig:
         """op_sdk's CompilerConfig that runs these options (module docstring)."""
@@ -178,7 +169,7 @@ class CompilerConfig:
         for name, opt in self._options.items():
             if opt.effect is None:
                 continue
-            value = opt.value
+            value = opt._value
             if name.startswith("post_grad_custom_") and value is not None:
                 value = _with_npugraph_ex_config(value, self)
             obj = cfg
