@@ -195,11 +195,10 @@ def _template_paths(in_tree: bool) -> list[str]:
 WIDTH = 120  # the line length the tree's linter allows (pyproject.toml, [tool.ruff])
 
 
-def _split_args(code: str, start: int) -> list[str] | None:
-    """The pieces of ``code`` from ``start`` (just after an opening bracket) split at its
-    top-level commas, each with its comma; None when the bracket does not close on the line."""
-    pieces, depth, quote, last = [], 0, None, start
-    i = start
+def _outside_strings(code: str, start: int = 0):
+    """(index, character) of ``code`` from ``start`` that lie outside string literals (a quote
+    opens or closes one; a backslash escapes the next character inside one)."""
+    quote, i = None, start
     while i < len(code):
         c = code[i]
         if quote:
@@ -209,7 +208,17 @@ def _split_args(code: str, start: int) -> list[str] | None:
                 quote = None
         elif c in "\"'":
             quote = c
-        elif c in "([{":
+        else:
+            yield i, c
+        i += 1
+
+
+def _split_args(code: str, start: int) -> list[str] | None:
+    """The pieces of ``code`` from ``start`` (just after an opening bracket) split at its
+    top-level commas, each with its comma; None when the bracket does not close on the line."""
+    pieces, depth, last = [], 0, start
+    for i, c in _outside_strings(code, start):
+        if c in "([{":
             depth += 1
         elif c in ")]}":
             if depth == 0:
@@ -219,28 +228,13 @@ def _split_args(code: str, start: int) -> list[str] | None:
         elif c == "," and depth == 0:
             pieces.append(code[last:i + 1].strip())
             last = i + 1
-        i += 1
     return None
 
 
 def _first_bracket(line: str) -> int:
     """The index of the line's first "(" or "[" outside a string literal, or -1 (a schema
     string's brackets are not the code's)."""
-    quote = None
-    i = 0
-    while i < len(line):
-        c = line[i]
-        if quote:
-            if c == "\\":
-                i += 1
-            elif c == quote:
-                quote = None
-        elif c in "\"'":
-            quote = c
-        elif c in "([":
-            return i
-        i += 1
-    return -1
+    return next((i for i, c in _outside_strings(line) if c in "(["), -1)
 
 
 def _fit_line(line: str, in_string: bool) -> list[str]:
