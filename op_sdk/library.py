@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from op_sdk.npu.runtime import has_schema, torch_npu_module
+from op_sdk.npu.runtime import has_schema, schema_of, torch_npu_module
 
 __all__ = [
     "Benchmark",
@@ -410,8 +410,7 @@ def _needs_fake(opdef: OpDef) -> bool:
 
 
 def _check_same_schema(opdef: OpDef) -> None:
-    theirs = torch._C._get_schema(f"{opdef.namespace}::{opdef.packet}",
-                                  opdef.overload if "." in opdef.name else "")
+    theirs = schema_of(opdef.qualname)
     ours = torch._C.parse_schema(f"{opdef.qualname}{opdef.schema[len(opdef.name):]}")
     if str(theirs) != str(ours):
         warnings.warn(f"op_sdk: {opdef.qualname} is already defined with schema {theirs}, "

@@ -34,12 +34,18 @@ def torch_npu_module():
     return _TORCH_NPU[0]
 
 
+def schema_of(qualname: str):
+    """The dispatcher's schema of ``namespace::name`` or ``namespace::name.overload``
+    (RuntimeError where there is none)."""
+    name, _, overload = qualname.partition(".")
+    return torch._C._get_schema(name, overload)
+
+
 def has_schema(qualname: str) -> bool:
     """Whether the dispatcher has a schema for ``namespace::name`` (or
     ``namespace::name.overload``)."""
-    name, _, overload = qualname.partition(".")
     try:
-        torch._C._get_schema(name, overload)
+        schema_of(qualname)
         return True
     except RuntimeError:
         return False
