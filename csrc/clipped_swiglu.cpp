@@ -49,9 +49,7 @@ Tensor npu_clipped_swiglu(const Tensor& x, const std::optional<Tensor>& group_in
         reference_op<decltype(npu_clipped_swiglu)>("npu_clipped_swiglu");
     return reference.call(x, group_index, dim, alpha, limit, bias, interleaved);
   }
-  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
-  shape[d] /= 2;
-  Tensor y = new_output(shape, x.options());  // contiguous, as the fake
+  Tensor y = halved_output(x, d);
   if (y.numel() == 0) return y;
   const Tensor xc = x.contiguous();
   const int64_t half = y.numel() / pre;  // outputs per row

@@ -177,6 +177,13 @@ inline bool stream_friendly(const at::Tensor& t, int64_t n) {
 
 // A large all-zero output: fresh anonymous pages read as zero (the OS maps its zero page
 // until someone writes), so it costs no stores and no page zeroing. Small ones: at::zeros.
+// x's shape with dim d halved, contiguous (the SwiGLU outputs, as their fakes allocate them)
+inline at::Tensor halved_output(const at::Tensor& x, int64_t d) {
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape[d] /= 2;
+  return new_output(shape, x.options());
+}
+
 inline at::Tensor zeros_output(at::IntArrayRef shape, const at::TensorOptions& options) {
   constexpr size_t kMinBytes = size_t(2) << 20;
   const size_t bytes = size_t(c10::multiply_integers(shape)) * options.dtype().itemsize();

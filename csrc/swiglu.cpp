@@ -37,9 +37,7 @@ Tensor npu_swiglu(const Tensor& input, int64_t dim) {
     return reference.call(input, dim);
   }
   const int64_t d = dim < 0 ? dim + input.dim() : dim;
-  std::vector<int64_t> shape(input.sizes().begin(), input.sizes().end());
-  shape[d] /= 2;
-  Tensor y = new_output(shape, input.options());  // contiguous, as the fake
+  Tensor y = halved_output(input, d);
   if (y.numel() == 0) return y;
   const Tensor x = input.contiguous();
   const auto [outer, half] = outer_inner(x, d);

@@ -35,6 +35,7 @@ from typing import Any
 from op_sdk.compiler.backend import NpuBackend, get_npu_backend
 from op_sdk.compiler.config import INT64_MAX, _torchair_existing_dir, _torchair_int_range
 from op_sdk.compiler.config import CompilerConfig as OpSdkConfig
+from op_sdk.compiler.named import _key
 
 __all__ = ["CompilerConfig", "npugraph_ex_backend", "get_npu_backend_ex", "compile_fx",
            "backend_for"]
@@ -205,11 +206,6 @@ def config_from_options(options: dict[str, Any] | None) -> CompilerConfig:
 _BACKENDS: dict[str, NpuBackend] = {}
 
 
-def _key(options) -> str:
-    return repr(sorted(((k, v if isinstance(v, (bool, int, float, str, type(None))) else id(v))
-                        for k, v in (options or {}).items())))
-
-
 def _torch_npu_entrypoint():
     """torch_npu's npugraph_ex entry point where torch_npu is installed and an NPU is
     visible, else None."""
@@ -233,7 +229,7 @@ def npugraph_ex_backend(gm, example_inputs, options: dict[str, Any] | None = Non
     real = _torch_npu_entrypoint()
     if real is not None:
         return real(gm, example_inputs, **({"options": options} if options else {}), **kwargs)
-    key = _key(options)
+    key = _key(options, "npugraph_ex")
     backend = _BACKENDS.get(key)
     if backend is None:
         config = config_from_options(options)
@@ -248,7 +244,7 @@ def npugraph_ex_backend(gm, example_inputs, options: dict[str, Any] | None = Non
 def backend_for(options: dict[str, Any] | None = None) -> NpuBackend:
     """The op_sdk backend ``torch.compile(..., backend="npugraph_ex", options=options)`` ran
     (its reports: ``op_sdk.explain(backend_for(...))``)."""
-    return _BACKENDS[_key(options)]
+    return _BACKENDS[_key(options, "npugraph_ex")]
 
 
 def get_npu_backend_ex(*, compiler_config: CompilerConfig | None = None) -> NpuBackend:

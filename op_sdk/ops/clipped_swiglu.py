@@ -40,6 +40,7 @@ from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
 from op_sdk.ops import check
 from op_sdk.ops._common import bench_randn
+from op_sdk.ops.swiglu import halved_output, halved_shape
 from op_sdk.triton_kernels import TritonKernel
 
 OP = "npu_clipped_swiglu"
@@ -78,12 +79,6 @@ def group_rows(group_index, pre: int) -> int:
     return min(int(counts.sum()), pre)
 
 
-def _out_shape(x, dim):
-    shape = list(x.shape)
-    shape[dim] //= 2
-    return shape
-
-
 def clipped_swiglu_reference(x, *, group_index=None, dim=-1, alpha=1.702, limit=7.0, bias=1.0,
                              interleaved=True):
     """The ground truth: the kernel's steps in float32 (module docstring), one rounding."""
@@ -96,13 +91,13 @@ def clipped_swiglu_reference(x, *, group_index=None, dim=-1, alpha=1.702, limit=
     y = b * (a / (torch.exp(a * -alpha) + 1))
     if group_index is not None:
         y[group_rows(group_index, pre):] = 0
-    return y.to(x.dtype).reshape(_out_shape(x, d))
+    return y.to(x.dtype).reshape(halved_shape(x, d))
 
 
 def clipped_swiglu_fake(x, *, group_index=None, dim=-1, alpha=1.702, limit=7.0, bias=1.0,
                         interleaved=True):
     """Output shape and dtype (FakeTensor / Meta), by the reference's rules."""
-    return x.new_empty(_out_shape(x, check_clipped_swiglu(x, group_index, dim, limit)))
+    return halved_output(x, check_clipped_swiglu(x, group_index, dim, limit))
 
 
 def clipped_swiglu_cuda(x, *, group_index=None, dim=-1, alpha=1.702, limit=7.0, bias=1.0,
@@ -112,7 +107,7 @@ def clipped_swiglu_cuda(x, *, group_index=None, dim=-1, alpha=1.702, limit=7.0, 
     from op_sdk.triton_kernels import swiglu
 
     d = check_clipped_swiglu(x, group_index, dim, limit)
-    y = x.new_empty(_out_shape(x, d))
+    y = halved_output(x, d)
     pre = math.prod(x.shape[:d])
     rows = pre if group_index is None else group_rows(group_index, pre)
     return swiglu.run_clipped(x, y, pre, rows, alpha, limit, bias, interleaved)

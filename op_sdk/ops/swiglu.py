@@ -44,7 +44,9 @@ def check_swiglu(op, input, dim):
     return dim
 
 
-def _out_shape(input, dim):
+def halved_shape(input, dim):
+    """input's shape with dim (wrapped) halved: the SwiGLU operators' outputs (npu_swiglu,
+    npu_clipped_swiglu)."""
     shape = list(input.shape)
     shape[dim] //= 2
     return shape
@@ -59,12 +61,12 @@ def swiglu_reference(input, dim=-1):
 
 def swiglu_fake(input, dim=-1):
     """Output shape and dtype only (FakeTensor / Meta), by the reference's rules."""
-    return _output(input, check_swiglu("npu_swiglu", input, dim))
+    return halved_output(input, check_swiglu("npu_swiglu", input, dim))
 
 
-def _output(input, dim):
-    """The result as the fake allocates it (dim wrapped)."""
-    return input.new_empty(_out_shape(input, dim))
+def halved_output(input, dim):
+    """The result as the fake allocates it (dim wrapped): contiguous, dim halved."""
+    return input.new_empty(halved_shape(input, dim))
 
 
 def check_swiglu_backward(op, grad_output, input, dim):
@@ -72,7 +74,7 @@ def check_swiglu_backward(op, grad_output, input, dim):
     dim = check_swiglu(op, input, dim)
     check(grad_output.dtype == input.dtype, op, "grad_output",
           f"must have the dtype of 'input' ({input.dtype}), got {grad_output.dtype}")
-    want = _out_shape(input, dim)
+    want = halved_shape(input, dim)
     check(list(grad_output.shape) == want, op, "grad_output",
           f"must have the forward's output shape {want} (input's with dim {dim} halved), "
           f"got {list(grad_output.shape)}")
@@ -110,7 +112,7 @@ def swiglu_cuda(input, dim=-1):
     from op_sdk.triton_kernels import swiglu
 
     d = check_swiglu("npu_swiglu", input, dim)
-    return swiglu.run(input, _output(input, d), d)
+    return swiglu.run(input, halved_output(input, d), d)
 
 
 def swiglu_backward_cuda(grad_output, input, dim=-1):
