@@ -54,10 +54,15 @@ class Spelling:
     ``fn`` is called where the composite calls the step. ``outputs`` maps fused-operator
     output names to what the replacement applies to them: a view interposed before a
     step that keeps its elements in place (``y.view(-1, h)`` before the cast is
-    ``y1.view(-1, h)`` after the fused operator), or one applied to a result in both."""
+    ``y1.view(-1, h)`` after the fused operator), or one applied to a result in both.
+    ``inputs`` maps fused-operator argument names to what the replacement applies to them
+    before the call: a view interposed after a step that works row by row, moved before it
+    (a norm's output with its heads and tokens swapped is the norm of the swapped input:
+    op_sdk::rms_norm_rope's ``heads`` step)."""
 
     fn: Callable
     outputs: Mapping[str, Callable] = dataclasses.field(default_factory=dict)
+    inputs: Mapping[str, Callable] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -688,8 +688,10 @@ def test_transformers_models_get_npu_norms(kind, mode):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_transformers_qwen3_gets_qk_norms_and_rope(mode):
-    """Qwen3's attention: q_norm / k_norm (RMSNorm over each head) become npu_rms_norm and
-    its RoPE npu_rotary_mul, planned for the NPU in max-autotune; logits close to eager."""
+    """Qwen3's attention: q_norm / k_norm (RMSNorm over each head) become npu_rms_norm, its RoPE
+    npu_rotary_mul, and each norm + RoPE pair (the heads transposed between them) then one
+    op_sdk::rms_norm_rope (fusion 8), planned for the NPU in max-autotune; logits close to
+    eager."""
     torch.manual_seed(0)
     model = _tiny("qwen3").eval().to(torch.bfloat16)
     ids = torch.randint(0, 128, (2, 9))
@@ -697,12 +699,15 @@ def test_transformers_qwen3_gets_qk_norms_and_rope(mode):
         ref = model(ids).logits
     out, counts, backend = compile_model(model, ids, config(
         mode, **(NPU_PLAN if mode == "max-autotune" else {})))
-    summary = op_sdk.explain(backend).summary()
-    # per layer q_norm and k_norm, plus the final norm; the input / post-attention norms
-    # with their residual adds
-    assert counts["npu.npu_rms_norm.default"] == 2 * 2 + 1, (dict(counts), summary)
+    exp = op_sdk.explain(backend)
+    summary = exp.summary()
+    # per layer q and k: norm + RoPE fused; the final norm stays npu_rms_norm; the input /
+    # post-attention norms with their residual adds
+    assert exp.patterns.get("rms_norm_rope") == 2 * 2, summary
+    assert counts["op_sdk.rms_norm_rope.default"] == 2 * 2, (dict(counts), summary)
+    assert counts["npu.npu_rms_norm.default"] == 1, summary
+    assert counts["npu.npu_rotary_mul.default"] == 0, summary
     assert counts["npu.npu_add_rms_norm.default"] == 2 * 2, summary
-    assert counts["npu.npu_rotary_mul.default"] == 2 * 2, summary
     assert counts["aten.rsqrt.default"] == 0
     err = (out.float() - ref.float()).abs().max().item()
     assert err <= 0.02 * ref.float().abs().max().item() + 0.02, err

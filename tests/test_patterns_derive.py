@@ -150,12 +150,13 @@ def _code(fn, inputs) -> list:
 
 def test_every_default_fusion_is_derived():
     # TorchAir's five, compared with their former hand-written variants below, and the ones
-    # op_sdk adds (swiglu_quant, add_rms_norm_quant_bias), derived from the start
+    # op_sdk adds (swiglu_quant, add_rms_norm_quant_bias, rms_norm_rope), derived from the start
     assert set(HAND_WRITTEN) <= {f.name for f in DEFAULT_FUSIONS}
-    assert {f.name for f in DEFAULT_FUSIONS} - set(HAND_WRITTEN) == {"swiglu_quant",
-                                                                   "add_rms_norm_quant_bias"}
+    assert {f.name for f in DEFAULT_FUSIONS} - set(HAND_WRITTEN) == {
+        "swiglu_quant", "add_rms_norm_quant_bias", "rms_norm_rope"}
     for fusion in DEFAULT_FUSIONS:
-        assert op_sdk.get_op(fusion.fused_op).composite is not None, fusion.name
+        namespace, name = fusion.fused_qualname.split("::")
+        assert op_sdk.get_op(name, namespace).composite is not None, fusion.name
 
 
 @pytest.mark.parametrize("name", sorted(HAND_WRITTEN))

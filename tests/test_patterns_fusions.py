@@ -24,7 +24,8 @@ npu, aten = torch.ops.npu, torch.ops.aten
 
 CASES = [(f, v) for f in DEFAULT_FUSIONS for v in f.variants()]
 IDS = [f"{f.name}[{v.name}]" for f, v in CASES]
-ACTIVATIONS = {"transpose_batchmatmul": ("x1",), "swiglu_quant": ("x",)}
+ACTIVATIONS = {"transpose_batchmatmul": ("x1",), "swiglu_quant": ("x",),
+               "rms_norm_rope": ("x", "cos", "sin")}
 # fusions whose checks need the activation's last dim known (npu_swiglu_quant's bound of
 # 8192: a symbolic one is refused, not guarded); no weight of the pattern pins it
 STATIC_LAST_DIM = {"swiglu_quant"}
@@ -47,7 +48,7 @@ def _assert_fired(result, fusion, variant):
     assert report.match_count(fusion.name, variant.name) == 1, report.summary()
     gone, present = variant_targets(fusion, variant)
     assert not gone & set(result.targets), (gone & set(result.targets), report.summary())
-    assert getattr(npu, fusion.fused_op).default in result.targets
+    assert fusion.fused_overload in result.targets
     assert present <= set(result.targets)
 
 
@@ -103,7 +104,7 @@ def test_disabled_by_pattern_fusion_pass(fusion, variant):
         experimental_config__pattern_fusion_pass=False,
         experimental_config__remove_noop_ops=_noop(fusion, variant)))
     assert result.report.match_count() == 0
-    assert getattr(npu, fusion.fused_op).default not in result.targets
+    assert fusion.fused_overload not in result.targets
     assert result.report.graphs[0].stage("pattern_fusion").skipped
 
 
@@ -216,6 +217,19 @@ def _f7_inputs(dtype=torch.float16, beta_shape=(32,), beta_dtype=None, **kw):
     return _f5_inputs(dtype, **kw) + [torch.randn(beta_shape, dtype=beta_dtype or dtype) * 0.1]
 
 
+def f8_norm_rope(perm=(0, 2, 1, 3)):
+    def fn(x, gamma, cos, sin):
+        return npu.npu_rotary_mul(npu.npu_rms_norm(x, gamma)[0].permute(*perm), cos, sin)
+    return fn
+
+
+def _f8_inputs(gamma_shape=(16,), cos_shape=(2, 1, 7, 16)):
+    """Qwen3's q (B, S, N, D) = (2, 7, 3, 16); cos / sin for the permuted layout."""
+    return [torch.randn(2, 7, 3, 16, dtype=torch.bfloat16),
+            torch.rand(gamma_shape, dtype=torch.bfloat16) + 0.5,
+            torch.randn(cos_shape, dtype=torch.bfloat16), torch.randn(cos_shape, dtype=torch.bfloat16)]
+
+
 def _f5_inputs(dtype=torch.float16, hidden=32, scales_shape=None, zp_dtype=torch.int32,
                scale_dtype=torch.float32, tokens=7):
     x1, x2 = _h(dtype, tokens, hidden)
@@ -290,6 +304,11 @@ VIOLATIONS = [
      lambda: _f7_inputs(beta_dtype=torch.float32), {}),
     ("add_rms_norm_quant_bias", "half_dtypes", "dtype", f7_bias(),
      lambda: _f7_inputs(torch.float32), {}),
+    # a norm over each token's heads and dims; the heads moved elsewhere than before the tokens
+    ("rms_norm_rope", "norm_over_last_dim", "shape", f8_norm_rope(),
+     lambda: _f8_inputs(gamma_shape=(3, 16)), {}),
+    ("rms_norm_rope", "heads_before_tokens", "args", f8_norm_rope((2, 1, 0, 3)),
+     lambda: _f8_inputs(cos_shape=(1, 7, 2, 16)), {}),
 ]
 
 
@@ -301,7 +320,7 @@ def test_check_blocks(name, check, kind, fn, make_inputs, options):
     result = compile_and_run(fn, inputs, config(**options))
     report = result.report
     assert report.match_count(name) == 0, report.summary()
-    assert getattr(npu, fusion.fused_op).default not in result.targets
+    assert fusion.fused_overload not in result.targets
     misses = report.misses(name)
     assert misses and misses[0].kind == kind and misses[0].check == check, report.summary()
     assert misses[0].reason
@@ -411,7 +430,7 @@ def test_other_user_blocks(name, fn, make_inputs):
     result = compile_and_run(fn, inputs)
     report = result.report
     assert report.match_count() == 0, report.summary()
-    assert getattr(npu, get_fusion(name).fused_op).default not in result.targets
+    assert get_fusion(name).fused_overload not in result.targets
     misses = report.misses(name, kind="other_user")
     assert misses, report.summary()
     assert "users" in misses[0].reason

@@ -52,7 +52,7 @@ def render_operator_table() -> str:
 
     produced: dict[str, list[str]] = {}
     for fusion in DEFAULT_FUSIONS:
-        produced.setdefault(fusion.fused_op, []).append(f"`{fusion.name}`")
+        produced.setdefault(fusion.fused_qualname, []).append(f"`{fusion.name}`")
     from op_sdk.app.deliverables import ascendc_kernel
 
     rows = ["| operator | CPU kernel | CUDA kernel | in-place pair | produced by the fusion | "
@@ -68,10 +68,10 @@ def render_operator_table() -> str:
         pair = f"`{d.functional}`" if d.functional else ""
         name = d.name if d.namespace == "npu" else d.qualname
         rows.append(f"| `{name}` | {declared['cpu']} | {declared['cuda']} | {pair} | "
-                    f"{', '.join(produced.get(d.name, []))} | {ascendc_kernel(d)} |")
+                    f"{', '.join(produced.get(d.qualname, []))} | {ascendc_kernel(d)} |")
     return ("Generated from the operator declarations by `op-sdk docs` (schemas: `op-sdk ops "
             "--schemas`). \"reference\": the plain-PyTorch reference is the kernel. The "
-            "`op_sdk::` operators are op_sdk's own (prepacked int8 weights). Ascend C kernel: "
+            "`op_sdk::` operators are op_sdk's own (prepacked int8 weights, a norm + RoPE). Ascend C kernel: "
             "its verification level (docs/ascendc.md; `op-sdk ops --npu` lists every NPU "
             "deliverable); hardware: not verified for any.\n\n"
             + "\n".join(rows) + "\n")

@@ -3,7 +3,8 @@ really saves, per default fusion and size.
 
 For each default fusion (one variant: the plainest spelling) at decode sizes (1 and 16
 rows) and a prefill size (4096 rows; hidden 4096 for the norm fusions, 16 heads of
-128 x 128 for bmm+transpose, whose rows are heads x tokens):
+128 x 128 for bmm+transpose, whose rows are heads x tokens, 32 heads of 128 per token for
+rms_norm_rope, Qwen3's transposed q):
 
 * predicted: the search function is traced (fake tensors, canonical spelling) and the
   fusion's own pattern pass runs on it with the benefit model on and no threshold, so
@@ -44,7 +45,7 @@ HIDDEN = 4096
 HEADS, HEAD_DIM = 16, 128
 
 # the variant timed per fusion (default: its first variant without an explicit epsilon)
-VARIANTS = {"transpose_batchmatmul": "transpose(bmm)"}
+VARIANTS = {"transpose_batchmatmul": "transpose(bmm)", "rms_norm_rope": "permute"}
 
 
 def _variant(fusion):
@@ -57,6 +58,8 @@ def _variant(fusion):
 def _sizes(fusion, rows: int) -> dict:
     if fusion.name == "transpose_batchmatmul":
         return {"batch": HEADS, "m": rows, "k": HEAD_DIM, "n": HEAD_DIM}
+    if fusion.name == "rms_norm_rope":
+        return {"tokens": rows, "heads": 2 * HEADS, "head_dim": HEAD_DIM, "batch": 1}
     return {"tokens": rows, "hidden": HIDDEN, "lead": (1,)}
 
 

@@ -19,9 +19,11 @@ def _static(v, what, op="npu_rotary_mul"):
     return dims
 
 
-def _parts(b, x, cos, sin, mode, d, rotate=None):
+def _parts(b, x, cos, sin, mode, d, rotate=None, dtype=None):
+    """dtype: x's (default: x.dtype; a value a composite computed may not carry one)."""
+    dtype = dtype or x.dtype
     xf = b.to_float(x)
-    c, s = (b.to_float(b.cast(t, x.dtype)) for t in (cos, sin))
+    c, s = (b.to_float(b.cast(t, dtype)) for t in (cos, sin))
     if rotate is not None:
         return xf, b("MatMul", xf, b.to_float(rotate)), c, s
     pa, pb, sb = rotation(mode, d)
@@ -29,9 +31,9 @@ def _parts(b, x, cos, sin, mode, d, rotate=None):
     return a, b("Mul", b("Gather", xf, b.i64(pb.tolist()), axis=-1), b.f32(sb.tolist())), c, s
 
 
-def _forward(b, x, cos, sin, rotate, mode, d):
-    a, r, c, s = _parts(b, x, cos, sin, mode, d, rotate)
-    return (b.cast(b("Add", b("Mul", a, c), b("Mul", r, s)), x.dtype),)
+def _forward(b, x, cos, sin, rotate, mode, d, dtype=None):
+    a, r, c, s = _parts(b, x, cos, sin, mode, d, rotate, dtype)
+    return (b.cast(b("Add", b("Mul", a, c), b("Mul", r, s)), dtype or x.dtype),)
 
 
 def _sum_to(b, v, axes):

@@ -22,14 +22,15 @@ _RMS_NORM_DTYPES = {
 }
 
 
-def check_rms_norm(input, gamma):
-    op = "npu_rms_norm"
-    check(input.dim() >= 1, op, "input", "must have at least 1 dim")
+def check_rms_norm(input, gamma, op="npu_rms_norm", xname="input"):
+    """npu_rms_norm's rules (op / xname: the operator and its x argument named in an error:
+    op_sdk::rms_norm_rope applies them too)."""
+    check(input.dim() >= 1, op, xname, "must have at least 1 dim")
     check((input.dtype, gamma.dtype) in _RMS_NORM_DTYPES, op, "gamma",
-          "dtype must pair with 'input' as (float16, float32), (bfloat16, float32), "
+          f"dtype must pair with '{xname}' as (float16, float32), (bfloat16, float32), "
           "(float16, float16), (bfloat16, bfloat16) or (float32, float32); got "
           f"({input.dtype}, {gamma.dtype})")
-    check_gamma(op, input, gamma, "input")
+    check_gamma(op, input, gamma, xname)
 
 
 

@@ -82,28 +82,31 @@ def _inverse(p: torch.Tensor) -> torch.Tensor:
     return inv
 
 
-def check_rotary_mul(op, input, r1, r2, rotary_mode, rotate=None):
-    """The contract's rules, shared by reference, fake and kernels."""
-    check(input.dtype in DTYPES, op, "input",
+def check_rotary_mul(op, input, r1, r2, rotary_mode, rotate=None,
+                     names=("input", "r1", "r2")):
+    """The contract's rules, shared by reference, fake and kernels; ``names``: what the
+    operator calls input / r1 / r2 (op_sdk::rms_norm_rope's x / cos / sin)."""
+    xn, n1, n2 = names
+    check(input.dtype in DTYPES, op, xn,
           f"must have dtype float16, bfloat16 or float32, got {input.dtype}")
-    check(input.dim() in (3, 4), op, "input",
+    check(input.dim() in (3, 4), op, xn,
           f"must have 3 (TND) or 4 (BNSD / BSND / SBND) dims, got {input.dim()}")
     check(rotary_mode in MODES, op, "rotary_mode",
           f"must be one of {', '.join(repr(m) for m in MODES)}, got {rotary_mode!r}")
     d = input.shape[-1]
     step = 4 if rotary_mode == "quarter" else 2
-    check(d % step == 0 and 0 < d <= MAX_D, op, "input",
+    check(d % step == 0 and 0 < d <= MAX_D, op, xn,
           f"must have a last dim that is a positive multiple of {step} up to {MAX_D} for "
           f"rotary_mode {rotary_mode!r}, got {d}")
-    for name, r in (("r1", r1), ("r2", r2)):
+    for name, r in ((n1, r1), (n2, r2)):
         check(r.dtype in DTYPES, op, name,
               f"must have dtype float16, bfloat16 or float32, got {r.dtype}")
         check(r.dim() == input.dim() and r.shape[-1] == d
               and all(a in (1, b) for a, b in zip(r.shape, input.shape)), op, name,
-              f"must have input's rank {input.dim()}, last dim {d} and each other dim "
-              f"input's or 1 (input {list(input.shape)}), got {list(r.shape)}")
-    check(r2.shape == r1.shape, op, "r2",
-          f"must have r1's shape {list(r1.shape)}, got {list(r2.shape)}")
+              f"must have {xn}'s rank {input.dim()}, last dim {d} and each other dim "
+              f"{xn}'s or 1 ({xn} {list(input.shape)}), got {list(r.shape)}")
+    check(r2.shape == r1.shape, op, n2,
+          f"must have {n1}'s shape {list(r1.shape)}, got {list(r2.shape)}")
     if rotate is not None:
         check(rotary_mode in ("half", "interleave"), op, "rotate",
               f"must be None unless rotary_mode is 'half' or 'interleave', got "

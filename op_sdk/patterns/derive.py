@@ -108,6 +108,8 @@ def _variant(name: str, opdef, comp: Composite, inputs: Sequence[str], rename: M
     step_fns = tuple((step, s.fn) for step, s in steps.items())
     views = tuple((out, tuple(s.outputs[out] for s in steps.values() if out in s.outputs))
                   for out in dict.fromkeys(o for s in steps.values() for o in s.outputs))
+    moved_in = tuple((arg, tuple(s.inputs[arg] for s in steps.values() if arg in s.inputs))
+                     for arg in dict.fromkeys(a for s in steps.values() for a in s.inputs))
     fn, outputs, required = comp.fn, tuple(comp.outputs), tuple(comp.required)
     fixed_items = tuple(comp.fixed.items())
     fixed_in_fn = tuple((k, v) for k, v in fixed_items if k in params)
@@ -128,6 +130,9 @@ def _variant(name: str, opdef, comp: Composite, inputs: Sequence[str], rename: M
         op_args = dict(zip(names, args))
         op_args.update(fixed_items)
         op_args.update((k, v) for k, v in literal_items if v is not None)
+        for arg, fns in moved_in:
+            for view in fns:
+                op_args[arg] = view(op_args[arg])
         out = _call_op(getattr(getattr(torch.ops, qual[0]), qual[1]).default, op_args)
         outs = out if isinstance(out, (tuple, list)) else (out,)
         moved = dict(views)

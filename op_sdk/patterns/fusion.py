@@ -94,7 +94,7 @@ class Fusion:
 
     name: str
     number: int
-    fused_op: str                          # in torch.ops.npu
+    fused_op: str                          # in torch.ops.npu, or "namespace::name"
     unfused_ops: tuple[str, ...]           # "npu.x" / "aten.x": gone after the fusion
     variants: Callable[[], tuple[Variant, ...]]
     example_inputs: Callable[..., dict[str, Any]]  # (dtype, variant) -> {argname: value}
@@ -103,6 +103,16 @@ class Fusion:
     torchair_max_autotune: bool            # TorchAir applies it in max-autotune
     opaque_to_inductor: bool               # it crosses a custom op Inductor cannot fuse across
     doc: str = ""
+
+    @property
+    def fused_qualname(self) -> str:
+        """The fused operator as "namespace::name" (a bare name is torch.ops.npu's)."""
+        return self.fused_op if "::" in self.fused_op else f"npu::{self.fused_op}"
+
+    @property
+    def fused_overload(self) -> torch._ops.OpOverload:
+        ns, name = self.fused_qualname.split("::")
+        return getattr(getattr(torch.ops, ns), name).default
 
     def variant(self, name: str) -> Variant:
         for v in self.variants():

@@ -21,7 +21,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from op_sdk.triton_kernels._common import Outputs, mul, tile, tiled
+from op_sdk.triton_kernels._common import Outputs, div, mul, sqrt, tile, tiled
 
 # pairs per program (twice as many outputs): the old one-output-per-lane kernel was fastest
 # at 1024 outputs per program on an H200 (benchmarks/results/sweep_tiles_h200_gather.json)
@@ -86,4 +86,56 @@ def run(input, r1, r2, mode, out):
     rows = input.numel() // d
     tiled(_rotary, rows, d // 2, input.contiguous(), r1e, r2e, o.bufs[0], rows, shape[1],
           shape[2], *r1e.stride(), MODE=mode, D=d, tile=TILE)
+    return o.done()[0]
+
+
+@triton.jit
+def _rms_norm_rope(x_ptr, g_ptr, r1_ptr, r2_ptr, y_ptr, rows, s1, s2, xt0, xt1, xt2, st0, st1, st2, st3, eps,
+                   D: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, WIDE: tl.constexpr):
+    """op_sdk::rms_norm_rope: a program holds whole rows (BLOCK_C >= D / 2: j walks the pairs
+    of the "half" mode, (j, j + D / 2)); x read through its leading strides (its last dim
+    contiguous: Qwen3's transposed view in place), y contiguous."""
+    r, j, m = tile(rows, D // 2, BLOCK_R, BLOCK_C, WIDE)
+    o2 = j + D // 2
+    lead0, lead1, lead2 = r // (s1 * s2), (r // s2) % s1, r % s2
+    xo = (lead0 * xt0 + lead1 * xt1 + lead2 * xt2)[:, None]
+    ro = (lead0 * st0 + lead1 * st1 + lead2 * st2)[:, None]
+    x1 = tl.load(x_ptr + xo + j[None, :], mask=m, other=0.0).to(tl.float32)
+    x2 = tl.load(x_ptr + xo + o2[None, :], mask=m, other=0.0).to(tl.float32)
+    # npu_rms_norm's y: rstd = 1 / sqrt(mean(x^2) + eps), t = (x * rstd) * gamma rounded to x's
+    # dtype (the sum of squares in another order than the CPU kernel's: within its fp32 error)
+    ss = tl.sum(mul(x1, x1, m), axis=1) + tl.sum(mul(x2, x2, m), axis=1)
+    rstd = div(1.0, sqrt(div(ss, D * 1.0) + eps))[:, None]
+    g1 = tl.load(g_ptr + j, mask=j < D // 2, other=0.0).to(tl.float32)[None, :]
+    g2 = tl.load(g_ptr + o2, mask=j < D // 2, other=0.0).to(tl.float32)[None, :]
+    t1 = mul(mul(x1, rstd, m), g1, m).to(y_ptr.dtype.element_ty).to(tl.float32)
+    t2 = mul(mul(x2, rstd, m), g2, m).to(y_ptr.dtype.element_ty).to(tl.float32)
+    # npu_rotary_mul's "half" pair: each product rounded before the sum
+    c1 = tl.load(r1_ptr + ro + (j * st3)[None, :], mask=m, other=0.0).to(tl.float32)
+    n1 = tl.load(r2_ptr + ro + (j * st3)[None, :], mask=m, other=0.0).to(tl.float32)
+    c2 = tl.load(r1_ptr + ro + (o2 * st3)[None, :], mask=m, other=0.0).to(tl.float32)
+    n2 = tl.load(r2_ptr + ro + (o2 * st3)[None, :], mask=m, other=0.0).to(tl.float32)
+    y1 = mul(t1, c1, m) + mul(-t2, n1, m)
+    y2 = mul(t2, c2, m) + mul(t1, n2, m)
+    base = r[:, None] * D
+    tl.store(y_ptr + base + j[None, :], y1.to(y_ptr.dtype.element_ty), mask=m)
+    tl.store(y_ptr + base + o2[None, :], y2.to(y_ptr.dtype.element_ty), mask=m)
+
+
+def run_rms_norm_rope(x, gamma, cos, sin, eps, out):
+    """op_sdk::rms_norm_rope of x (its last dim contiguous, else copied) with gamma and cos /
+    sin (x's dtype) into ``out`` (its fake's allocation); returns it."""
+    o = Outputs(out)
+    if x.stride(-1) != 1:
+        x = x.contiguous()
+    shape = [1] * (4 - x.dim()) + list(x.shape)
+    xs = [0] * (4 - x.dim()) + list(x.stride())
+    c = cos.reshape([1] * (4 - cos.dim()) + list(cos.shape)).expand(shape)
+    s = sin.reshape([1] * (4 - sin.dim()) + list(sin.shape)).expand(shape)
+    if c.stride() != s.stride():
+        c, s = c.contiguous(), s.contiguous()
+    d = shape[3]
+    rows = x.numel() // d
+    tiled(_rms_norm_rope, rows, d // 2, x, gamma.contiguous(), c, s, o.bufs[0], rows, shape[1], shape[2],
+          *xs[:3], *c.stride(), float(eps), D=d, tile=2 * TILE)
     return o.done()[0]

@@ -132,6 +132,14 @@ def main() -> int:
             bad = _problems(k.asm["ptx"])
             print(f"_rotary {mode} {dtype}: {', '.join(bad) or 'ok'}")
             failed += bool(bad)
+        k = _compile(rotary._rms_norm_rope, {"x_ptr": x, "g_ptr": "*fp32", "r1_ptr": x, "r2_ptr": x,
+                                             "y_ptr": x, "rows": "i64", "s1": "i64", "s2": "i64",
+                                             "xt0": "i64", "xt1": "i64", "xt2": "i64", "st0": "i64",
+                                             "st1": "i64", "st2": "i64", "st3": "i64", "eps": "fp32"},
+                     {"D": 128, "BLOCK_R": 16, "BLOCK_C": 64, "WIDE": True})
+        bad = _problems(k.asm["ptx"])
+        print(f"_rms_norm_rope {dtype}: {', '.join(bad) or 'ok'}")
+        failed += bool(bad)
         for left, smooth, offset, dynamic in ((True, 0, 0, True), (False, 1, 0, True),
                                               (True, 1, 1, False), (False, 2, 2, False)):
             k = _compile(swiglu._swiglu_quant, {"x_ptr": x, "sm_ptr": "*fp32", "of_ptr": "*fp32",
@@ -192,6 +200,11 @@ def main() -> int:
           "rows": "i32", "s1": "i32", "s2": "i32", "st0": "i32", "st1": "i32", "st2": "i32",
           "st3": "i32"},
          {"MODE": 2, "D": 96, "BLOCK_R": 16, "BLOCK_C": 64}),
+        ("_rms_norm_rope", rotary._rms_norm_rope,
+         {"x_ptr": "*bf16", "g_ptr": "*bf16", "r1_ptr": "*bf16", "r2_ptr": "*bf16", "y_ptr": "*bf16",
+          "rows": "i32", "s1": "i32", "s2": "i32", "xt0": "i32", "xt1": "i32", "xt2": "i32",
+          "st0": "i32", "st1": "i32", "st2": "i32", "st3": "i32", "eps": "fp32"},
+         {"D": 128, "BLOCK_R": 16, "BLOCK_C": 64}),
     )
     for name, fn, types, switches in narrow:
         k = _compile(fn, types, dict(switches, WIDE=False))
@@ -207,7 +220,7 @@ def main() -> int:
 def test_kernels_compile_for_sm90_with_the_contracts_arithmetic():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") == 81, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") == 85, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

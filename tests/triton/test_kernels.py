@@ -400,6 +400,52 @@ def test_rotary_mul_mixed_dtypes_nonfinite_and_rotate(device):
     _run(K("npu_rotary_mul"), npu.npu_rotary_mul, (x, c, s, "half", rot), {}, device, exact=(0,))
 
 
+# ---- op_sdk::rms_norm_rope: the norm, rounded, then the "half" rotation ----------------------
+
+NORM_ROPE_SHAPES = [((2, 5, 3, 16), (2, 5, 1, 16)), ((2, 3, 5, 8), (1, 1, 5, 8)), ((7, 3, 30), (7, 1, 30)),
+                    ((1, 2, 1, 1024), (1, 2, 1, 1024)), ((0, 3, 8), (0, 1, 8))]
+
+
+def _norm_rope_close(o, r):
+    """Within the dtype's rounding of the norm (an ulp of t, times cos / sin): the sum of
+    squares runs in another order than the CPU reference's."""
+    tol = {fp32: 1e-5, fp16: 2e-3, bf16: 1.6e-2}[r.dtype]
+    scale = r.float().abs().max().item() if r.numel() else 1.0
+    torch.testing.assert_close(o.float(), r.float(), rtol=tol, atol=tol * scale, equal_nan=True)
+
+
+@pytest.mark.parametrize("pair", [(fp16, fp16), (bf16, bf16), (fp32, fp32), (bf16, fp32)])
+@pytest.mark.parametrize("shape,rshape", NORM_ROPE_SHAPES)
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "broadcast"])
+def test_rms_norm_rope(pair, shape, rshape, layout, device):
+    """The Triton kernel against the reference: y contiguous, x read through its leading
+    strides (Qwen3's transposed view), cos / sin broadcast through stride 0."""
+    torch.manual_seed(0)
+    op = get_op("rms_norm_rope", "op_sdk")
+    x = rand(*shape, dtype=pair[0], scale=2.0)
+    g, c, s = rand(shape[-1], dtype=pair[1]) + 1.5, rand(*rshape, dtype=pair[0]), rand(*rshape, dtype=pair[0])
+    if layout == "transposed" and x.dim() == 4:
+        x, c, s = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (x, c, s))
+    elif layout == "broadcast":
+        x = x[..., :1, :].expand(x.shape) if x.shape[-2] else x
+    ref = op.reference(x, g, c, s, 1e-5)
+    dx, dg, dc, ds = (t.to(device) for t in (x, g, c, s))
+    out = op.kernels["cuda"](dx, dg, dc, ds, 1e-5)
+    assert out.dtype == ref.dtype and out.shape == ref.shape and out.is_contiguous()
+    _norm_rope_close(out.cpu(), ref)
+
+
+def test_rms_norm_rope_nonfinite_and_fp32_cos(device):
+    op = get_op("rms_norm_rope", "op_sdk")
+    x, g = rand(2, 3, 4, 8, dtype=bf16), rand(8, dtype=bf16) + 1.5
+    c, s = rand(2, 3, 1, 8), rand(2, 3, 1, 8)
+    x[0, 0, 0, 1], x[1, 2, 3, 6] = float("nan"), float("inf")
+    ref = op.reference(x, g, c, s)
+    out = op.kernels["cuda"](*(t.to(device) for t in (x, g, c, s))).cpu()
+    assert torch.equal(out.isnan(), ref.isnan())
+    _norm_rope_close(out.nan_to_num(), ref.nan_to_num())
+
+
 # ---- the elementwise kernels' 64-bit indexing (tensors of 2^31 elements and more) ----------
 
 def test_elementwise_kernels_index_in_64_bits_too(monkeypatch, device):
