@@ -118,6 +118,17 @@ def _bench_inputs(t, h, dt):
             bench_randn(1, t, 1, 128, dtype=dt), bench_randn(1, t, 1, 128, dtype=dt)), {}
 
 
+def _transformers(x, gamma, cos, sin, epsilon=1e-06):
+    """Qwen3's q_norm (Qwen3RMSNorm) then apply_rotary_pos_emb's rotate_half RoPE, as
+    transformers writes them (in x's layout): the kernel benchmark's eager baseline and what
+    it compiles with torch.compile."""
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + epsilon)
+    t = gamma * h.to(x.dtype)
+    half = t.shape[-1] // 2
+    return t * cos + torch.cat((-t[..., half:], t[..., :half]), -1) * sin
+
+
 # the aclnn API the binding calls: the GetWorkspaceSize prototype CANN generates from the
 # kernel's OpDef when the kernel package is built (inputs, attributes, outputs)
 prototypes.declare("aclnnRmsNormRope",
@@ -143,7 +154,8 @@ rms_norm_rope = define_op(
     backward=_backward, setup_context=_setup,
     composite=Composite(_unfused, outputs=("y",), defaults=("epsilon",), spellings={
         "heads": {"": same, "permute": Spelling(_heads_first, inputs={"x": _heads_first})}}),
-    benchmarks=(Benchmark(_bench_inputs, _unfused, "npu_rms_norm + npu_rotary_mul"),),
+    benchmarks=(Benchmark(_bench_inputs, _transformers, "Qwen3 q_norm + RoPE (transformers)",
+                          composite=_transformers),),
     doc="RMSNorm over the last dim (rounded to x's dtype), then rotate_half's RoPE with cos / "
         "sin: npu_rotary_mul(npu_rms_norm(x, gamma, epsilon)[0], cos, sin) in one pass.",
 )

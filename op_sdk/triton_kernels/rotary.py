@@ -73,15 +73,22 @@ def _rotary(x_ptr, r1_ptr, r2_ptr, y_ptr, rows, s1, s2, st0, st1, st2, st3,
     tl.store(y_ptr + base + o2[None, :], y2.to(y_ptr.dtype.element_ty), mask=m)
 
 
-def run(input, r1, r2, mode, out):
-    """npu_rotary_mul of ``input`` with r1 / r2 (input's dtype) in ``mode`` (its code in
-    ops.rotary_mul.MODES) into ``out`` (its fake's allocation); returns it."""
-    o = Outputs(out)
-    shape = [1] * (4 - input.dim()) + list(input.shape)
+def _as_4d(x, r1, r2):
+    """x's shape padded in front to 4 dims, and r1 / r2 expanded to it (broadcast dims as
+    stride 0, one set of strides for both: the kernels index them alike)."""
+    shape = [1] * (4 - x.dim()) + list(x.shape)
     r1e = r1.reshape([1] * (4 - r1.dim()) + list(r1.shape)).expand(shape)
     r2e = r2.reshape([1] * (4 - r2.dim()) + list(r2.shape)).expand(shape)
     if r1e.stride() != r2e.stride():
         r1e, r2e = r1e.contiguous(), r2e.contiguous()
+    return shape, r1e, r2e
+
+
+def run(input, r1, r2, mode, out):
+    """npu_rotary_mul of ``input`` with r1 / r2 (input's dtype) in ``mode`` (its code in
+    ops.rotary_mul.MODES) into ``out`` (its fake's allocation); returns it."""
+    o = Outputs(out)
+    shape, r1e, r2e = _as_4d(input, r1, r2)
     d = shape[3]
     rows = input.numel() // d
     tiled(_rotary, rows, d // 2, input.contiguous(), r1e, r2e, o.bufs[0], rows, shape[1],
@@ -128,12 +135,8 @@ def run_rms_norm_rope(x, gamma, cos, sin, eps, out):
     o = Outputs(out)
     if x.stride(-1) != 1:
         x = x.contiguous()
-    shape = [1] * (4 - x.dim()) + list(x.shape)
+    shape, c, s = _as_4d(x, cos, sin)
     xs = [0] * (4 - x.dim()) + list(x.stride())
-    c = cos.reshape([1] * (4 - cos.dim()) + list(cos.shape)).expand(shape)
-    s = sin.reshape([1] * (4 - sin.dim()) + list(sin.shape)).expand(shape)
-    if c.stride() != s.stride():
-        c, s = c.contiguous(), s.contiguous()
     d = shape[3]
     rows = x.numel() // d
     tiled(_rms_norm_rope, rows, d // 2, x, gamma.contiguous(), c, s, o.bufs[0], rows, shape[1], shape[2],
