@@ -445,6 +445,36 @@ def test_backend_by_name_with_torchair_options():
         torch.testing.assert_close(g, w, rtol=0, atol=1)
 
 
+def test_backend_by_torch_npus_name_npu():
+    """``torch.compile(m, backend="npu")`` as a TorchAir script writes it (torch_npu's entry
+    point of that name compiles with torchair.get_npu_backend()): op_sdk's backend with
+    TorchAir's default CompilerConfig; options and mode as backend="op_sdk" takes them."""
+    import importlib.metadata
+
+    from op_sdk.compiler import named
+
+    eps = importlib.metadata.entry_points(group="torch_dynamo_backends")
+    assert any(ep.name == "npu" and ep.value == "op_sdk.compiler.named:npu_backend" for ep in eps)
+    assert "npu" in torch._dynamo.list_backends()
+    torch._dynamo.reset()
+    args = layer_inputs()
+    got = torch.compile(layer, backend="npu")(*args)
+    backend = named.backend_for(None)
+    assert backend.config.mode.value == op_sdk.CompilerConfig().mode.value == "max-autotune"
+    assert backend.last_report.graphs[0].match_count("add_rms_norm_dynamic_quant") == 1
+    for g, w in zip(got, layer(*args)):
+        torch.testing.assert_close(g, w, rtol=0, atol=1)
+    torch._dynamo.reset()
+    options = {"mode": "reduce-overhead", "experimental_config.remove_noop_ops": False}
+    torch.compile(layer, backend="npu", options=options)(*args)
+    backend = named.backend_for(options)
+    assert backend.config.mode.value == "reduce-overhead"
+    assert backend.config.experimental_config.remove_noop_ops.value is False
+    with pytest.raises(Exception, match="no option 'no_such'"):
+        torch._dynamo.reset()
+        torch.compile(layer, backend="npu", options={"experimental_config.no_such": 1})(*args)
+
+
 @pytest.mark.parametrize("options,message", [
     ({"experimental_config.no_such": 1}, "no option 'no_such'"),
     ({"no_such_group.x": 1}, "no group of options 'no_such_group'"),

@@ -1,6 +1,10 @@
 """op_sdk's backend by name: ``torch.compile(model, backend="op_sdk", options={...})``,
 registered with torch through the ``torch_dynamo_backends`` entry point (as torch_npu
-registers its backends), so a script needs no ``get_npu_backend`` call.
+registers its backends), so a script needs no ``get_npu_backend`` call; and by torch_npu's
+name for TorchAir's backend, ``backend="npu"`` (TorchAir's default CompilerConfig, as
+torch_npu's ``npu`` entry point compiles with ``torchair.get_npu_backend()``; options and
+mode as for ``op_sdk``). Where torch_npu is installed and an NPU is visible, ``npu`` hands the
+compile to torch_npu's own entry point of that name.
 
 ``options`` are CompilerConfig options by their dotted paths (``{"mode": "reduce-overhead",
 "experimental_config.frozen_parameter": True}``), validated as attribute assignment
@@ -54,6 +58,36 @@ def op_sdk_backend(gm, example_inputs, options: dict[str, Any] | None = None,
     if backend is None:
         backend = _BACKENDS[key] = get_npu_backend(compiler_config=config_from_options(options, mode))
     return backend(gm, example_inputs)
+
+
+def torch_npu_entrypoint(name: str):
+    """torch_npu's ``torch_dynamo_backends`` entry point ``name`` (its function in
+    torch_npu.dynamo) where torch_npu is installed and an NPU is visible, else None: there the
+    compile is torch_npu's."""
+    from op_sdk.npu.runtime import torch_npu_module
+
+    if torch_npu_module() is None:
+        return None
+    import torch
+
+    npu = getattr(torch, "npu", None)
+    if npu is None or not npu.is_available():
+        return None
+    import torch_npu.dynamo
+
+    return getattr(torch_npu.dynamo, name)
+
+
+def npu_backend(gm, example_inputs, options: dict[str, Any] | None = None,
+                mode: str | None = None, **kwargs):
+    """The ``torch_dynamo_backends`` entry point ``npu``: op_sdk's backend with TorchAir's
+    default CompilerConfig (and ``options`` / ``mode`` as ``op_sdk`` takes them); torch_npu's
+    own where an NPU is visible."""
+    real = torch_npu_entrypoint("_npu_backend_entrypoint")
+    if real is not None:
+        extra = {k: v for k, v in (("options", options), ("mode", mode)) if v is not None}
+        return real(gm, example_inputs, **extra, **kwargs)
+    return op_sdk_backend(gm, example_inputs, options, mode)
 
 
 def backend_for(options: dict[str, Any] | None = None, mode: str | None = None) -> NpuBackend:

@@ -35,7 +35,7 @@ from typing import Any
 from op_sdk.compiler.backend import NpuBackend, get_npu_backend
 from op_sdk.compiler.config import INT64_MAX, _torchair_existing_dir, _torchair_int_range
 from op_sdk.compiler.config import CompilerConfig as OpSdkConfig
-from op_sdk.compiler.named import _key
+from op_sdk.compiler.named import _key, torch_npu_entrypoint
 
 __all__ = ["CompilerConfig", "npugraph_ex_backend", "get_npu_backend_ex", "compile_fx",
            "backend_for"]
@@ -85,7 +85,7 @@ def _one_of(*choices):
 
 def _callable(v):
     if v is not None and not callable(v):
-        raise TypeError(f"The input must be a callable function or None, but got {type(v)}")
+        raise TypeError(f"value must be Callable or None, got {type(v)}")  # CallableValue's words
 
 
 def _dict_or_none(v):
@@ -206,27 +206,9 @@ def config_from_options(options: dict[str, Any] | None) -> CompilerConfig:
 _BACKENDS: dict[str, NpuBackend] = {}
 
 
-def _torch_npu_entrypoint():
-    """torch_npu's npugraph_ex entry point where torch_npu is installed and an NPU is
-    visible, else None."""
-    from op_sdk.npu.runtime import torch_npu_module
-
-    torch_npu = torch_npu_module()
-    if torch_npu is None:
-        return None
-    import torch
-
-    npu = getattr(torch, "npu", None)
-    if npu is None or not npu.is_available():
-        return None
-    from torch_npu.dynamo import _npugraph_ex_backend_entrypoint
-
-    return _npugraph_ex_backend_entrypoint
-
-
 def npugraph_ex_backend(gm, example_inputs, options: dict[str, Any] | None = None, **kwargs):
     """The ``torch_dynamo_backends`` entry point ``npugraph_ex``."""
-    real = _torch_npu_entrypoint()
+    real = torch_npu_entrypoint("_npugraph_ex_backend_entrypoint")
     if real is not None:
         return real(gm, example_inputs, **({"options": options} if options else {}), **kwargs)
     key = _key(options, "npugraph_ex")

@@ -1,8 +1,10 @@
 """op_sdk's configs against those of the real torch-npu 2.13.0 wheel (run by
 tests/npu/test_torch_npu_real.py in the stubbed environment): TorchAir's CompilerConfig
 (torch_npu/dynamo/torchair/configs) and npugraph_ex's (torch_npu/dynamo/npugraph_ex/configs)
-have the same option names and defaults as op_sdk's, read back the same way."""
+have the same option names and defaults as op_sdk's, read back the same way, and refuse a
+non-callable pass with the same words."""
 
+import pytest
 import torch_npu  # noqa: F401  (the real wheel, before op_sdk)
 from torch_npu.dynamo.npugraph_ex.configs.compiler_config import CompilerConfig as ExConfig
 from torch_npu.dynamo.torchair.configs.compiler_config import CompilerConfig as AirConfig
@@ -63,3 +65,14 @@ def test_npugraph_ex_options_and_defaults_read_back_the_same():
     assert names == set(ours.options()) - {"use_graph_pool"}  # (a plain attribute there)
     for n in names:
         assert ours.options()[n] == getattr(theirs, n).value, n
+
+
+@pytest.mark.parametrize("name,value", [("post_grad_custom_pre_pass", 3), ("post_grad_custom_post_pass", "f")])
+def test_npugraph_ex_callable_options_refuse_with_the_wheels_words(name, value):
+    theirs, ours = ExConfig(), npugraph_ex.CompilerConfig()
+    with pytest.raises(TypeError) as want:
+        setattr(theirs, name, value)
+    with pytest.raises(TypeError) as got:
+        setattr(ours, name, value)
+    # the wheel's error wrapper appends its traceback and error code
+    assert str(want.value).startswith(str(got.value) + "\n"), (str(got.value), str(want.value))
