@@ -60,13 +60,14 @@ Tensor rms_norm_rope(const Tensor& input, const Tensor& gamma, const Tensor& cos
   while (rd > 0 && x.size(rd) == 1) --rd;
   const int64_t run = x.size(rd), runs = rows / run;
   const int64_t x_step = run > 1 ? x.stride(rd) : 0, cs_step = run > 1 ? c.stride(rd) : 0;
+  // non-temporal stores for large aligned outputs (both halves of a row start aligned)
+  const bool stream = d % 32 == 0 && stream_friendly(y, d);
   dispatch_float(dt, [&](auto tx) {
     using T = decltype(tx);
     auto launch = [&](auto tg) {
       using G = decltype(tg);
       parallel_rows(runs, run * d, [&](int64_t b, int64_t e) {
-        opk::RowBuffer<float> scratch(d);
-        opk::RowBuffer<T> normed(d);
+        opk::RowBuffer<float> scratch(6 * d);  // kernels/rms_norm_rope.h
         for (int64_t r = b; r < e; ++r) {
           int64_t rem = r, xo = 0, co = 0;  // r over the dims before rd, the last fastest
           for (int64_t k = rd - 1; k >= 0; --k) {
@@ -77,7 +78,7 @@ Tensor rms_norm_rope(const Tensor& input, const Tensor& gamma, const Tensor& cos
           }
           opk::rms_norm_rope_rows<T, G>(ptr<T>(x) + xo, x_step, ptr<G>(g), ptr<T>(c) + co,
                                         ptr<T>(s) + co, cs_step, ptr<T>(y) + r * run * d, run,
-                                        d, float(epsilon), scratch.data, normed.data);
+                                        d, float(epsilon), scratch.data, stream);
         }
       });
     };

@@ -87,18 +87,9 @@ inline float add_row_sumsq(const T* a, const T* b, float* scr, T* xo, int64_t n)
   });
 }
 
-// One row's npu_rms_norm: y = x * rstd * gamma rounded to T (scr: n floats, x up-cast);
-// returns rstd. rms_norm_rows' arithmetic, without its streamed stores and prefetch (for
-// kernels that consume y at once: op_sdk::rms_norm_rope).
-template <typename T, typename G>
-inline float norm_row(const T* x, const G* gamma, T* y, float* scr, int64_t n, float eps) {
-  const float rs = rstd_from_sumsq(load_row_sumsq(x, scr, n), n, eps);
-  const Vec vr = set1(rs);
-  for_each_vec(n, [&](int64_t j, auto tail) {
-    store(y + j, load(scr + j, tail) * vr * load(gamma + j, tail), tail);
-  });
-  return rs;
-}
+// npu_rms_norm's y of one vector, before its rounding: x * rstd * gamma (that order).
+inline Vec normed(Vec x, Vec rstd, Vec gamma) { return x * rstd * gamma; }
+
 
 // y = x * rstd * gamma over rows of n = numel(gamma) elements.
 template <typename T, typename G>
@@ -125,7 +116,7 @@ void rms_norm_rows(const T* x, const G* gamma, T* y, float* rstd, int64_t rows, 
       const bool next = r + 1 < rows;
       for_each_vec(n, [&](int64_t j, auto tail) {
         if (next) prefetch_row_part(xr + n, j);
-        put<kStream>(yr + j, load(s + j, tail) * vr * load(gamma + j, tail), tail);
+        put<kStream>(yr + j, normed(load(s + j, tail), vr, load(gamma + j, tail)), tail);
       });
     }
     if constexpr (kStream) store_fence();  // order the streamed stores before the join

@@ -3,15 +3,31 @@
 // x[perm[i]]. The sign is applied as a subtraction (a * c - u * s is a * c + (-u) * s bit
 // for bit), products and sums rounded once each (no fma), as the reference computes them.
 
+// An output store: non-temporal for whole vectors when kStream (op_sdk::rms_norm_rope's
+// launcher asks for it on large aligned outputs).
+template <bool kStream, typename T, typename Tail>
+inline void put_rotated(T* p, Vec v, Tail tail) {
+  if constexpr (kStream && std::is_same<Tail, Full>::value) store_stream(p, v);
+  else store(p, v, tail);
+}
+
 // "half" on one segment of 2h elements: y[j] = x[j] c[j] - x[j+h] s[j],
-// y[j+h] = x[j+h] c[j+h] + x[j] s[j+h].
+// y[j+h] = x[j+h] c[j+h] + x[j] s[j+h], with the halves' vectors from xv(j, tail, second)
+// (op_sdk::rms_norm_rope computes them in registers). c / s: rows of T, or of float holding
+// T's values (rms_norm_rope converts a cos / sin row its rows share once).
+template <bool kStream = false, typename T, typename C, typename X>
+inline void rotate_halves_of(X&& xv, const C* c, const C* s, T* y, int64_t h) {
+  for_each_vec(h, [&](int64_t j, auto tail) {
+    const Vec lo = xv(j, tail, false), hi = xv(j, tail, true);
+    put_rotated<kStream>(y + j, lo * load(c + j, tail) - hi * load(s + j, tail), tail);
+    put_rotated<kStream>(y + h + j, hi * load(c + h + j, tail) + lo * load(s + h + j, tail), tail);
+  });
+}
+
 template <typename T>
 inline void rotate_halves(const T* x, const T* c, const T* s, T* y, int64_t h) {
-  for_each_vec(h, [&](int64_t j, auto tail) {
-    const Vec lo = load(x + j, tail), hi = load(x + h + j, tail);
-    store(y + j, lo * load(c + j, tail) - hi * load(s + j, tail), tail);
-    store(y + h + j, hi * load(c + h + j, tail) + lo * load(s + h + j, tail), tail);
-  });
+  rotate_halves_of([&](int64_t j, auto tail, bool second) { return load(x + (second ? h : 0) + j, tail); },
+                   c, s, y, h);
 }
 
 // y = a * c + b * s, a / b float rows.

@@ -17,7 +17,8 @@
 //   lo, then round half to even, in float lanes), reduce_add / reduce_max, absmax /
 //   reduce_absmax (max |x| that propagates NaN), store_q (round half to even, saturated
 //   to an integer type; a NaN lane stores 0, the contract's rule for quantised stores),
-//   store_fence, exp2i (2^n of integer lanes) / select_nan (exp's building blocks, see
+//   store_fence, round_fp16 / round_bf16 (a lane rounded as a store to that type rounds it,
+//   and back), exp2i (2^n of integer lanes) / select_nan (exp's building blocks, see
 //   kernels/swiglu.inl), for_each_vec (the loop with its tail). generic and avx2 have the same lane count and the same reduction trees, so
 //   their results are bit-identical.
 #pragma once
@@ -409,6 +410,10 @@ inline Vec select_nan(Vec x, Vec y) { return map([&](int i) { return x.v[i] != x
 inline Vec round_fp16(Vec a) {
   return map([&](int i) { return fp16_bits_to_float(fp16_bits_rne(a.v[i])); });
 }
+// Each lane rounded to bfloat16 (a store's rounding: half to even, NaN canonical) and back.
+inline Vec round_bf16(Vec a) {
+  return map([&](int i) { return to_float(bf16{bf16_bits_rne(a.v[i])}); });
+}
 
 template <typename F>
 inline void for_each_vec(int64_t n, F&& f) {
@@ -496,15 +501,21 @@ inline Vec load(const T* p, int n) {
 
 // ---- stores, rounding to nearest even
 inline void store(float* p, Vec a, Full) { _mm256_storeu_ps(p, a.v); }
-inline __m128i vec_to_bf16x8(Vec a) {
+// bf16 bits (round to nearest even, NaN canonical) in the low half of each 32-bit lane
+inline __m256i bf16_lanes(Vec a) {
   __m256i u = _mm256_castps_si256(a.v);
   __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
   __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
   r = _mm256_srli_epi32(r, 16);
   __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(a.v, a.v, _CMP_UNORD_Q));
-  r = _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7fc0), nan);
+  return _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7fc0), nan);
+}
+inline __m128i vec_to_bf16x8(Vec a) {
+  __m256i r = bf16_lanes(a);
   return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
 }
+// Each lane rounded to bfloat16 (a store's rounding) and back.
+inline Vec round_bf16(Vec a) { return {_mm256_castsi256_ps(_mm256_slli_epi32(bf16_lanes(a), 16))}; }
 inline void store(bf16* p, Vec a, Full) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), vec_to_bf16x8(a));
 }
@@ -657,15 +668,18 @@ inline Vec load(const int32_t* p, int n) {
 inline void store(float* p, Vec a, Full) { _mm512_storeu_ps(p, a.v); }
 inline void store(float* p, Vec a, int n) { _mm512_mask_storeu_ps(p, tail_mask(n), a.v); }
 // Integer RNE instead of VCVTNEPS2BF16: that instruction flushes denormals, c10 does not.
-inline __m256i vec_to_bf16x16(Vec a) {
+// bf16 bits (round to nearest even, NaN canonical) in the low half of each 32-bit lane
+inline __m512i bf16_lanes(Vec a) {
   __m512i u = _mm512_castps_si512(a.v);
   __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
   __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
   r = _mm512_srli_epi32(r, 16);
   __mmask16 nan = _mm512_cmp_ps_mask(a.v, a.v, _CMP_UNORD_Q);
-  r = _mm512_mask_blend_epi32(nan, r, _mm512_set1_epi32(0x7fc0));
-  return _mm512_cvtepi32_epi16(r);
+  return _mm512_mask_blend_epi32(nan, r, _mm512_set1_epi32(0x7fc0));
 }
+inline __m256i vec_to_bf16x16(Vec a) { return _mm512_cvtepi32_epi16(bf16_lanes(a)); }
+// Each lane rounded to bfloat16 (a store's rounding) and back.
+inline Vec round_bf16(Vec a) { return {_mm512_castsi512_ps(_mm512_slli_epi32(bf16_lanes(a), 16))}; }
 inline void store(bf16* p, Vec a, Full) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), vec_to_bf16x16(a));
 }

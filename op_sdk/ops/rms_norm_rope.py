@@ -154,8 +154,12 @@ rms_norm_rope = define_op(
     backward=_backward, setup_context=_setup,
     composite=Composite(_unfused, outputs=("y",), defaults=("epsilon",), spellings={
         "heads": {"": same, "permute": Spelling(_heads_first, inputs={"x": _heads_first})}}),
+    # against transformers' code (eager and compiled), and against op_sdk's own two kernels
+    # one after the other (the chain the fusion replaces)
     benchmarks=(Benchmark(_bench_inputs, _transformers, "Qwen3 q_norm + RoPE (transformers)",
-                          composite=_transformers),),
+                          composite=_transformers),
+                Benchmark(_bench_inputs, _unfused, "npu_rms_norm + npu_rotary_mul (native)",
+                          composite=_transformers)),
     doc="RMSNorm over the last dim (rounded to x's dtype), then rotate_half's RoPE with cos / "
         "sin: npu_rotary_mul(npu_rms_norm(x, gamma, epsilon)[0], cos, sin) in one pass.",
 )
