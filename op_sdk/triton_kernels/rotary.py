@@ -53,6 +53,18 @@ def _pairs(j, MODE: tl.constexpr, D: tl.constexpr):
 
 
 @triton.jit
+def _rotate(x1, x2, r1_ptr, r2_ptr, ro, o1, o2, st3, m):
+    """The pair (o1, o2) of inputs x1 / x2 (float32 tiles): ``x1 * r1[o1] - x2 * r2[o1]`` and
+    ``x2 * r1[o2] + x1 * r2[o2]``, r1 / r2 read at row offsets ``ro`` and column stride
+    ``st3``; each product rounded before the sum (``_common.mul``)."""
+    c1 = tl.load(r1_ptr + ro + (o1 * st3)[None, :], mask=m, other=0.0).to(tl.float32)
+    s1 = tl.load(r2_ptr + ro + (o1 * st3)[None, :], mask=m, other=0.0).to(tl.float32)
+    c2 = tl.load(r1_ptr + ro + (o2 * st3)[None, :], mask=m, other=0.0).to(tl.float32)
+    s2 = tl.load(r2_ptr + ro + (o2 * st3)[None, :], mask=m, other=0.0).to(tl.float32)
+    return mul(x1, c1, m) + mul(-x2, s1, m), mul(x2, c2, m) + mul(x1, s2, m)
+
+
+@triton.jit
 def _rotary(x_ptr, r1_ptr, r2_ptr, y_ptr, rows, s1, s2, st0, st1, st2, st3,
             MODE: tl.constexpr, D: tl.constexpr,
             BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, WIDE: tl.constexpr):
@@ -63,12 +75,7 @@ def _rotary(x_ptr, r1_ptr, r2_ptr, y_ptr, rows, s1, s2, st0, st1, st2, st3,
     ro = ((r // (s1 * s2)) * st0 + ((r // s2) % s1) * st1 + (r % s2) * st2)[:, None]
     x1 = tl.load(x_ptr + base + i1[None, :], mask=m, other=0.0).to(tl.float32)
     x2 = tl.load(x_ptr + base + i2[None, :], mask=m, other=0.0).to(tl.float32)
-    c1 = tl.load(r1_ptr + ro + (o1 * st3)[None, :], mask=m, other=0.0).to(tl.float32)
-    s1_ = tl.load(r2_ptr + ro + (o1 * st3)[None, :], mask=m, other=0.0).to(tl.float32)
-    c2 = tl.load(r1_ptr + ro + (o2 * st3)[None, :], mask=m, other=0.0).to(tl.float32)
-    s2_ = tl.load(r2_ptr + ro + (o2 * st3)[None, :], mask=m, other=0.0).to(tl.float32)
-    y1 = mul(x1, c1, m) + mul(-x2, s1_, m)
-    y2 = mul(x2, c2, m) + mul(x1, s2_, m)
+    y1, y2 = _rotate(x1, x2, r1_ptr, r2_ptr, ro, o1, o2, st3, m)
     tl.store(y_ptr + base + o1[None, :], y1.to(y_ptr.dtype.element_ty), mask=m)
     tl.store(y_ptr + base + o2[None, :], y2.to(y_ptr.dtype.element_ty), mask=m)
 
@@ -117,13 +124,8 @@ def _rms_norm_rope(x_ptr, g_ptr, r1_ptr, r2_ptr, y_ptr, rows, s1, s2, xt0, xt1, 
     g2 = tl.load(g_ptr + o2, mask=j < D // 2, other=0.0).to(tl.float32)[None, :]
     t1 = mul(mul(x1, rstd, m), g1, m).to(y_ptr.dtype.element_ty).to(tl.float32)
     t2 = mul(mul(x2, rstd, m), g2, m).to(y_ptr.dtype.element_ty).to(tl.float32)
-    # npu_rotary_mul's "half" pair: each product rounded before the sum
-    c1 = tl.load(r1_ptr + ro + (j * st3)[None, :], mask=m, other=0.0).to(tl.float32)
-    n1 = tl.load(r2_ptr + ro + (j * st3)[None, :], mask=m, other=0.0).to(tl.float32)
-    c2 = tl.load(r1_ptr + ro + (o2 * st3)[None, :], mask=m, other=0.0).to(tl.float32)
-    n2 = tl.load(r2_ptr + ro + (o2 * st3)[None, :], mask=m, other=0.0).to(tl.float32)
-    y1 = mul(t1, c1, m) + mul(-t2, n1, m)
-    y2 = mul(t2, c2, m) + mul(t1, n2, m)
+    # npu_rotary_mul's "half" pair
+    y1, y2 = _rotate(t1, t2, r1_ptr, r2_ptr, ro, j, o2, st3, m)
     base = r[:, None] * D
     tl.store(y_ptr + base + j[None, :], y1.to(y_ptr.dtype.element_ty), mask=m)
     tl.store(y_ptr + base + o2[None, :], y2.to(y_ptr.dtype.element_ty), mask=m)
