@@ -85,6 +85,13 @@ class Composite:
                 raise ValueError(f"op_sdk.Composite: spellings names the step {step!r}, which "
                                  f"is not a keyword-only parameter of {self.fn.__name__}; "
                                  f"its steps: {steps}")
+        for step, alts in self.spellings.items():
+            for label, alt in alts.items():
+                moved = set(getattr(alt, "inputs", {})) - set(self.arguments)
+                if moved:
+                    raise ValueError(f"op_sdk.Composite: spelling {label!r} of step {step!r} "
+                                     f"moves a view onto {sorted(moved)}, which are not "
+                                     f"arguments of {self.fn.__name__}: {self.arguments}")
         for name in self.defaults:
             if name not in params or params[name].default is inspect.Parameter.empty:
                 raise ValueError(f"op_sdk.Composite: defaults names {name!r}, which is not a "

@@ -196,6 +196,8 @@ def test_composite_declaration_is_validated():
         Composite(fn, outputs=("y",), defaults=("x",))
     with pytest.raises(ValueError, match="optional output"):
         Composite(fn, outputs=("y",), optional_outputs=("x_out",))
+    with pytest.raises(ValueError, match=r"moves a view onto \['w'\], which are not arguments"):
+        Composite(fn, outputs=("y",), spellings={"cast": {"t": Spelling(fn, inputs={"w": fn})}})
     with pytest.raises(TypeError, match="op_sdk.Composite"):
         op_sdk.define_op("composite_type_check(Tensor x) -> Tensor", namespace="op_sdk_derive_t",
                          reference=lambda x: x, composite=fn)
