@@ -61,13 +61,13 @@ def ascendc_root() -> str | None:
 
 def ascendc_kernel(opdef) -> str:
     """The level of ``opdef``'s Ascend C kernel, in words."""
-    if opdef.namespace != "npu":
-        return "none (op_sdk's CPU-only operator)"
     root = ascendc_root()
     if root is None:
         return "not installed"
     if os.path.isfile(os.path.join(root, opdef.slice, "op_kernel", f"{opdef.slice}.cpp")):
         return "source + CPU-model tested (CANN build: not verified)"
+    if opdef.namespace != "npu":
+        return "none (op_sdk's CPU-only operator)"
     return "CANN's own kernel (none of op_sdk's)"
 
 

@@ -212,6 +212,18 @@ def covered_by_torchair(op) -> bool:
     return (getattr(op, "_ge_converter", None) or fx2ge_converter._CONVERTERS.get(op)) is not None
 
 
+def _has_npu_kernel(op) -> bool:
+    """Whether op_sdk's own operator ``op`` runs on the NPU (an aclnn binding to its Ascend C
+    kernel: op_sdk::rms_norm_rope), so that a graph TorchAir builds may hold it."""
+    from op_sdk.library import get_op
+
+    ns, name = op._schema.name.split("::")
+    try:
+        return get_op(name, ns).aclnn is not None
+    except KeyError:
+        return False
+
+
 def register(converters: dict) -> list:
     """Register with TorchAir the converters of operators it does not convert; returns
     those operators ([] without TorchAir)."""
@@ -228,7 +240,7 @@ def register(converters: dict) -> list:
     for op, fn in converters.items():
         if op.namespace in ("aten", "prims"):
             continue  # TorchAir converts ATen itself
-        if op.namespace == "op_sdk":
+        if op.namespace == "op_sdk" and not _has_npu_kernel(op):
             continue  # op_sdk's CPU-only operators (weight prepacking) never reach an NPU graph
         if op in _REGISTERED or covered_by_torchair(op):
             continue  # registered already, or TorchAir's own

@@ -309,6 +309,9 @@ def test_register_with_torchair_fills_only_the_gaps():
                     torch.ops.npu.npu_gemma_rms_norm.default,
                     torch.ops.npu.npu_add_rms_norm_v2.default,
                     torch.ops.npu.npu_rms_norm_quant.default,
+                    # op_sdk's own operator with an NPU kernel (its Ascend C kernel and
+                    # binding); op_sdk::quant_matmul_packed, CPU-only, is left out
+                    torch.ops.op_sdk.rms_norm_rope.default,
                     torch.ops.my_ops.silu_mul_quant.default} | owned
     for op, conv in before.items():  # TorchAir's own stay
         assert getattr(op, "_ge_converter", None) is conv
@@ -343,3 +346,17 @@ def test_plugin_converter_through_torchair():
     assert op.type == "SiluMulQuant"
     assert [d.name for d in op.input_desc] == ["gate", "up"]
     assert [d.name for d in op.output_desc] == ["y", "scale"]
+
+
+def test_op_sdk_operator_with_an_npu_kernel_converts_through_torchair():
+    """op_sdk::rms_norm_rope (op_sdk's own operator with an Ascend C kernel) reaches TorchAir's
+    graph as op_sdk's converter writes it: cos / sin cast to x's dtype, then RmsNormRope."""
+    register_with_torchair()
+    x = torch.randn(2, 5, 3, 16, dtype=torch.bfloat16)
+    g, c = torch.rand(16, dtype=torch.bfloat16), torch.randn(2, 5, 1, 16)
+    gm = fx_of_call(torch.ops.op_sdk.rms_norm_rope.default, (x, g, c, c), {"epsilon": 1e-5})
+    ops = _torchair_ops(gm)
+    assert [o.type for o in ops] == ["Cast", "Cast", "RmsNormRope"]
+    assert [d.name for d in ops[-1].input_desc] == ["x", "gamma", "cos", "sin"]
+    ours = [o for o in convert_fx(gm).ops if o.type not in ("Data", "NetOutput")]
+    assert [_summary_ours(o) for o in ours] == [_summary_torchair(o) for o in ops]
