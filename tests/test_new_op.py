@@ -147,8 +147,11 @@ def test_in_tree_slice_touches_only_its_files_and_passes_the_suite(tmp_path):
     added = {str(p.relative_to(tree)) for p in after.keys() - before.keys()}
     changed = {str(p.relative_to(tree)) for p in after.keys() & before.keys() if after[p] != before[p]}
     assert added == _slice_files("op_sdk", name), added ^ _slice_files("op_sdk", name)
-    assert changed == {"docs/operators.md"}, changed  # the generated operator table
+    # the generated operator table, and README's NPU table (the slice has an Ascend C kernel
+    # and an aclnn binding: an operator of op_sdk's own namespace with NPU deliverables)
+    assert changed == {"docs/operators.md", "README.md"}, changed
     assert f"`op_sdk::{name}`" in (tree / "docs" / "operators.md").read_text()
+    assert f"| `op_sdk::{name}` | CPU-model tested |" in (tree / "README.md").read_text()
     # the slice's tests and the registry-wide tests that read every slice
     out = _pytest([f"tests/ops/test_{name}.py", f"tests/ascendc/test_{name}_kernel.py",
                    "tests/ascendc/test_coverage.py", "tests/test_registry_coverage.py", "tests/test_opcheck.py",
