@@ -16,10 +16,7 @@ void check_rms_norm(const Tensor& input, const Tensor& gamma) {
   const char* op = "npu_rms_norm";
   OPK_CHECK(input.dim() >= 1, op, "input", "must have at least 1 dim");
   const auto xt = input.scalar_type(), gt = gamma.scalar_type();
-  const bool ok = (xt == at::kHalf && (gt == at::kFloat || gt == at::kHalf)) ||
-                  (xt == at::kBFloat16 && (gt == at::kFloat || gt == at::kBFloat16)) ||
-                  (xt == at::kFloat && gt == at::kFloat);
-  OPK_CHECK(ok, op, "gamma",
+  OPK_CHECK(is_float_dtype(xt) && rms_norm_gamma_pairs(xt, gt), op, "gamma",
             "dtype must pair with 'input' as (float16, float32), (bfloat16, float32), "
             "(float16, float16), (bfloat16, bfloat16) or (float32, float32); got (",
             dtype_name(xt), ", ", dtype_name(gt), ")");

@@ -15,6 +15,12 @@
 
 namespace opsdk {
 
+// npu_rms_norm's (x, gamma) dtype pairs: gamma of x's dtype, or float32 for a half x
+// (op_sdk/ops/rms_norm.py _RMS_NORM_DTYPES; op_sdk::rms_norm_rope takes the same).
+inline bool rms_norm_gamma_pairs(c10::ScalarType xt, c10::ScalarType gt) {
+  return gt == xt || (gt == at::kFloat && (xt == at::kHalf || xt == at::kBFloat16));
+}
+
 // (y, rstd): y = x * rstd * weight over the weight's dims (the weight of input's dtype or
 // fp32), in input's layout; rstd keeps the reduced dims.
 inline std::tuple<at::Tensor, at::Tensor> rms_norm_run(const at::Tensor& input,

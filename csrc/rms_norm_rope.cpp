@@ -9,32 +9,21 @@
 #include "checks.h"
 #include "launch.h"
 #include "registry.h"
+#include "rms_norm_launch.h"
 #include "rms_norm_rope.h"
+#include "rotary_launch.h"
 
 namespace opsdk {
 namespace {
 
 using at::Tensor;
 
-constexpr int64_t kMaxD = 1024;
-
-bool gamma_pairs(c10::ScalarType xt, c10::ScalarType gt) {
-  return gt == xt || (gt == at::kFloat && (xt == at::kHalf || xt == at::kBFloat16));
-}
-
-bool broadcasts_to(const Tensor& r, const Tensor& x) {
-  if (!is_float_dtype(r.scalar_type()) || r.dim() != x.dim() || r.size(-1) != x.size(-1)) return false;
-  for (int64_t i = 0; i < x.dim(); ++i)
-    if (r.size(i) != 1 && r.size(i) != x.size(i)) return false;
-  return true;
-}
-
 bool fast_form(const Tensor& x, const Tensor& gamma, const Tensor& cos, const Tensor& sin) {
   if (!is_float_dtype(x.scalar_type()) || (x.dim() != 3 && x.dim() != 4)) return false;
   const int64_t d = x.size(-1);
-  return d > 0 && d <= kMaxD && d % 2 == 0 && gamma.dim() == 1 && gamma.size(0) == d &&
-         gamma_pairs(x.scalar_type(), gamma.scalar_type()) && broadcasts_to(cos, x) &&
-         sin.sizes() == cos.sizes() && broadcasts_to(sin, x);
+  return d > 0 && d <= kRotaryMaxD && d % 2 == 0 && gamma.dim() == 1 && gamma.size(0) == d &&
+         rms_norm_gamma_pairs(x.scalar_type(), gamma.scalar_type()) &&
+         rotary_tables_fit(cos, sin, x);
 }
 
 Tensor rms_norm_rope(const Tensor& input, const Tensor& gamma, const Tensor& cos,

@@ -11,13 +11,12 @@
 #include "launch.h"
 #include "registry.h"
 #include "rotary.h"
+#include "rotary_launch.h"
 
 namespace opsdk {
 namespace {
 
 using at::Tensor;
-
-constexpr int64_t kMaxD = 1024;
 
 int mode_code(c10::string_view m) {
   if (m == "half") return opk::kRotaryHalf;
@@ -27,20 +26,12 @@ int mode_code(c10::string_view m) {
   return -1;
 }
 
-bool broadcasts_to(const Tensor& r, const Tensor& x) {
-  if (!is_float_dtype(r.scalar_type()) || r.dim() != x.dim() || r.size(-1) != x.size(-1)) return false;
-  for (int64_t i = 0; i < x.dim(); ++i)
-    if (r.size(i) != 1 && r.size(i) != x.size(i)) return false;
-  return true;
-}
-
 bool fast_form(const Tensor& x, const Tensor& r1, const Tensor& r2, int mode,
                const std::optional<Tensor>& rotate) {
   if (rotate.has_value() || mode < 0 || !is_float_dtype(x.scalar_type()) || (x.dim() != 3 && x.dim() != 4))
     return false;
   const int64_t d = x.size(-1), step = mode == opk::kRotaryQuarter ? 4 : 2;
-  return d > 0 && d <= kMaxD && d % step == 0 && broadcasts_to(r1, x) &&
-         r2.sizes() == r1.sizes() && broadcasts_to(r2, x);
+  return d > 0 && d <= kRotaryMaxD && d % step == 0 && rotary_tables_fit(r1, r2, x);
 }
 
 // A(x) * r1 + B(x) * r2 in `mode` for a call of the fast form, contiguous.
