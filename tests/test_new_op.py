@@ -1,7 +1,8 @@
 """`op-sdk new-op`: one scaffold, in the layout of op_sdk's own slices.
 
 * a user project (outside the tree): three slices of three schema kinds (one output with an
-  optional tensor, a float and an int list; two outputs; an in-place schema) written into one
+  optional tensor, a float and an int list; two outputs and keyword-only arguments; an
+  in-place schema) written into one
   project, whose tests pass as written (pytest in a subprocess; only the torch_npu binding
   compile may skip);
 * in the tree (``--in-tree``, on a copy of the source tree): the slice's files only (and the
@@ -28,7 +29,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 KINDS = [
     ("fused_scale", "fused_scale(Tensor x, Tensor? bias=None, float alpha=1.0, int[] dims=[]) -> Tensor"),
-    ("split_two", "split_two(Tensor x, int k=2) -> (Tensor a, Tensor b)"),
+    # keyword-only arguments (torch_npu's schemas' usual form), one without a default
+    ("split_two", "split_two(Tensor x, *, Tensor? w=None, int k=2, float gain) -> (Tensor a, Tensor b)"),
     ("scale_", "scale_(Tensor(a!) x, float alpha) -> Tensor(a!)"),
 ]
 

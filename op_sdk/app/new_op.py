@@ -113,9 +113,6 @@ def plan(name: str, schema: str, namespace: str, package: str = "op_sdk") -> dic
             raise NewOpError(f"new-op: --schema: only the first argument may be written in "
                              f"place, not '{a.name}'")
     for a in args:
-        if a.kwarg_only:
-            raise NewOpError(f"new-op: --schema: argument '{a.name}' is keyword-only; the "
-                             "templates write positional arguments (add '*' by hand)")
         if _type(a) not in ("Tensor", "Tensor?", *_ATTRS) and a.alias_info is None:
             raise NewOpError(f"new-op: --schema: argument '{a.name}' has type {_type(a)}; the "
                              "templates write Tensor, Tensor?, float, int, bool and int[] "
@@ -136,12 +133,20 @@ def plan(name: str, schema: str, namespace: str, package: str = "op_sdk") -> dic
         default = repr(a.default_value) if a.has_default_value() else None
         ir_type, sample = _ATTRS.get(t, (None, None))
         return {"name": a.name, "type": t, "tensor": tensor, "optional": t == "Tensor?",
+                "kwonly": bool(a.kwarg_only),
                 "default": default, "ir_type": ir_type,
                 "sample": None if tensor or default is not None else sample,
                 "cpp_default": _cpp_default(a.default_value, ir_type) if default else None,
                 "aclnn": (_lower_camel(a.name) + ("Optional" if t == "Tensor?" else ""))}
 
     argl = [arg(a) for a in args]
+    # the Python parameter list of the slice's functions: the schema's, '*' included
+    params, star = [], False
+    for a in argl:
+        if a["kwonly"] and not star:
+            params.append("*")
+            star = True
+        params.append(a["name"] + (f"={a['default']}" if a["default"] is not None else ""))
     tensors = [a for a in argl if a["tensor"]]
     attrs = [a for a in argl if not a["tensor"]]
     aclnn = ([f"const aclTensor* {a['aclnn']}" for a in tensors]
@@ -154,6 +159,11 @@ def plan(name: str, schema: str, namespace: str, package: str = "op_sdk") -> dic
     return {"name": name, "namespace": namespace, "package": package, "schema": schema,
             "functional_schema": functional_schema, "inplace": inplace, "functional": functional,
             "slice": slice_, "camel": camel, "args": argl, "tensors": tensors, "attrs": attrs,
+            "py_params": ", ".join(params),
+            "positional": [a for a in argl[1:] if not a["kwonly"]],
+            "kwonly": [a for a in argl if a["kwonly"]],
+            # the keyword-only arguments a sample call passes (tensors, attributes without a default)
+            "kw_samples": [a for a in argl if a["kwonly"] and (a["tensor"] or a["sample"] is not None)],
             "first": args[0].name, "outs": out_names, "n_out": len(out_names),
             "qual": qual, "fqual": fqual, "aclnn_api": f"aclnn{camel}",
             "aclnn_params": aclnn, "npu": namespace == "npu"}
