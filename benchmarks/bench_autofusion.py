@@ -1,7 +1,8 @@
 """Automatic fusion, measured: unmodified model code compiled with op_sdk's backend.
 
 For each model (the embedded DeepSeek-style W8A8 demo model, and transformers' Llama,
-Qwen2, DeepSeek-V3, Qwen3, and a W8A8 Llama and Phi-3 built with ``op_sdk.quantize_w8a8``:
+Qwen2, DeepSeek-V3, Qwen3, and a W8A8 Llama and Phi-3 built with ``op_sdk.quantize_w8a8``,
+the Llama also with its gate / up merged, ``gated_mlp`` "epilogue" and "int32":
 small configs, random weights, bfloat16) and each token count, in one process:
 
 * the fusions found and applied (``op_sdk.explain``: native_ops rules and default fusions),
@@ -31,7 +32,11 @@ import torch
 from torch import nn
 
 CONTENDERS = ("eager", "inductor", "op_sdk", "op_sdk_all", "op_sdk_no_fusion")
-MODELS = ("demo", "llama", "qwen2", "deepseek_v3", "llama_w8a8", "qwen3", "phi3_w8a8")
+MODELS = ("demo", "llama", "qwen2", "deepseek_v3", "llama_w8a8", "qwen3", "phi3_w8a8",
+          "llama_w8a8_gated", "llama_w8a8_int32")
+# quantize_w8a8(gated_mlp=...) per model: gate and up one GEMM, dequantised in its epilogue
+# (SwiGLU + int8: fusion 6) or after its int32 accumulator (fusion 9)
+GATED = {"llama_w8a8_gated": "epilogue", "llama_w8a8_int32": "int32"}
 
 
 class Logits(nn.Module):
@@ -57,7 +62,7 @@ def build(kind: str, dtype: torch.dtype = torch.bfloat16) -> nn.Module:
     common = dict(vocab_size=4096, hidden_size=1024, intermediate_size=2816,
                   num_hidden_layers=4, num_attention_heads=16, num_key_value_heads=8,
                   max_position_embeddings=512)
-    if kind in ("llama", "llama_w8a8"):
+    if kind in ("llama", "llama_w8a8", *GATED):
         model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**common))
     elif kind == "qwen2":
         model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**common))
@@ -76,10 +81,10 @@ def build(kind: str, dtype: torch.dtype = torch.bfloat16) -> nn.Module:
     else:
         raise ValueError(kind)
     model = model.eval().to(dtype)
-    if kind in ("llama_w8a8", "phi3_w8a8"):
+    if kind in ("llama_w8a8", "phi3_w8a8", *GATED):
         import op_sdk
 
-        op_sdk.quantize_w8a8(model)
+        op_sdk.quantize_w8a8(model, gated_mlp=GATED.get(kind))
     return Logits(model)
 
 

@@ -1,8 +1,31 @@
-// npu_swiglu / npu_swiglu_backward / npu_swiglu_quant / npu_clipped_swiglu kernels (torch-free): silu(a) * b of the two halves of a
+// npu_swiglu / npu_swiglu_backward / npu_swiglu_quant / npu_clipped_swiglu /
+// npu_dequant_swiglu_quant kernels (torch-free): silu(a) * b of the two halves of a
 // row, and its gradient, float32 inside, one rounding to T (float, bf16 or fp16).
 #pragma once
 
 #include "simd.h"
+
+namespace opk {
+
+// npu_dequant_swiglu_quant's per-call parameters over rows of 2n (see swiglu.inl); a pointer
+// is null where the input is absent. weight_scale / bias_int / bias_float hold 2n values,
+// act_scale one per row; quant_scale / quant_offset n values (per_channel) or one.
+struct DequantSwigluQuantParams {
+  const float* weight_scale = nullptr;
+  const float* act_scale = nullptr;
+  const int32_t* bias_int = nullptr;
+  const float* bias_float = nullptr;
+  int mode = 0;  // swiglu_mode: 0 silu(A) * B, 1 clipped even / odd, 2 clipped halves
+  bool left = false;
+  float alpha = 1.702f, limit = 7.0f, glu_bias = 1.0f;
+  const float* quant_scale = nullptr;
+  bool quant_scale_per_channel = false;
+  const float* quant_offset = nullptr;
+  bool quant_offset_per_channel = false;
+  bool dynamic = false;
+};
+
+}  // namespace opk
 
 #define OPK_KERNEL_BODY "swiglu.inl"
 #include "isa_expand.h"
@@ -42,6 +65,14 @@ void swiglu_quant_rows(const T* x, int64_t rows, int64_t n, bool left, const flo
                        float* scale) {
   OPK_ISA_CALL(swiglu_quant_rows, x, rows, n, left, smooth, per_channel, offset, dynamic, y,
                scale);
+}
+
+// npu_dequant_swiglu_quant of rows of 2n (x int32, bf16 or fp16; see swiglu.inl): y (n per
+// row) and scale (one per row)
+template <typename T>
+void dequant_swiglu_quant_rows(const T* x, int64_t rows, int64_t n,
+                               const DequantSwigluQuantParams& p, int8_t* y, float* scale) {
+  OPK_ISA_CALL(dequant_swiglu_quant_rows, x, rows, n, p, y, scale);
 }
 
 }  // namespace opk

@@ -142,3 +142,86 @@ void swiglu_quant_rows(const T* x, int64_t rows, int64_t n, bool left, const flo
     }
   }, left, smooth != nullptr, per_channel, offset != nullptr);
 }
+
+// npu_dequant_swiglu_quant over rows of 2n, the steps of op_sdk/ops/dequant_swiglu_quant.py's
+// reference: (1) the row dequantised into u: an int32 bias added in int32 (wrapping), the
+// float32 value times weight_scale, times the row's activation scale, plus a float bias
+// (float x: its values); mode 1 then splits u into its even / odd elements. (2) t = silu(A)
+// * B (mode 0) or ClippedGlu(A, B) (modes 1, 2), A the half `left` picks; dynamic: t *=
+// quant_scale, scale = max|t| / 127, y = rint(t * (127 / max|t|)); static: t = t /
+// quant_scale + quant_offset, scale 0, y = rint(t). Saturated, a NaN stores 0 (store_q).
+template <typename T>
+void dequant_swiglu_quant_rows(const T* x, int64_t rows, int64_t n,
+                               const DequantSwigluQuantParams& p, int8_t* y, float* scale) {
+  const int64_t d = 2 * n;
+  RowBuffer<float> ubuf(p.mode == 1 ? 2 * d : d);
+  RowBuffer<float> sbuf(n);
+  RowBuffer<int32_t> ibuf(p.bias_int != nullptr ? d : 1);
+  float* u = ubuf.data;
+  float* w = p.mode == 1 ? u + d : u;  // the even / odd split of u (mode 1)
+  float* s = sbuf.data;
+  const Vec lo = set1(-128.0f), hi = set1(127.0f);
+  const ClippedGlu clip(p.alpha, p.limit, p.glu_bias);
+  const Vec qs1 = set1(p.quant_scale != nullptr ? p.quant_scale[0] : 1.0f);
+  const Vec qo1 = set1(p.quant_offset != nullptr ? p.quant_offset[0] : 0.0f);
+  const float* A = p.mode == 1 ? w : (p.left ? u : u + n);
+  const float* B = p.mode == 1 ? w + n : (p.left ? u + n : u);
+  with_flags([&](auto k_ws, auto k_act, auto k_bias_f, auto k_clip, auto k_qs, auto k_qo) {
+    constexpr bool kWs = decltype(k_ws)::value, kAct = decltype(k_act)::value;
+    constexpr bool kBiasF = decltype(k_bias_f)::value, kClip = decltype(k_clip)::value;
+    constexpr bool kQs = decltype(k_qs)::value, kQo = decltype(k_qo)::value;
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* xr = x + r * d;
+      if constexpr (std::is_same_v<T, int32_t>) {
+        if (p.bias_int != nullptr) {
+          int32_t* ib = ibuf.data;
+          for (int64_t j = 0; j < d; ++j)
+            ib[j] = int32_t(uint32_t(xr[j]) + uint32_t(p.bias_int[j]));
+          xr = ib;
+        }
+      }
+      const Vec act = set1(kAct ? p.act_scale[r] : 1.0f);
+      for_each_vec(d, [&](int64_t j, auto tail) {
+        Vec v = load(xr + j, tail);
+        if constexpr (kWs) v = v * load(p.weight_scale + j, tail);
+        if constexpr (kAct) v = v * act;
+        if constexpr (kBiasF) v = v + load(p.bias_float + j, tail);
+        store(u + j, v, tail);
+      });
+      if (p.mode == 1) {
+        for (int64_t j = 0; j < n; ++j) {
+          w[j] = u[2 * j];
+          w[n + j] = u[2 * j + 1];
+        }
+      }
+      Vec m = zero();
+      for_each_vec(n, [&](int64_t j, auto tail) {
+        const Vec va = load(A + j, tail), vb = load(B + j, tail);
+        Vec t;
+        if constexpr (kClip) t = clip(va, vb);
+        else t = silu(va) * vb;
+        if (p.dynamic) {
+          if constexpr (kQs) t = t * load(p.quant_scale + j, tail);
+        } else {
+          if constexpr (kQs) t = t / (p.quant_scale_per_channel ? load(p.quant_scale + j, tail) : qs1);
+          if constexpr (kQo) t = t + (p.quant_offset_per_channel ? load(p.quant_offset + j, tail) : qo1);
+        }
+        store(s + j, t, tail);
+        m = absmax(m, t);
+      });
+      int8_t* yr = y + r * n;
+      if (p.dynamic) {
+        const float amax = reduce_absmax(m);
+        scale[r] = amax / 127.0f;
+        const Vec vmul = set1(127.0f / amax);
+        for_each_vec(n, [&](int64_t j, auto tail) {
+          store_q(yr + j, load(s + j, tail) * vmul, lo, hi, tail);
+        });
+      } else {
+        scale[r] = 0.0f;
+        for_each_vec(n, [&](int64_t j, auto tail) { store_q(yr + j, load(s + j, tail), lo, hi, tail); });
+      }
+    }
+  }, p.weight_scale != nullptr, p.act_scale != nullptr, p.bias_float != nullptr, p.mode != 0,
+     p.quant_scale != nullptr, p.quant_offset != nullptr);
+}

@@ -20,7 +20,7 @@ logger = _logging.getLogger("op_sdk")
 __all__ = ["include_dirs", "AclnnBinding", "BindingError", "Benchmark", "OpDef", "define_op", "functionalize_inplace", "get_op", "registered_ops",  # noqa: E501
            "CompilerConfig", "get_npu_backend", "register_replacement", "verify_replacement",
            "PatternRegistry", "explain", "scope", "logger", "quantize_w8a8", "W8A8Linear",
-           "export_onnx", "Composite", "Spelling", "register_fusion", "cpu_output_pool",
+           "W8A8GatedMLP", "export_onnx", "Composite", "Spelling", "register_fusion", "cpu_output_pool",
            "import_slices"]
 
 # The compiler API is imported on first use: `import op_sdk` stays free of torch._dynamo /
@@ -36,6 +36,7 @@ _LAZY = {
     "scope": "op_sdk.scope",
     "quantize_w8a8": "op_sdk.quantization",
     "W8A8Linear": "op_sdk.quantization",
+    "W8A8GatedMLP": "op_sdk.quantization",
     "export_onnx": "op_sdk.onnx.export",  # imports onnx / onnxscript on first use only
 }
 

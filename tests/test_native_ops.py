@@ -713,6 +713,74 @@ def test_transformers_qwen3_gets_qk_norms_and_rope(mode):
     assert err <= 0.02 * ref.float().abs().max().item() + 0.02, err
 
 
+class W8A8Expert(torch.nn.Module):
+    """A W8A8 MLP / MoE expert as vllm-ascend's W8A8 MoE computes it: the gate / up GEMM
+    returns its int32 accumulator (npu_quant_matmul, output_dtype int32), dequantised by the
+    weight's and the tokens' scales, SwiGLU (npu_swiglu, or F.silu(gate) * up of the chunks),
+    per-token int8 for the down GEMM."""
+
+    def __init__(self, hidden=64, inter=96, native=False):
+        super().__init__()
+        self.native = native
+        self.register_buffer("w13", torch.randint(-127, 128, (2 * inter, hidden), dtype=torch.int8))
+        self.register_buffer("w13_scale", torch.rand(2 * inter) * 1e-3)
+        self.register_buffer("w2", torch.randint(-127, 128, (hidden, inter), dtype=torch.int8))
+        self.register_buffer("w2_scale", torch.rand(hidden) * 1e-2)
+
+    def forward(self, x):
+        npu = torch.ops.npu
+        q, s = npu.npu_dynamic_quant(x)
+        acc = npu.npu_quant_matmul(q, self.w13.t(), self.w13_scale, output_dtype=torch.int32)
+        t = acc.float() * self.w13_scale * s.unsqueeze(-1)
+        if self.native:
+            gate, up = t.chunk(2, dim=-1)
+            h = F.silu(gate) * up
+        else:
+            h = npu.npu_swiglu(t, -1)
+        hq, hs = npu.npu_dynamic_quant(h)
+        return npu.npu_quant_matmul(hq, self.w2.t(), self.w2_scale, pertoken_scale=hs,
+                                    output_dtype=torch.bfloat16)
+
+
+@pytest.mark.parametrize("native_spelling", [False, True], ids=["npu_swiglu", "silu_chunk"])
+@pytest.mark.parametrize("mode", MODES)
+def test_w8a8_expert_gets_dequant_swiglu_quant(mode, native_spelling):
+    """The int32 accumulator's dequantisation + SwiGLU + dynamic quant become one
+    npu_dequant_swiglu_quant (fusion 9, ahead of fusion 6), from npu_swiglu or from
+    torch-native F.silu(gate) * up (native_swiglu first), planned for the NPU in
+    max-autotune; the output equals eager's (within an int8 step of h where eager ran
+    torch's silu)."""
+    torch.manual_seed(0)
+    model = W8A8Expert(native=native_spelling).eval()
+    x = torch.randn(14, 64, dtype=torch.bfloat16)
+    with torch.no_grad():
+        want = model(x)
+    counts: collections.Counter = collections.Counter()
+
+    def capture(gm, example_inputs, c):
+        counts.update(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+
+    cfg = config(mode, **(NPU_PLAN if mode == "max-autotune" else {}))
+    cfg.post_grad_custom_post_pass = capture
+    torch._dynamo.reset()
+    backend = op_sdk.get_npu_backend(compiler_config=cfg)
+    with torch.no_grad():
+        got = torch.compile(model, backend=backend)(x)
+    exp = op_sdk.explain(backend)
+    summary = exp.summary()
+    assert exp.patterns.get("dequant_swiglu_quant") == 1, summary
+    assert "swiglu_quant" not in exp.patterns, summary
+    assert counts["npu.npu_dequant_swiglu_quant.default"] == 1, (dict(counts), summary)
+    assert counts["npu.npu_swiglu.default"] == 0 and counts["npu.npu_dynamic_quant.default"] == 1
+    assert counts["npu.npu_quant_matmul.default"] == 2
+    if native_spelling:  # eager's torch silu and the kernel's exp differ in the last bits:
+        # an int8 step of h may move (tests/ops/test_dequant_swiglu_quant.py)
+        err = (got.float() - want.float()).abs().max().item()
+        assert err <= 0.02 * want.float().abs().max().item(), err
+    else:  # npu_swiglu and npu_dynamic_quant's kernels compute the fused kernel's steps
+        assert torch.equal(got, want)
+
+
 def test_transformers_w8a8_llama_fuses_norm_quant():
     torch.manual_seed(0)
     model = op_sdk.quantize_w8a8(_tiny("llama").eval().to(torch.bfloat16))
@@ -728,6 +796,44 @@ def test_transformers_w8a8_llama_fuses_norm_quant():
     assert counts["npu.npu_add_rms_norm_dynamic_quant.default"] == 3
     err = (out.float() - ref.float()).abs().max().item()
     assert err <= 0.05 * ref.float().abs().max().item(), err
+
+
+@pytest.mark.parametrize("gated_mlp,fusion,fused", [
+    ("epilogue", "swiglu_quant", "npu_swiglu_quant"),
+    ("int32", "dequant_swiglu_quant", "npu_dequant_swiglu_quant")])
+def test_transformers_w8a8_llama_gated_mlp_fuses_swiglu_quant(gated_mlp, fusion, fused):
+    """quantize_w8a8(gated_mlp=...): each MLP's gate and up one int8 GEMM; its SwiGLU and the
+    down projection's quantisation become npu_swiglu_quant (the GEMM dequantises: fusion 6)
+    or npu_dequant_swiglu_quant (the GEMM's int32 accumulator: fusion 9), one per layer;
+    logits close to eager."""
+    torch.manual_seed(0)
+    model = _tiny("llama").eval().to(torch.bfloat16)
+    mlp = model.model.layers[0].mlp
+    x = torch.randn(3, mlp.gate_proj.in_features, dtype=torch.bfloat16)
+    with torch.no_grad():
+        float_out = mlp(x)
+    op_sdk.quantize_w8a8(model, gated_mlp=gated_mlp)
+    assert model.w8a8_layers == 2 * 7
+    assert all(type(layer.mlp) is op_sdk.W8A8GatedMLP for layer in model.model.layers)
+    with torch.no_grad():  # the W8A8 MLP against the float one it replaced
+        err = (model.model.layers[0].mlp(x).float() - float_out.float()).abs().max().item()
+    assert err <= 0.05 * float_out.float().abs().max().item(), err
+    ids = torch.randint(0, 128, (1, 8))
+    with torch.no_grad():
+        ref = model(ids).logits
+    out, counts, backend = compile_model(model, ids, config())
+    exp = op_sdk.explain(backend)
+    assert exp.patterns.get(fusion) == 2, exp.summary()
+    assert counts[f"npu.{fused}.default"] == 2 and counts["npu.npu_swiglu.default"] == 0
+    err = (out.float() - ref.float()).abs().max().item()
+    assert err <= 0.05 * ref.float().abs().max().item(), err
+
+
+def test_quantize_w8a8_gated_mlp_rules():
+    with pytest.raises(ValueError, match="gated_mlp"):
+        op_sdk.quantize_w8a8(torch.nn.Sequential(), gated_mlp="fp8")
+    with pytest.raises(TypeError, match="W8A8GatedMLP: argument 'mlp'"):
+        op_sdk.W8A8GatedMLP(torch.nn.Linear(4, 4))
 
 
 # ---- Gemma's RMSNorm ---------------------------------------------------------------------

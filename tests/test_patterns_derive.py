@@ -150,10 +150,11 @@ def _code(fn, inputs) -> list:
 
 def test_every_default_fusion_is_derived():
     # TorchAir's five, compared with their former hand-written variants below, and the ones
-    # op_sdk adds (swiglu_quant, add_rms_norm_quant_bias, rms_norm_rope), derived from the start
+    # op_sdk adds (swiglu_quant, add_rms_norm_quant_bias, rms_norm_rope, dequant_swiglu_quant),
+    # derived from the start
     assert set(HAND_WRITTEN) <= {f.name for f in DEFAULT_FUSIONS}
     assert {f.name for f in DEFAULT_FUSIONS} - set(HAND_WRITTEN) == {
-        "swiglu_quant", "add_rms_norm_quant_bias", "rms_norm_rope"}
+        "swiglu_quant", "add_rms_norm_quant_bias", "rms_norm_rope", "dequant_swiglu_quant"}
     for fusion in DEFAULT_FUSIONS:
         namespace, name = fusion.fused_qualname.split("::")
         assert op_sdk.get_op(name, namespace).composite is not None, fusion.name

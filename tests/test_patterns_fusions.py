@@ -25,7 +25,8 @@ npu, aten = torch.ops.npu, torch.ops.aten
 CASES = [(f, v) for f in DEFAULT_FUSIONS for v in f.variants()]
 IDS = [f"{f.name}[{v.name}]" for f, v in CASES]
 ACTIVATIONS = {"transpose_batchmatmul": ("x1",), "swiglu_quant": ("x",),
-               "rms_norm_rope": ("x", "cos", "sin")}
+               "rms_norm_rope": ("x", "cos", "sin"),
+               "dequant_swiglu_quant": ("x", "activation_scale")}
 # fusions whose checks need the activation's last dim known (npu_swiglu_quant's bound of
 # 8192: a symbolic one is refused, not guarded); no weight of the pattern pins it
 STATIC_LAST_DIM = {"swiglu_quant"}
@@ -230,6 +231,19 @@ def _f8_inputs(gamma_shape=(16,), cos_shape=(2, 1, 7, 16)):
             torch.randn(cos_shape, dtype=torch.bfloat16), torch.randn(cos_shape, dtype=torch.bfloat16)]
 
 
+def f9_dequant(quant_mode="pertoken"):
+    def fn(x, ws, act, qs):
+        t = npu.npu_swiglu(x.float() * ws * act, -1)
+        return npu.npu_dynamic_quant(t, smooth_scales=qs, quant_mode=quant_mode)
+    return fn
+
+
+def _f9_inputs(x_dtype=torch.int32, act_shape=(2, 7, 1)):
+    """A W8A8 MLP's int32 gate / up accumulator (2, 7, 64) and its scales."""
+    x = torch.randint(-3000, 3000, (2, 7, 64), dtype=torch.int32).to(x_dtype)
+    return [x, torch.rand(64) * 1e-3, torch.rand(act_shape) + 0.25, torch.rand(32) + 0.5]
+
+
 def _f5_inputs(dtype=torch.float16, hidden=32, scales_shape=None, zp_dtype=torch.int32,
                scale_dtype=torch.float32, tokens=7):
     x1, x2 = _h(dtype, tokens, hidden)
@@ -309,6 +323,14 @@ VIOLATIONS = [
      lambda: _f8_inputs(gamma_shape=(3, 16)), {}),
     ("rms_norm_rope", "heads_before_tokens", "args", f8_norm_rope((2, 1, 0, 3)),
      lambda: _f8_inputs(cos_shape=(1, 7, 2, 16)), {}),
+    # a float x (not a GEMM's int32 accumulator); per-tensor quantisation; a
+    # per-column activation scale (the operator's own rule vetoes it)
+    ("dequant_swiglu_quant", "int32_accumulator", "dtype", f9_dequant(),
+     lambda: _f9_inputs(torch.bfloat16), {}),
+    ("dequant_swiglu_quant", "int8_per_token", "args", f9_dequant(quant_mode="pertensor"),
+     lambda: _f9_inputs(), {}),
+    ("dequant_swiglu_quant", "", "fused_op", f9_dequant(), lambda: _f9_inputs(act_shape=(1, 64)),
+     {}),
 ]
 
 
@@ -508,3 +530,21 @@ def test_every_layer_fuses_and_getitem_anchor_is_exact():
     assert npu.npu_add_rms_norm.default not in result.targets
     assert_fused_close(result.outputs, three(*inputs), inputs)
     assert operator.getitem in result.targets
+
+
+def test_a_fusion_is_applied_before_the_fusions_it_contains():
+    """Fusion 9's chain holds fusion 6's npu_swiglu -> npu_dynamic_quant: a compile applies 9
+    first (``Fusion.before``), the others in number order; a ``before`` naming no fusion is
+    refused."""
+    import dataclasses
+
+    from op_sdk.patterns import APPLY_ORDER, _apply_order
+
+    names = [f.name for f in APPLY_ORDER]
+    assert names.index("dequant_swiglu_quant") < names.index("swiglu_quant")
+    assert sorted(APPLY_ORDER, key=lambda f: f.number) == list(DEFAULT_FUSIONS)
+    rest = [f for f in APPLY_ORDER if f.name != "dequant_swiglu_quant"]
+    assert [f.number for f in rest] == sorted(f.number for f in rest)
+    bad = dataclasses.replace(get_fusion("swiglu_quant"), before=("no_such_fusion",))
+    with pytest.raises(RuntimeError, match="no_such_fusion.*not fusions"):
+        _apply_order((bad,))

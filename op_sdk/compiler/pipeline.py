@@ -75,10 +75,11 @@ class UserPassError(RuntimeError):
 
 
 def fusion_plan(config: CompilerConfig) -> list[tuple[Any, str]]:
-    """Each default fusion with "" when this config runs it, else the reason it does not."""
-    from op_sdk.patterns import DEFAULT_FUSIONS
+    """Each default fusion, in the order a compile applies them, with "" when this config
+    runs it, else the reason it does not."""
+    from op_sdk.patterns import APPLY_ORDER
 
-    return [(fusion, _why_not(config, fusion)) for fusion in DEFAULT_FUSIONS]
+    return [(fusion, _why_not(config, fusion)) for fusion in APPLY_ORDER]
 
 
 def _why_not(config: CompilerConfig, fusion) -> str:

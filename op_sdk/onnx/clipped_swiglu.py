@@ -14,6 +14,15 @@ from op_sdk.onnx.translation import Call, dt, dtype_tag, overload_key, proto_inp
 OP = "npu_clipped_swiglu"
 
 
+def clipped_glu(b, a, h, alpha, limit, bias):
+    """The clipped SwiGLU of float32 a, h (ops/clipped_swiglu.py clipped_glu): min(a, limit),
+    clamp(h) + bias, h * (a / (exp(a * -alpha) + 1)); npu_dequant_swiglu_quant's modes 1 / 2
+    too."""
+    a = b("Min", a, b.f32(limit))
+    h = b("Add", b("Max", b("Min", h, b.f32(limit)), b.f32(-limit)), b.f32(bias))
+    return b("Mul", h, b("Div", a, b("Add", b("Exp", b("Mul", a, b.f32(-alpha))), b.f32(1.0))))
+
+
 def _clipped(b, x, g, dims, d, alpha, limit, bias, interleaved):
     pre, n = math.prod(dims[:d]), math.prod(dims[d:])
     v = b("Reshape", b.to_float(x), b.i64([pre, n]))
@@ -23,9 +32,7 @@ def _clipped(b, x, g, dims, d, alpha, limit, bias, interleaved):
     else:
         a = b("Slice", v, b.i64([0]), b.i64([n // 2]), b.i64([1]))
         h = b("Slice", v, b.i64([n // 2]), b.i64([n]), b.i64([1]))
-    a = b("Min", a, b.f32(limit))
-    h = b("Add", b("Max", b("Min", h, b.f32(limit)), b.f32(-limit)), b.f32(bias))
-    y = b("Mul", h, b("Div", a, b("Add", b("Exp", b("Mul", a, b.f32(-alpha))), b.f32(1.0))))
+    y = clipped_glu(b, a, h, alpha, limit, bias)
     if g is not None:  # rows < min(sum(group_index), pre)
         rows = b("Min", b("ReduceSum", g, keepdims=0), b.i64(pre))
         live = b("Less", b("Unsqueeze", b("Range", b.i64(0), b.i64(pre), b.i64(1)), b.i64([1])),

@@ -215,9 +215,13 @@ def dynamic_int8(b, v, smooth):
 
 
 def static_int8(b, y, scales, zero_points, div_mode, lo=-128.0, hi=127.0, to=None):
+    """round(y / scales + zero_points) (or y * scales), saturated to [lo, hi]; scales None:
+    y itself."""
     ir = b.ir
-    s = b.to_float(scales)
-    v = b("Div", y, s) if div_mode else b("Mul", y, s)
+    v = y
+    if scales is not None:
+        s = b.to_float(scales)
+        v = b("Div", y, s) if div_mode else b("Mul", y, s)
     if zero_points is not None:
         v = b("Add", v, b.to_float(zero_points))
     q = b("Clip", b("Round", v), b.f32(lo), b.f32(hi))

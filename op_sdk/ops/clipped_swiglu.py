@@ -79,6 +79,16 @@ def group_rows(group_index, pre: int) -> int:
     return min(int(counts.sum()), pre)
 
 
+def clipped_glu(a, b, alpha, limit, bias):
+    """The clipped SwiGLU of float32 lanes a, b in the kernel's steps: ``A = min(a, limit)``,
+    ``B = clamp(b, -limit, limit) + bias``, ``B * (A / (exp(A * -alpha) + 1))`` (also
+    npu_dequant_swiglu_quant's swiglu_mode 1 / 2; kernels/swiglu.inl ClippedGlu is the native
+    twin)."""
+    a = a.clamp(max=limit)
+    b = b.clamp(-limit, limit) + bias
+    return b * (a / (torch.exp(a * -alpha) + 1))
+
+
 def clipped_swiglu_reference(x, *, group_index=None, dim=-1, alpha=1.702, limit=7.0, bias=1.0,
                              interleaved=True):
     """The ground truth: the kernel's steps in float32 (module docstring), one rounding."""
@@ -86,9 +96,7 @@ def clipped_swiglu_reference(x, *, group_index=None, dim=-1, alpha=1.702, limit=
     pre, n = math.prod(x.shape[:d]), math.prod(x.shape[d:])
     v = x.float().contiguous().reshape(pre, n)
     a, b = (v[:, 0::2], v[:, 1::2]) if interleaved else (v[:, :n // 2], v[:, n // 2:])
-    a = a.clamp(max=limit)
-    b = b.clamp(-limit, limit) + bias
-    y = b * (a / (torch.exp(a * -alpha) + 1))
+    y = clipped_glu(a, b, alpha, limit, bias)
     if group_index is not None:
         y[group_rows(group_index, pre):] = 0
     return y.to(x.dtype).reshape(halved_shape(x, d))

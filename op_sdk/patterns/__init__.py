@@ -23,12 +23,13 @@ from op_sdk.patterns.registry import (
 )
 from op_sdk.patterns.verify import ReplacementMismatch, verify_replacement
 
-__all__ = ["DEFAULT_FUSIONS", "Fusion", "Variant", "PatternRegistry", "register_replacement",
-           "verify_replacement", "ReplacementMismatch", "DuplicatePatternError",
+__all__ = ["DEFAULT_FUSIONS", "APPLY_ORDER", "Fusion", "Variant", "PatternRegistry",
+           "register_replacement", "verify_replacement", "ReplacementMismatch", "DuplicatePatternError",
            "current_registry", "user_registry", "register_default_patterns", "built_fusions",
            "get_fusion"]
 
-# In the manual's order; a compile applies them in this order.
+# In the manual's order (a compile applies them in this order but for ``Fusion.before``:
+# APPLY_ORDER).
 # Every module of this package that declares ``FUSION = Fusion(...)`` is a default fusion
 # (a new fusion is a new module: nothing else lists it), ordered by ``Fusion.number``.
 
@@ -47,6 +48,26 @@ def _discover() -> tuple[Fusion, ...]:
 
 
 DEFAULT_FUSIONS: tuple[Fusion, ...] = _discover()
+
+
+def _apply_order(fusions: tuple[Fusion, ...]) -> tuple[Fusion, ...]:
+    """The fusions in the order a compile applies them: by number, except that a fusion is
+    moved before those it names in ``before`` (the smaller patterns it contains)."""
+    order = list(fusions)
+    names = {f.name for f in order}
+    for f in fusions:
+        unknown = set(f.before) - names
+        if unknown:
+            raise RuntimeError(f"op_sdk.patterns: fusion {f.name!r} is applied before "
+                               f"{sorted(unknown)}, which are not fusions")
+        first = min((i for i, g in enumerate(order) if g.name in f.before), default=None)
+        if first is not None and order.index(f) > first:
+            order.remove(f)
+            order.insert(first, f)
+    return tuple(order)
+
+
+APPLY_ORDER: tuple[Fusion, ...] = _apply_order(DEFAULT_FUSIONS)
 
 
 def get_fusion(name: str) -> Fusion:

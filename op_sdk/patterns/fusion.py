@@ -103,6 +103,9 @@ class Fusion:
     torchair_max_autotune: bool            # TorchAir applies it in max-autotune
     opaque_to_inductor: bool               # it crosses a custom op Inductor cannot fuse across
     doc: str = ""
+    # fusions whose pattern is a part of this one's: a compile applies this one first (else
+    # the part would fire and leave nothing to match; fusion 9 contains fusion 6's chain)
+    before: tuple[str, ...] = ()
 
     @property
     def fused_qualname(self) -> str:

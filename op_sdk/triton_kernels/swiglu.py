@@ -1,5 +1,6 @@
 """Triton kernels of npu_swiglu, npu_swiglu_backward (ops/swiglu.py's contract),
-npu_swiglu_quant (ops/swiglu_quant.py's) and npu_clipped_swiglu (ops/clipped_swiglu.py's).
+npu_swiglu_quant (ops/swiglu_quant.py's), npu_clipped_swiglu (ops/clipped_swiglu.py's) and
+npu_dequant_swiglu_quant (ops/dequant_swiglu_quant.py's).
 
 SwiGLU and its backward read ``input`` as an (outer, 2, inner) array around ``dim``
 (``inner``: half the size along ``dim`` times the elements after it), so any ``dim`` is one
@@ -16,6 +17,7 @@ and saturated (``_common.store_int8``), as the reference computes them.
 
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
 
@@ -109,12 +111,131 @@ def _clipped_swiglu(x_ptr, y_ptr, pre, half, rows, neg_alpha, limit, bias,
         bt = at + half
     a = tl.load(x_ptr + at, mask=live, other=0.0).to(tl.float32)
     b = tl.load(x_ptr + bt, mask=live, other=0.0).to(tl.float32)
+    y = tl.where(live, _clip(a, b, neg_alpha, limit, bias, live), 0.0)
+    tl.store(y_ptr + r[:, None] * half + c[None, :], y.to(y_ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def _clip(a, b, neg_alpha, limit, bias, mask):
+    # the clipped SwiGLU of float32 lanes (ops/clipped_swiglu.py clipped_glu): min / max
+    # propagate a NaN (torch.clamp's rule, the reference's); the product rounded on its own
+    # (a static quantisation's offset may be added to it)
     a = tl.minimum(a, limit, propagate_nan=tl.PropagateNan.ALL)
     b = tl.maximum(tl.minimum(b, limit, propagate_nan=tl.PropagateNan.ALL), -limit,
                    propagate_nan=tl.PropagateNan.ALL) + bias
-    y = b * div(a, tl.exp(a * neg_alpha) + 1.0)
-    y = tl.where(live, y, 0.0)
-    tl.store(y_ptr + r[:, None] * half + c[None, :], y.to(y_ptr.dtype.element_ty), mask=m)
+    return mul(b, div(a, tl.exp(a * neg_alpha) + 1.0), mask)
+
+
+@triton.jit
+def _dequant_half(x_ptr, ws_ptr, bi_ptr, bf_ptr, act, at, pos, mask, WS: tl.constexpr,
+                  ACT: tl.constexpr, BIAS: tl.constexpr):
+    # one half (or lane set) of a row of npu_dequant_swiglu_quant dequantised: x[at] (+ an
+    # int32 bias in int32), float32, * weight_scale[pos], * the row's scale, + a float bias
+    # (BIAS: 0 none, 1 int32, 2 float)
+    v = tl.load(x_ptr + at, mask=mask, other=0)
+    if BIAS == 1:
+        v = v + tl.load(bi_ptr + pos, mask=mask, other=0)
+    v = v.to(tl.float32)
+    if WS:
+        v = mul(v, tl.load(ws_ptr + pos, mask=mask, other=0.0), mask)
+    if ACT:
+        v = mul(v, act, mask)
+    if BIAS == 2:
+        v = v + tl.load(bf_ptr + pos, mask=mask, other=0.0)
+    return v
+
+
+@triton.jit
+def _dequant_swiglu_quant(x_ptr, ws_ptr, act_ptr, bi_ptr, bf_ptr, qs_ptr, qo_ptr, q_ptr,
+                          scale_ptr, rows, n, programs, neg_alpha, limit, glu_bias,
+                          MODE: tl.constexpr, LEFT: tl.constexpr, WS: tl.constexpr,
+                          ACT: tl.constexpr, BIAS: tl.constexpr, QS: tl.constexpr,
+                          QO: tl.constexpr, DYNAMIC: tl.constexpr, BLOCK: tl.constexpr):
+    # npu_dequant_swiglu_quant of rows of 2N, one group: A / B the halves (MODE 0 / 2; LEFT
+    # picks A) or the even / odd elements (MODE 1); QS / QO: 0 none, 1 per channel, 2 one value
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n
+    if MODE == 1:
+        pa = 2 * offs
+        pb = pa + 1
+    elif LEFT:
+        pa = offs
+        pb = offs + n
+    else:
+        pa = offs + n
+        pb = offs
+    if QS == 1:
+        qs = tl.load(qs_ptr + offs, mask=mask, other=1.0)
+    if QS == 2:
+        qs = tl.load(qs_ptr)
+    if QO == 1:
+        qo = tl.load(qo_ptr + offs, mask=mask, other=0.0)
+    if QO == 2:
+        qo = tl.load(qo_ptr)
+    for row in range(tl.program_id(0), rows, programs):
+        base = tl.cast(row, tl.int64) * (2 * n)
+        act = 1.0
+        if ACT:
+            act = tl.load(act_ptr + row)
+        a = _dequant_half(x_ptr, ws_ptr, bi_ptr, bf_ptr, act, base + pa, pa, mask, WS, ACT, BIAS)
+        b = _dequant_half(x_ptr, ws_ptr, bi_ptr, bf_ptr, act, base + pb, pb, mask, WS, ACT, BIAS)
+        if MODE == 0:
+            t = mul(a * _sigmoid(a), b, mask)
+        else:
+            t = _clip(a, b, neg_alpha, limit, glu_bias, mask)
+        out = tl.cast(row, tl.int64) * n + offs
+        if DYNAMIC:
+            if QS > 0:
+                t = mul(t, qs, mask)
+            amax = absmax(t, mask)
+            tl.store(q_ptr + out, store_int8(t * div(127.0, amax)), mask=mask)
+            tl.store(scale_ptr + row, div(amax, 127.0))
+        else:
+            if QS > 0:
+                t = div(t, qs)
+            if QO > 0:
+                t = t + qo
+            tl.store(q_ptr + out, store_int8(t), mask=mask)
+            tl.store(scale_ptr + row, 0.0)
+
+
+def run_dequant_quant(x, y, scale, *, weight_scale=None, activation_scale=None, bias=None,
+                      quant_scale=None, quant_offset=None, activate_left=False, quant_mode=0,
+                      swiglu_mode=0, clamp_limit=7.0, glu_alpha=1.702, glu_bias=1.0, **_):
+    """npu_dequant_swiglu_quant of ``x`` (rows of 2N, one group) into ``y`` / ``scale`` (the
+    fake's allocations); float parameters read as float32; returns (y, scale)."""
+    o = Outputs(y, scale)
+    n = y.shape[-1]
+    rows = x.numel() // (2 * n)
+    if rows:
+        block = block_for(n)
+        cfg = row_launch(rows, 2 * block, x.element_size(), x.device, quant=True)
+        dynamic = quant_mode == 1
+
+        def f32(t):  # a parameter as float32; an absent one a switched-off pointer (never read)
+            return x if t is None else t.float().contiguous()
+
+        int_bias = bias is not None and bias.dtype == torch.int32
+        launch(_dequant_swiglu_quant, cfg["grid"], rows_of(x, 2 * n), f32(weight_scale),
+               f32(activation_scale), bias.contiguous() if int_bias else x,
+               x if int_bias else f32(bias), f32(quant_scale),
+               x if dynamic else f32(quant_offset), o.bufs[0], o.bufs[1], rows, n,
+               cfg["programs"], -float(glu_alpha), float(clamp_limit), float(glu_bias),
+               MODE=int(swiglu_mode), LEFT=bool(activate_left), WS=weight_scale is not None,
+               ACT=activation_scale is not None,
+               BIAS=0 if bias is None else (1 if int_bias else 2),
+               QS=_per_param(quant_scale, n, dynamic),
+               QO=0 if dynamic else _per_param(quant_offset, n, False),
+               DYNAMIC=dynamic, BLOCK=block, num_warps=cfg["num_warps"])
+    return o.done()
+
+
+def _per_param(t, n, dynamic):
+    """0 absent, 1 per channel (N values; every dynamic quant_scale), 2 one value (static
+    mode's (1,) form)."""
+    if t is None:
+        return 0
+    return 1 if dynamic or t.dim() == 2 else 2
 
 
 def run_clipped(x, y, pre, rows, alpha, limit, bias, interleaved):

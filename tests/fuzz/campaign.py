@@ -39,10 +39,10 @@ from tests.ops._helpers import LAYOUTS, TOL, fake_outputs, significant_strides
 
 # Operators whose integer outputs come after an fp32 value the kernel computes with other
 # rounding than the reference (the norms' sum of squares in another order; npu_swiglu_quant's
-# exp, within an ulp or two of torch's): a value on a rounding boundary may land one step
-# apart.
+# and npu_dequant_swiglu_quant's exp, within an ulp or two of torch's): a value on a rounding
+# boundary may land one step apart.
 FLIP_OPS = {"npu_add_rms_norm_quant", "npu_add_rms_norm_dynamic_quant", "npu_swiglu_quant",
-            "npu_rms_norm_quant"}
+            "npu_rms_norm_quant", "npu_dequant_swiglu_quant"}
 # int32 outputs that hold int4 values packed 8 per word, by the call's dtype argument
 INT4_CODES = {16, 285, torch.quint4x2}
 INT4_ARGS = ("dst_type", "y_dtype", "dtype", "dst_dtype")

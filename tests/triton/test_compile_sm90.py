@@ -150,6 +150,21 @@ def main() -> int:
             bad = _problems(k.asm["ptx"], rne=True)
             print(f"_swiglu_quant {left} {smooth} {offset} {dynamic} {dtype}: {', '.join(bad) or 'ok'}")
             failed += bool(bad)
+    # npu_dequant_swiglu_quant: int32 x with its scales and either bias, float x; each mode
+    dq_types = {"ws_ptr": "*fp32", "act_ptr": "*fp32", "bi_ptr": "*i32", "bf_ptr": "*fp32",
+                "qs_ptr": "*fp32", "qo_ptr": "*fp32", "q_ptr": "*i8", "scale_ptr": "*fp32",
+                "rows": "i32", "n": "i32", "programs": "i32", "neg_alpha": "fp32",
+                "limit": "fp32", "glu_bias": "fp32"}
+    for x, mode, left, dq, bias, qs, qo, dynamic in (
+            ("i32", 0, True, True, 1, 1, 0, True), ("i32", 1, False, True, 2, 0, 0, True),
+            ("i32", 2, True, True, 0, 1, 1, False), ("i32", 0, False, True, 2, 0, 2, False),
+            ("bf16", 1, True, False, 0, 2, 2, False), ("fp16", 2, False, False, 0, 1, 0, True)):
+        k = _compile(swiglu._dequant_swiglu_quant, dict(dq_types, x_ptr=f"*{x}"),
+                     {"MODE": mode, "LEFT": left, "WS": dq, "ACT": dq, "BIAS": bias, "QS": qs,
+                      "QO": qo, "DYNAMIC": dynamic, "BLOCK": 2048})
+        bad = _problems(k.asm["ptx"], rne=True)
+        print(f"_dequant_swiglu_quant {x} {mode} {bias} {qs} {qo} {dynamic}: {', '.join(bad) or 'ok'}")
+        failed += bool(bad)
     # npu_quant_matmul's int8 GEMM with each epilogue (decode and prefill tiles)
     qmm_types = {"a_ptr": "*i8", "w_ptr": "*i8", "s_ptr": "*fp32", "p_ptr": "*fp32",
                  "o_ptr": "*fp32", "M": "i32", "N": "i32", "K": "i32", "rows_per_batch": "i32",
@@ -220,7 +235,7 @@ def main() -> int:
 def test_kernels_compile_for_sm90_with_the_contracts_arithmetic():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") == 85, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") == 91, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

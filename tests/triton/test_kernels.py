@@ -315,6 +315,51 @@ def test_clipped_swiglu_groups_and_nonfinite(device):
         K("npu_clipped_swiglu")(rand(2, 8).to(device), limit=0.0)
 
 
+@pytest.mark.parametrize("x_dtype", [torch.int32, bf16, fp16], ids=str)
+@pytest.mark.parametrize("swiglu_mode", [0, 1, 2])
+@pytest.mark.parametrize("quant_mode", [0, 1])
+@pytest.mark.parametrize("shape", [(5, 34), (2, 3, 130), (0, 8)], ids=str)
+@pytest.mark.parametrize("layout", ["contiguous", "strided", "broadcast"])
+def test_dequant_swiglu_quant(x_dtype, swiglu_mode, quant_mode, shape, layout, device):
+    g = torch.Generator().manual_seed(0)
+    d, h = shape[-1], shape[-1] // 2
+    if x_dtype == torch.int32:
+        x = torch.randint(-3000, 3000, shape, generator=g, dtype=torch.int32)
+        kw = {"weight_scale": torch.rand(d, generator=g) * 1e-3,
+              "activation_scale": torch.rand(*shape[:-1], 1, generator=g) + 0.25,
+              "bias": (torch.randint(-9, 9, (d,), generator=g, dtype=torch.int32)
+                       if swiglu_mode != 1 else torch.randn(1, d, generator=g).half())}
+    else:
+        x, kw = rand(*shape, dtype=x_dtype, scale=3.0), {}
+    if quant_mode == 1:
+        kw["quant_scale"] = torch.rand(h, generator=g) + 0.5
+    else:
+        form = (1, h) if swiglu_mode != 2 else (1,)
+        kw.update(quant_scale=torch.rand(form, generator=g) * 0.05 + 0.01,
+                  quant_offset=torch.randn(form, generator=g))
+    kw.update(quant_mode=quant_mode, swiglu_mode=swiglu_mode, activate_left=swiglu_mode == 2)
+    args, kw = relayout((x,), kw, layout)
+    _run(K("npu_dequant_swiglu_quant"), npu.npu_dequant_swiglu_quant, args, kw, device)
+
+
+def test_dequant_swiglu_quant_groups_and_nonfinite(device):
+    g = torch.tensor([2, 0, 3])
+    x = torch.randint(-99, 99, (6, 16), dtype=torch.int32)
+    kw = {"weight_scale": torch.rand(3, 16), "group_index": g, "quant_mode": 1}
+    _run(K("npu_dequant_swiglu_quant"), npu.npu_dequant_swiglu_quant, (x,), kw, device)
+    nan, inf = float("nan"), float("inf")
+    x = torch.tensor([[0.0, 0.0, 0.0, 0.0], [nan, 1.0, 2.0, 3.0], [inf, 1.0, 2.0, -1.0]]).half()
+    y, scale = (t.cpu() for t in K("npu_dequant_swiglu_quant")(x.to(device), quant_mode=1,
+                                                               activate_left=True))
+    # an all-zero row: scale 0, y 0; a NaN row: scale NaN, y 0; an inf row: scale inf, and
+    # y = t * (127 / inf) is 0 (inf * 0 is NaN, stored as 0)
+    assert y.tolist() == [[0, 0], [0, 0], [0, 0]]
+    assert scale[0] == 0 and scale[1].isnan() and scale[2] == inf
+    assert torch.equal(y, npu.npu_dequant_swiglu_quant(x, quant_mode=1, activate_left=True)[0])
+    with pytest.raises(Exception, match="npu_dequant_swiglu_quant.*weight_scale"):
+        K("npu_dequant_swiglu_quant")(x.int().to(device))
+
+
 def test_without_triton_the_cuda_kernel_runs_the_reference(monkeypatch, caplog, device):
     import op_sdk.triton_kernels as tk
 
