@@ -126,6 +126,24 @@ class AclnnBinding:
         return tuple(b.api for b in self.branches)
 
 
+def by_value(api: str, argument: str, values: dict[Any, dict[str, str]],
+             **kw) -> AclnnBinding:
+    """One binding of ``api`` per value of the schema ``argument``: ``values`` {value: the
+    constants it selects} (an aclnn parameter the argument's value chooses: quant_mode 1 ->
+    ``quantModeOptional "dynamic"``, rotary_mode "half" -> ``mode 0``), tried in the order
+    given: a ``when`` / ``otherwise`` chain whose last binding ``requires`` its value (any
+    other value is refused, naming the argument). ``kw``: the other AclnnBinding fields
+    every binding shares (their ``constants`` come first)."""
+    shared = dict(kw.pop("constants", {}))
+    *first, (last, last_constants) = values.items()
+    binding = AclnnBinding(api, requires={argument: last},
+                           constants={**shared, **last_constants}, **kw)
+    for value, own in reversed(first):
+        binding = AclnnBinding(api, when={argument: value}, otherwise=binding,
+                               constants={**shared, **own}, **kw)
+    return binding
+
+
 # ---------------------------------------------------------------------------------------
 # The schema, as the binding sees it
 

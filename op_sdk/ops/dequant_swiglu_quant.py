@@ -56,7 +56,7 @@ import torch
 from op_sdk.composite import Composite
 from op_sdk.library import Benchmark, define_op
 from op_sdk.npu import prototypes
-from op_sdk.npu.binding import AclnnBinding
+from op_sdk.npu.binding import by_value
 from op_sdk.ops._common import FLOAT_DTYPES, INT8_MAX, absmax, check, quantize_round
 from op_sdk.ops.add_rms_norm_cast import _npu_dtype_cast, _to
 from op_sdk.ops.clipped_swiglu import clipped_glu
@@ -303,23 +303,21 @@ prototypes.declare("aclnnDequantSwigluQuantV2",
                    cann="8.5.0")
 
 
-def _binding(mode: int, otherwise=None):
+def _bindings():
     """quant_mode goes to aclnn as its string; dst_type / round_mode / activate_dim (None or
     their A2 / A3 values, the fake refuses others) as op-plugin passes them there."""
-    kw = dict(outputs=("y", "scale"),
-              rename={"weightScaleOptional": "weight_scale",
-                      "activationScaleOptional": "activation_scale", "biasOptional": "bias",
-                      "quantScaleOptional": "quant_scale", "quantOffsetOptional": "quant_offset",
-                      "groupIndexOptional": "group_index", "activateLeft": "activate_left",
-                      "swigluMode": "swiglu_mode", "clampLimit": "clamp_limit",
-                      "gluAlpha": "glu_alpha", "gluBias": "glu_bias"},
-              constants={"quantModeOptional": f'"{QUANT_MODES[mode]}"', "dstType": "2",
-                         "roundModeOptional": '"rint"', "activateDim": "-1"},
-              meta_only=("dst_type", "round_mode", "activate_dim"))
-    if otherwise is None:
-        return AclnnBinding("aclnnDequantSwigluQuantV2", requires={"quant_mode": mode}, **kw)
-    return AclnnBinding("aclnnDequantSwigluQuantV2", when={"quant_mode": mode},
-                        otherwise=otherwise, **kw)
+    return by_value("aclnnDequantSwigluQuantV2", "quant_mode",
+                    {m: {"quantModeOptional": f'"{QUANT_MODES[m]}"'} for m in (1, 0)},
+                    outputs=("y", "scale"),
+                    rename={"weightScaleOptional": "weight_scale",
+                            "activationScaleOptional": "activation_scale", "biasOptional": "bias",
+                            "quantScaleOptional": "quant_scale",
+                            "quantOffsetOptional": "quant_offset",
+                            "groupIndexOptional": "group_index", "activateLeft": "activate_left",
+                            "swigluMode": "swiglu_mode", "clampLimit": "clamp_limit",
+                            "gluAlpha": "glu_alpha", "gluBias": "glu_bias"},
+                    constants={"dstType": "2", "roundModeOptional": '"rint"', "activateDim": "-1"},
+                    meta_only=("dst_type", "round_mode", "activate_dim"))
 
 
 npu_dequant_swiglu_quant = define_op(
@@ -333,7 +331,7 @@ npu_dequant_swiglu_quant = define_op(
     kernels={"cuda": TritonKernel(dequant_swiglu_quant_cuda)},
     # the CPU launcher routes calls with group_index (and invalid ones) to the reference
     reference_op=True,
-    aclnn=_binding(1, otherwise=_binding(0)),
+    aclnn=_bindings(),
     doc="An int32 GEMM accumulator dequantised (weight / per-token scales, bias), SwiGLU "
         "(plain or clipped), then static or dynamic int8 quantisation, per MoE group.",
     benchmarks=(Benchmark(_bench_make, _bench_unfused,

@@ -25,7 +25,7 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from op_sdk.library import Benchmark, define_op
 from op_sdk.npu import prototypes
-from op_sdk.npu.binding import AclnnBinding
+from op_sdk.npu.binding import by_value
 from op_sdk.ops import check
 from op_sdk.ops._common import bench_randn
 from op_sdk.triton_kernels import TritonKernel
@@ -235,14 +235,8 @@ prototypes.declare("aclnnRotaryPositionEmbeddingV2",
 
 def _mode_bindings(api, outputs, rename, modes):
     """One binding per rotary_mode: aclnn takes the mode as an integer."""
-    first, *rest = modes
-    mode = {"mode": str(MODES[first])}
-    if not rest:  # the last: any other value is refused, naming the argument
-        return AclnnBinding(api, outputs=outputs, rename=rename, constants=mode,
-                            requires={"rotary_mode": first})
-    return AclnnBinding(api, outputs=outputs, rename=rename, constants=mode,
-                        when={"rotary_mode": first},
-                        otherwise=_mode_bindings(api, outputs, rename, rest))
+    return by_value(api, "rotary_mode", {m: {"mode": str(MODES[m])} for m in modes},
+                    outputs=outputs, rename=rename)
 
 
 npu_rotary_mul = define_op(

@@ -37,7 +37,7 @@ import torch
 from op_sdk.composite import Composite, Spelling
 from op_sdk.library import Benchmark, define_op
 from op_sdk.npu import prototypes
-from op_sdk.npu.binding import AclnnBinding
+from op_sdk.npu.binding import by_value
 from op_sdk.ops._common import (
     FLOAT_DTYPES, INT8_MAX, absmax, bench_randn, check, check_dtype, quantize_round)
 from op_sdk.triton_kernels import TritonKernel
@@ -196,20 +196,16 @@ prototypes.declare("aclnnSwiGluQuantV2",
                    cann="8.5.0")
 
 
-def _quant_mode_binding(mode: int, otherwise=None):
+def _bindings():
     """quant_mode goes to aclnn as its string ("static" / "dynamic"); dst_type None or int8
     (the fake refuses any other) is aclnn's dstType 2 (int8)."""
-    kw = dict(outputs=("y", "scale"), rename={"smoothScalesOptional": "smooth_scales",
-                                              "offsetsOptional": "offsets",
-                                              "groupIndexOptional": "group_index",
-                                              "activateLeft": "activate_left",
-                                              "groupListType": "group_list_type"},
-              constants={"quantModeOptional": f'"{QUANT_MODES[mode]}"', "dstType": "2"},
-              meta_only=("dst_type",))
-    if otherwise is None:
-        return AclnnBinding("aclnnSwiGluQuantV2", requires={"quant_mode": mode}, **kw)
-    return AclnnBinding("aclnnSwiGluQuantV2", when={"quant_mode": mode}, otherwise=otherwise,
-                        **kw)
+    return by_value("aclnnSwiGluQuantV2", "quant_mode",
+                    {1: {"quantModeOptional": '"dynamic"'}, 0: {"quantModeOptional": '"static"'}},
+                    outputs=("y", "scale"),
+                    rename={"smoothScalesOptional": "smooth_scales", "offsetsOptional": "offsets",
+                            "groupIndexOptional": "group_index", "activateLeft": "activate_left",
+                            "groupListType": "group_list_type"},
+                    constants={"dstType": "2"}, meta_only=("dst_type",))
 
 
 npu_swiglu_quant = define_op(
@@ -220,7 +216,7 @@ npu_swiglu_quant = define_op(
     kernels={"cuda": TritonKernel(swiglu_quant_cuda)},
     # the CPU launcher routes calls with group_index (and invalid ones) to the reference
     reference_op=True,
-    aclnn=_quant_mode_binding(1, otherwise=_quant_mode_binding(0)),
+    aclnn=_bindings(),
     doc="SwiGLU of x's halves (left or right activated), then static or dynamic int8 "
         "quantisation per MoE group.",
     # rows of h = 2N (at most 8192, the operator's limit): N = h / 2 outputs per row

@@ -57,20 +57,26 @@ def _swiglu_backward(g_ptr, x_ptr, dx_ptr, outer, inner,
 
 
 @triton.jit
+def _row_param(ptr, offs, mask, KIND: tl.constexpr):
+    # a row's parameter: per channel (KIND 1: N values; masked lanes 1.0, never stored) or one
+    # value for the tensor (KIND 2)
+    if KIND == 1:
+        return tl.load(ptr + offs, mask=mask, other=1.0)
+    else:
+        return tl.load(ptr)
+
+
+@triton.jit
 def _swiglu_quant(x_ptr, sm_ptr, of_ptr, q_ptr, scale_ptr, rows, n, programs,
                   LEFT: tl.constexpr, SMOOTH: tl.constexpr, OFFSET: tl.constexpr,
                   DYNAMIC: tl.constexpr, BLOCK: tl.constexpr):
     # SMOOTH / OFFSET: 0 none, 1 per channel (N values), 2 per tensor (one value)
     offs = tl.arange(0, BLOCK)
     mask = offs < n
-    if SMOOTH == 1:
-        sm = tl.load(sm_ptr + offs, mask=mask, other=0.0)
-    if SMOOTH == 2:
-        sm = tl.load(sm_ptr)
-    if OFFSET == 1:
-        of = tl.load(of_ptr + offs, mask=mask, other=0.0)
-    if OFFSET == 2:
-        of = tl.load(of_ptr)
+    if SMOOTH > 0:
+        sm = _row_param(sm_ptr, offs, mask, SMOOTH)
+    if OFFSET > 0:
+        of = _row_param(of_ptr, offs, mask, OFFSET)
     for row in range(tl.program_id(0), rows, programs):
         at = tl.cast(row, tl.int64) * (2 * n) + offs
         a = tl.load(x_ptr + at, mask=mask, other=0.0).to(tl.float32)
@@ -164,14 +170,10 @@ def _dequant_swiglu_quant(x_ptr, ws_ptr, act_ptr, bi_ptr, bf_ptr, qs_ptr, qo_ptr
     else:
         pa = offs + n
         pb = offs
-    if QS == 1:
-        qs = tl.load(qs_ptr + offs, mask=mask, other=1.0)
-    if QS == 2:
-        qs = tl.load(qs_ptr)
-    if QO == 1:
-        qo = tl.load(qo_ptr + offs, mask=mask, other=0.0)
-    if QO == 2:
-        qo = tl.load(qo_ptr)
+    if QS > 0:
+        qs = _row_param(qs_ptr, offs, mask, QS)
+    if QO > 0:
+        qo = _row_param(qo_ptr, offs, mask, QO)
     for row in range(tl.program_id(0), rows, programs):
         base = tl.cast(row, tl.int64) * (2 * n)
         act = 1.0
