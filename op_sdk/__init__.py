@@ -20,7 +20,8 @@ logger = _logging.getLogger("op_sdk")
 __all__ = ["include_dirs", "AclnnBinding", "BindingError", "Benchmark", "OpDef", "define_op", "functionalize_inplace", "get_op", "registered_ops",  # noqa: E501
            "CompilerConfig", "get_npu_backend", "register_replacement", "verify_replacement",
            "PatternRegistry", "explain", "scope", "logger", "quantize_w8a8", "W8A8Linear",
-           "W8A8GatedMLP", "export_onnx", "Composite", "Spelling", "register_fusion", "cpu_output_pool",
+           "W8A8GatedMLP", "use_internal_format_weight", "npu_format_cast_via_cpu",
+           "export_onnx", "Composite", "Spelling", "register_fusion", "cpu_output_pool",
            "import_slices"]
 
 # The compiler API is imported on first use: `import op_sdk` stays free of torch._dynamo /
@@ -37,6 +38,8 @@ _LAZY = {
     "quantize_w8a8": "op_sdk.quantization",
     "W8A8Linear": "op_sdk.quantization",
     "W8A8GatedMLP": "op_sdk.quantization",
+    "use_internal_format_weight": "op_sdk.quantization",  # TorchAir's top-level names
+    "npu_format_cast_via_cpu": "op_sdk.ops.format_cast",
     "export_onnx": "op_sdk.onnx.export",  # imports onnx / onnxscript on first use only
 }
 

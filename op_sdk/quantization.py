@@ -24,7 +24,10 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-__all__ = ["W8A8Linear", "W8A8GatedMLP", "quantize_w8a8"]
+__all__ = ["W8A8Linear", "W8A8GatedMLP", "quantize_w8a8", "use_internal_format_weight"]
+
+# torch_npu's storage formats the weights are cast to (op_sdk.ops.format_cast.Format)
+FRACTAL_Z, FRACTAL_NZ = 4, 29
 
 DEQUANT_MODES = ("epilogue", "int32")
 
@@ -35,6 +38,12 @@ def _quantize_weight(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     scale = torch.where(amax > 0, amax / 127.0, torch.ones_like(amax))
     q = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8)
     return q, scale
+
+
+def _check_activation(module: str, x: torch.Tensor) -> None:
+    if x.dtype not in (torch.float16, torch.bfloat16):
+        raise TypeError(f"{module}: argument 'x' must be float16 or bfloat16 (the dtypes "
+                        f"npu_quant_matmul writes), got {x.dtype}")
 
 
 class W8A8Linear(nn.Module):
@@ -56,9 +65,7 @@ class W8A8Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         npu = torch.ops.npu
-        if x.dtype not in (torch.float16, torch.bfloat16):
-            raise TypeError(f"W8A8Linear: argument 'x' must be float16 or bfloat16 (the "
-                            f"dtypes npu_quant_matmul writes), got {x.dtype}")
+        _check_activation("W8A8Linear", x)
         lead = x.shape[:-1]
         q, s = npu.npu_dynamic_quant(x)
         y = npu.npu_quant_matmul(q.reshape(-1, self.in_features), self.weight.t(),
@@ -120,9 +127,7 @@ class W8A8GatedMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         npu = torch.ops.npu
-        if x.dtype not in (torch.float16, torch.bfloat16):
-            raise TypeError(f"W8A8GatedMLP: argument 'x' must be float16 or bfloat16 (the "
-                            f"dtypes npu_quant_matmul writes), got {x.dtype}")
+        _check_activation("W8A8GatedMLP", x)
         lead = x.shape[:-1]
         q, s = npu.npu_dynamic_quant(x)
         q, s = q.reshape(-1, self.hidden), s.reshape(-1)
@@ -178,3 +183,25 @@ def quantize_w8a8(model: nn.Module, *, skip: Callable[[str, nn.Linear], bool] | 
                 swapped += 1
     model.w8a8_layers = swapped
     return model
+
+
+def use_internal_format_weight(model: torch.nn.Module) -> None:
+    """TorchAir's ``use_internal_format_weight(model)``: every ``nn.Linear`` weight (and
+    op_sdk's W8A8 int8 weights) cast to FRACTAL_NZ (29), every float16 ``nn.Conv2d`` weight
+    with one group to FRACTAL_Z (4), in place (``module.weight.data = npu_format_cast(...)``,
+    as TorchAir does). On the NPU the cube unit reads those layouts faster; here the values
+    stay and the format is recorded for the weight's storage, so code that reads it back
+    (``get_npu_format``) sees what it sees on the NPU. TorchAir raises for CPU weights (its
+    cast needs a device tensor); op_sdk's cast runs on any device."""
+    cast = torch.ops.npu.npu_format_cast
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear):
+            module.weight.data = cast(module.weight.data, FRACTAL_NZ)
+        elif (isinstance(module, torch.nn.Conv2d) and module.groups == 1
+              and module.weight.dtype == torch.float16):
+            module.weight.data = cast(module.weight.data, FRACTAL_Z)
+        elif isinstance(module, W8A8Linear):
+            module.weight = cast(module.weight, FRACTAL_NZ)
+        elif isinstance(module, W8A8GatedMLP):
+            module.gate_up = cast(module.gate_up, FRACTAL_NZ)
+            module.down = cast(module.down, FRACTAL_NZ)

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["npu_stream_switch", "npu_wait_tensor", "STREAM_LABEL"]
+__all__ = ["npu_stream_switch", "npu_wait_tensor", "super_kernel", "limit_core_num",
+           "op_never_timeout", "data_dump", "STREAM_LABEL"]
 
 STREAM_LABEL = "_user_stream_label"
 
@@ -46,6 +47,52 @@ def npu_stream_switch(stream_tag: str, stream_priority: int = 0,
     return _Scope([(STREAM_LABEL, stream_tag),
                    ("_user_stream_priority", str(stream_priority)),
                    ("_enable_inner_parallel", str(bool(enable_inner_parallel)))])
+
+
+def super_kernel(scope: str | None, options: str = "") -> _Scope:
+    """TorchAir's ``torchair.scope.super_kernel``: the operators inside form the super kernel
+    ``scope`` (compiled by GE into one kernel on the NPU, with ``options``). Recorded as
+    TorchAir records it: the scope's ``_super_kernel_scope`` / ``_super_kernel_options``
+    attributes on every operator of the GE graph (op_sdk's GE converter and pbtxt dump); a
+    ``scope`` of None or "" takes the operators inside out of an enclosing super kernel. On
+    CPU and CUDA the operators run as they would outside it."""
+    if scope is not None and not isinstance(scope, str):
+        raise TypeError(f"super_kernel: scope must be a str or None, got {scope!r}")
+    if not isinstance(options, str):
+        raise TypeError(f"super_kernel: options must be a str, got {options!r}")
+    return _Scope([("_super_kernel_scope", scope or ""), ("_super_kernel_options", options)])
+
+
+def limit_core_num(op_aicore_num: int, op_vectorcore_num: int) -> _Scope:
+    """TorchAir's (and npugraph_ex's) ``scope.limit_core_num``: the operators inside use at
+    most ``op_aicore_num`` AI Cores and ``op_vectorcore_num`` Vector Cores on the NPU
+    (``[1, max]`` and ``[0, max]``: 0 where the chip has no Vector Core). Recorded as TorchAir
+    records it (``_op_aicore_num`` / ``_op_vectorcore_num`` on the GE graph's operators); the
+    CPU executor does not cap its threads per region."""
+    for name, value, low in (("op_aicore_num", op_aicore_num, 1),
+                             ("op_vectorcore_num", op_vectorcore_num, 0)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise ValueError(f"limit_core_num: {name} must be an int >= {low}, got {value!r}")
+    return _Scope([("_op_aicore_num", str(op_aicore_num)),
+                   ("_op_vectorcore_num", str(op_vectorcore_num))])
+
+
+def op_never_timeout(enable: bool = True) -> _Scope:
+    """TorchAir's ``scope.op_never_timeout``: the operators inside never time out on the NPU
+    (the bool attribute ``_op_exec_never_timeout`` on the GE graph's operators, as TorchAir
+    writes it); CPU operators have no execution timeout."""
+    if not isinstance(enable, bool):
+        raise TypeError(f"op_never_timeout() argument 'enable' must be bool, but got "
+                        f"{type(enable).__name__}.")
+    return _Scope([("_op_exec_never_timeout", str(enable))])
+
+
+def data_dump() -> _Scope:
+    """TorchAir's ``scope.data_dump``: the operators inside are the ones whose tensors GE's
+    data dump writes (``torchair_enable_data_dump`` on the GE graph's operators, as TorchAir
+    writes it). Recorded in the graph; op_sdk's own tensor dump is
+    ``debug.data_dump`` / npugraph_ex's ``dump_tensor_data`` (docs/usage.md)."""
+    return _Scope([("torchair_enable_data_dump", "True")])
 
 
 def npu_wait_tensor(self: torch.Tensor, dependency: torch.Tensor) -> torch.Tensor:

@@ -925,3 +925,60 @@ def test_max_autotune_trace_shows_each_partition_on_its_streams_thread(tmp_path)
     assert set(by_stream) == {"main", "traced"} and by_stream["main"] != by_stream["traced"]
     assert threads[by_stream["traced"]]["ops"] >= 1     # the side partition's range
     assert traced["overlap_us"] > 0
+
+
+# -- TorchAir's other scopes: recorded on the GE graph's operators ---------------------------
+
+def _scoped(x, w):
+    from op_sdk import scope
+
+    with scope.super_kernel("sk1", "stream-fusion=1"):
+        a = torch.mm(x, w)
+        with scope.super_kernel(None):  # out of the super kernel
+            b = a.neg()
+    with scope.limit_core_num(4, 8), scope.op_never_timeout(True):
+        c = b - 1.0
+    with scope.data_dump():
+        d = c * 2.0
+    return d + x
+
+
+def test_torchair_scopes_are_recorded_on_the_ge_operators():
+    """super_kernel / limit_core_num / op_never_timeout / data_dump write TorchAir's
+    attributes on the operators converted inside them (op_never_timeout's as a bool; an
+    empty super_kernel takes its operators out of the enclosing one); the values are the
+    plain code's, eager and compiled."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from op_sdk.converters import convert_fx
+
+    x, w = torch.randn(3, 3), torch.randn(3, 3)
+    gm = make_fx(_scoped)(x, w)
+    ops = {o.type: o.attr_values() for o in convert_fx(gm, strict=False).ops}
+    assert ops["MatMulV2"]["_super_kernel_scope"] == "sk1"
+    assert ops["MatMulV2"]["_super_kernel_options"] == "stream-fusion=1"
+    assert "_super_kernel_scope" not in ops["Neg"] and "_super_kernel_options" not in ops["Neg"]
+    assert ops["Sub"]["_op_aicore_num"] == "4" and ops["Sub"]["_op_vectorcore_num"] == "8"
+    assert ops["Sub"]["_op_exec_never_timeout"] is True
+    assert ops["Mul"]["torchair_enable_data_dump"] == "True"
+    assert not any(k.startswith(("_super", "_op_", "torchair_")) for k in ops["Add"])
+    for mode in ("reduce-overhead", "max-autotune"):
+        cfg = op_sdk.CompilerConfig()
+        cfg.mode = mode
+        torch._dynamo.reset()
+        got = torch.compile(_scoped, backend=op_sdk.get_npu_backend(compiler_config=cfg))(x, w)
+        torch.testing.assert_close(got, _scoped(x, w))
+    torch._dynamo.reset()
+
+
+def test_torchair_scope_arguments_are_checked():
+    from op_sdk import scope
+
+    with pytest.raises(TypeError, match="op_never_timeout\\(\\) argument 'enable' must be bool"):
+        scope.op_never_timeout(1)
+    with pytest.raises(ValueError, match="op_aicore_num must be an int >= 1"):
+        scope.limit_core_num(0, 0)
+    with pytest.raises(ValueError, match="op_vectorcore_num must be an int >= 0"):
+        scope.limit_core_num(2, -1)
+    with pytest.raises(TypeError, match="super_kernel: scope must be a str"):
+        scope.super_kernel(3)

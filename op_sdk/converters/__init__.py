@@ -129,9 +129,11 @@ _BOOL_SCOPE_ATTRS = ("_op_exec_never_timeout", "_enable_inner_parallel")
 class _Streams:
     """TorchAir's air scope operators in a converted graph, as TorchAir converts them: a
     scope's attributes (``_user_stream_label`` names the stream) are set on every operator
-    converted inside it; ``record`` is a control edge from the last operator converted on
-    the current stream, and ``wait`` adds those edges (``"<op>:-1"`` inputs) to the next
-    operator converted on its stream."""
+    converted inside it, outermost scope first (an empty ``_super_kernel_scope`` removes
+    an enclosing super kernel's two attributes, and the rest of its own scope's);
+    ``record`` is a control edge from the last operator converted on the current stream,
+    and ``wait`` adds those edges (``"<op>:-1"`` inputs) to the next operator converted on
+    its stream."""
 
     def __init__(self):
         self.stack: list[dict] = []
@@ -167,6 +169,10 @@ class _Streams:
         for op in ops:
             for attrs in self.stack:
                 for key, v in attrs.items():
+                    if key == "_super_kernel_scope" and v == "":  # out of any super kernel
+                        op.attrs.pop("_super_kernel_scope", None)
+                        op.attrs.pop("_super_kernel_options", None)
+                        break
                     op.attrs[key] = ("Bool", v == "True") if key in _BOOL_SCOPE_ATTRS \
                         else ("String", str(v))
         edges = self.pending.pop(stream, [])

@@ -221,3 +221,14 @@ get_npu_format_op = define_op(
 def get_npu_format(tensor: torch.Tensor) -> Format:
     """torch_npu.get_npu_format: the storage's format as a ``Format``."""
     return Format(torch.ops.npu.get_npu_format(tensor))
+
+
+# ---- TorchAir's npu_format_cast_via_cpu -----------------------------------------------------
+
+def npu_format_cast_via_cpu(self: torch.Tensor, acl_format: int, customize_dtype: int | None = None,
+                            input_dtype: int | None = None) -> torch.Tensor:
+    """TorchAir's ``npu_format_cast_via_cpu``: the format cast computed on the host (the NPU's
+    own copy avoids device memory peaks); here ``npu_format_cast`` itself."""
+    return torch.ops.npu.npu_format_cast(self, acl_format, customize_dtype=customize_dtype,
+                                         input_dtype=input_dtype)
+

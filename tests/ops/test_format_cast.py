@@ -228,3 +228,36 @@ def test_use_internal_format_weight_pattern():
     assert get_npu_format(model[0].bias) == ND
     torch.testing.assert_close(model(x), want, rtol=0, atol=0)
     torch.testing.assert_close(torch.compile(model)(x), want)
+
+
+def test_use_internal_format_weight_records_torchairs_formats():
+    """TorchAir's use_internal_format_weight: nn.Linear (and op_sdk's W8A8) weights become
+    FRACTAL_NZ, a float16 nn.Conv2d with one group FRACTAL_Z, the others unchanged; the values
+    and the model's output stay (CPU weights are cast here, where TorchAir raises)."""
+    import op_sdk
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 8))
+    convs = torch.nn.ModuleList([torch.nn.Conv2d(4, 4, 3).half(),
+                                 torch.nn.Conv2d(4, 4, 3, groups=2).half(),
+                                 torch.nn.Conv2d(4, 4, 3)])
+    w8 = op_sdk.quantize_w8a8(torch.nn.Sequential(torch.nn.Linear(8, 16)), skip=())
+    x = torch.randn(3, 8)
+    want, want_w8 = model(x), w8(x.bfloat16())
+    before = [c.weight.detach().clone() for c in convs]
+    for m in (model, convs, w8):
+        assert op_sdk.use_internal_format_weight(m) is None
+    fmt = get_npu_format
+    assert [int(fmt(m.weight)) for m in model] == [29, 29]
+    assert [int(fmt(c.weight)) for c in convs] == [4, 0, 0]
+    assert int(fmt(w8[0].weight)) == 29
+    assert torch.equal(model(x), want) and torch.equal(w8(x.bfloat16()), want_w8)
+    assert all(torch.equal(c.weight, b) for c, b in zip(convs, before))
+
+
+def test_npu_format_cast_via_cpu_is_the_cast():
+    import op_sdk
+
+    x = torch.randn(4, 6)
+    y = op_sdk.npu_format_cast_via_cpu(x, 29)
+    assert torch.equal(y, x) and int(get_npu_format(y)) == 29
