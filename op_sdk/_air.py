@@ -5,6 +5,8 @@
     record(*, Device? device=None) -> Tensor       an event token
     wait(Tensor[] x) -> ()                         wait for the tokens' records
     wait_tensor(Tensor self, Tensor dependency) -> Tensor
+    print(Tensor[] tensors, str msg_format, str placeholder, int summarize_size,
+          bool tensor_detail) -> None               torchair.ops.npu_print's
 
 The schemas are TorchAir's (torchair/scope/_scope.py, torchair/ops/_record_wait.py,
 torchair/scope/_wait_tensor.py). Called outside a compiled graph they change nothing: the
@@ -93,6 +95,79 @@ _SCHEMAS = {
 }
 
 
+# ---- print (TorchAir's torchair/ops/_print_ops.py schema), defined on first use -------------
+
+PRINT_SCHEMA = ("print(Tensor[] tensors, str msg_format, str placeholder, int summarize_size, "
+                "bool tensor_detail) -> None")
+
+
+def _number(v: float) -> str:
+    """One element as TorchAir prints it: an integral value without decimals, else 9
+    significant digits (nan, inf as Python writes them)."""
+    return f"{v:.0f}" if v.is_integer() else f"{v:.9g}"
+
+
+def summarize(t: torch.Tensor, size: int) -> str:
+    """``t``'s values in brackets, a dim's first and last ``size`` entries around "..." when
+    it has more than ``2 * size`` (-1: every entry); inner dims on their own lines."""
+    if size < -1 or size == 0:
+        raise ValueError(f"summarize_size must be positive or -1 for all elements, got {size}")
+    t = t.detach().cpu()
+    t = t.float() if t.is_floating_point() or t.dtype == torch.bool else t.double()
+
+    def walk(a: torch.Tensor) -> str:
+        if a.dim() == 0:
+            return _number(float(a.item()))
+        n = a.shape[0]
+        cut = 0 <= size and 2 * size < n
+        parts = [walk(a[i]) for i in (range(size) if cut else range(n))]
+        if cut:
+            parts += ["..."] + [walk(a[i]) for i in range(n - size, n)]
+        return "[" + (" " if a.dim() == 1 else "\n ").join(parts) + "]"
+
+    return walk(t)
+
+
+def _print(tensors: list[torch.Tensor], msg_format: str, placeholder: str, summarize_size: int,
+           tensor_detail: bool) -> None:
+    msg = msg_format
+    for t in tensors:
+        msg = msg.replace(placeholder, summarize(t, summarize_size), 1)
+        if tensor_detail:
+            msg = msg.replace(placeholder, str(list(t.shape)), 1)
+    print(msg, flush=True)
+
+
+def _print_fake(tensors, msg_format, placeholder, summarize_size, tensor_detail) -> None:
+    return None
+
+
+# whether air::print is defined (a flag torch.compile reads as a constant)
+PRINT_READY = False
+
+
+def define_print(torch_npu_installed: bool) -> None:
+    """``air::print``: op_sdk's, defined with the other air operators, where torch_npu is not
+    installed; where it is, TorchAir's (TorchAir defines it unconditionally when its print
+    module is first imported), imported on first use."""
+    global PRINT_READY
+    if not _has("print"):
+        if torch_npu_installed:
+            import importlib
+
+            try:
+                importlib.import_module("torchair.ops._print_ops")
+            except Exception:  # TorchAir fails to import: op_sdk's definition
+                pass
+        if not _has("print"):
+            lib = _lib()
+            lib.define(PRINT_SCHEMA)
+            lib.impl("print", _print, "CompositeExplicitAutograd")
+            torch.library.register_fake("air::print", _print_fake, lib=lib)
+    has_side_effect(torch.ops.air.print.default)
+    PRINT_READY = True
+
+
 def define(torch_npu_installed: bool) -> list[str]:
     """Define the air operators this process lacks; return the names op_sdk defined."""
     defined = []
@@ -110,4 +185,6 @@ def define(torch_npu_installed: bool) -> list[str]:
     for name in AIR_SCOPE_OPS:
         if _has(name) and name != "wait_tensor":
             has_side_effect(getattr(torch.ops.air, name).default)
+    if not torch_npu_installed or _has("print"):
+        define_print(torch_npu_installed)
     return defined

@@ -982,3 +982,55 @@ def test_torchair_scope_arguments_are_checked():
         scope.limit_core_num(2, -1)
     with pytest.raises(TypeError, match="super_kernel: scope must be a str"):
         scope.super_kernel(3)
+
+
+# -- torchair.ops.npu_print -----------------------------------------------------------------
+
+def test_npu_print_prints_as_torchair_does(capsys):
+    from op_sdk.ops import npu_print
+
+    npu_print("x:", torch.arange(10), "y", torch.tensor([[1.5, 2.0], [3.25, float("nan")]]).bfloat16())
+    npu_print(torch.arange(24).reshape(4, 6), summarize_size=1, tensor_detail=True)
+    npu_print(torch.arange(8), "{}", summarize_size=-1)  # a str holding the placeholder
+    assert capsys.readouterr().out.splitlines() == [
+        "x: [0 1 2 ... 7 8 9] y [[1.5 2]", " [3.25 nan]]",
+        "tensor([[0 ... 5]", " ...", " [18 ... 23]], shape=[4, 6], dtype=torch.int64)",
+        "[0 1 2 3 4 5 6 7] {}"]
+
+
+@pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune"])
+def test_npu_print_prints_inside_a_compiled_graph(capsys, mode):
+    from op_sdk.ops import npu_print
+
+    seen = []
+
+    def f(x):
+        y = x * 2
+        npu_print("y:", y)
+        return y + 1
+
+    cfg = op_sdk.CompilerConfig()
+    cfg.mode = mode
+    cfg.post_grad_custom_post_pass = lambda gm, inputs, c: seen.extend(
+        str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+    torch._dynamo.reset()
+    compiled = torch.compile(f, backend=op_sdk.get_npu_backend(compiler_config=cfg), fullgraph=True)
+    capsys.readouterr()
+    for _ in range(2):
+        assert torch.equal(compiled(torch.arange(4.0)), torch.arange(4.0) * 2 + 1)
+    assert capsys.readouterr().out == "y: [0 2 4 6]\ny: [0 2 4 6]\n"
+    assert "air.print.default" in seen
+    torch._dynamo.reset()
+
+
+def test_npu_print_arguments_are_checked():
+    from op_sdk.ops import npu_print
+
+    with pytest.raises(ValueError, match="requires at least one tensor"):
+        npu_print("no tensor")
+    with pytest.raises(TypeError, match="but got 'list' at position 1"):
+        npu_print(torch.ones(1), [1])
+    with pytest.raises(ValueError, match="summarize_size must be positive or -1"):
+        npu_print(torch.ones(1), summarize_size=0)
+    with pytest.raises(TypeError, match="tensor_detail must be bool"):
+        npu_print(torch.ones(1), tensor_detail=1)

@@ -38,3 +38,44 @@ def wait(tensors: list):
             raise ValueError(f"op_sdk.ops.wait: tensors[{i}] is a {type(t).__name__}, "
                              "not a torch.Tensor token")
     return torch.ops.air.wait(list(tensors))
+
+
+def npu_print(*args, summarize_size: int = 3, tensor_detail: bool = False) -> None:
+    """``torchair.ops.npu_print``: prints ``args`` (tensors and str / bool / int / float, in
+    order, space-separated) when the program runs: eager, and inside a graph compiled by
+    op_sdk's backend (``torch.ops.air.print``, kept in order as a side-effecting operator).
+    A tensor shows its first and last ``summarize_size`` entries per dim (-1: all);
+    ``tensor_detail`` adds its shape and dtype: ``tensor([1 2 3], shape=[3],
+    dtype=torch.int64)``."""
+    import torch
+
+    from op_sdk import _air
+
+    for i, arg in enumerate(args):
+        if not isinstance(arg, (torch.Tensor, str, bool, float, int)):
+            raise TypeError(f"position arguments of npu_print() must be torch.Tensor or basic "
+                            f"type in (str, bool, float, int), but got '{type(arg).__name__}' "
+                            f"at position {i}")
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if not tensors:
+        raise ValueError("npu_print() requires at least one tensor input")
+    if not isinstance(summarize_size, int) or isinstance(summarize_size, bool):
+        raise TypeError(f"summarize_size must be int, got {type(summarize_size).__name__}")
+    if summarize_size < -1 or summarize_size == 0:
+        raise ValueError(f"summarize_size must be positive or -1 for all elements, got "
+                         f"{summarize_size}")
+    if not isinstance(tensor_detail, bool):
+        raise TypeError(f"tensor_detail must be bool, got {type(tensor_detail).__name__}")
+    # a placeholder that no str argument contains
+    text = " ".join("[]" if isinstance(a, torch.Tensor) else str(a) for a in args)
+    placeholder, i = "{}", 0
+    while placeholder in text:
+        placeholder, i = f"{{{i}}}", i + 1
+    if tensor_detail:
+        parts = [f"tensor({placeholder}, shape={placeholder}, dtype={a.dtype})"
+                 if isinstance(a, torch.Tensor) else str(a) for a in args]
+    else:
+        parts = [placeholder if isinstance(a, torch.Tensor) else str(a) for a in args]
+    if not _air.PRINT_READY:  # torch_npu is installed: TorchAir's operator, imported now
+        _air.define_print(True)
+    torch.ops.air.print(tensors, " ".join(parts), placeholder, summarize_size, tensor_detail)
