@@ -66,21 +66,17 @@ bool fast_form(const Tensor& x, const OptT& ws, const OptT& act, const OptT& bia
   } else if (ws.has_value() || act.has_value() || bias.has_value()) {
     return false;
   }
-  const bool per_tensor_ok = quant_mode == 0;  // static mode's (1,) form
-  auto qshaped = [&](const Tensor& t) {
-    return one_group_row(t, h) || (per_tensor_ok && t.dim() == 1 && t.size(0) == 1);
+  // static mode's forms of quant_scale / quant_offset with one group: (1, H) or (1,)
+  auto static_form = [&](const Tensor& t) {
+    return (t.dim() == 2 && t.size(0) == 1 && t.size(1) == h) || (t.dim() == 1 && t.size(0) == 1);
   };
   if (qs.has_value()) {
     if (quant_mode == 1 && !(is_float_param(*qs) && one_group_row(*qs, h))) return false;
-    if (quant_mode == 0 && !(qs->scalar_type() == at::kFloat &&
-                             ((qs->dim() == 2 && qs->size(0) == 1 && qs->size(1) == h) ||
-                              (qs->dim() == 1 && qs->size(0) == 1))))
-      return false;
+    if (quant_mode == 0 && !(qs->scalar_type() == at::kFloat && static_form(*qs))) return false;
   }
   if (qo.has_value() && quant_mode == 0) {
     if (!is_float_param(*qo)) return false;
-    if (qs.has_value() ? qo->sizes() != qs->sizes() : !qshaped(*qo)) return false;
-    if (qo->dim() == 1 && qo->size(0) != 1) return false;  // (H,) is not a static form
+    if (qs.has_value() ? qo->sizes() != qs->sizes() : !static_form(*qo)) return false;
   }
   return true;
 }

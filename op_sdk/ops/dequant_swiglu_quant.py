@@ -57,7 +57,8 @@ from op_sdk.composite import Composite
 from op_sdk.library import Benchmark, define_op
 from op_sdk.npu import prototypes
 from op_sdk.npu.binding import by_value
-from op_sdk.ops._common import FLOAT_DTYPES, INT8_MAX, absmax, check, quantize_round
+from op_sdk.ops._common import (
+    FLOAT_DTYPES, INT8_MAX, absmax, check, div_scalar, quantize_round)
 from op_sdk.ops.add_rms_norm_cast import _npu_dtype_cast, _to
 from op_sdk.ops.clipped_swiglu import clipped_glu
 from op_sdk.triton_kernels import TritonKernel
@@ -215,7 +216,7 @@ def dequant_swiglu_quant_reference(x, *, weight_scale=None, activation_scale=Non
         if quant_scale is not None:
             t = t * _per_row(quant_scale, of_row, h)
         amax = absmax(t, -1)  # NaN propagates
-        scale = amax / INT8_MAX
+        scale = div_scalar(amax, INT8_MAX)  # one IEEE division on every device
         t = t * (torch.full_like(amax, INT8_MAX) / amax)
     else:
         if quant_scale is not None:

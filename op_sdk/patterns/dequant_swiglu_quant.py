@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import torch
 
+from op_sdk.patterns.add_rms_norm_cast import _CAST_TARGETS
 from op_sdk.patterns.add_rms_norm_dynamic_quant import dynamic_quant_is_int8_per_token
 from op_sdk.patterns.checks import node_of, val
 from op_sdk.patterns.derive import derived_variants
@@ -54,13 +55,9 @@ def example_inputs(dtype=torch.float32, variant=None, *, tokens=7, hidden=32, le
     return out
 
 
-# the cast to float32 as a post-grad graph spells it (.to() / .float(), torch_npu's lowering)
-_CASTS = (torch.ops.prims.convert_element_type.default, torch.ops.aten._to_copy.default,
-          npu._npu_dtype_cast.default)
-
-
 def _int32_accumulator(match) -> str | None:
-    cast = next((n for n in match.nodes if n.target in _CASTS), None)
+    # the cast as the canonical graph spells it (.to() / .float(), torch_npu's lowering)
+    cast = next((n for n in match.nodes if n.target in _CAST_TARGETS), None)
     x = val(cast.args[0]) if cast is not None else None
     if x is not None and x.dtype != torch.int32:
         return (f"the dequantised x is {x.dtype}; npu_dequant_swiglu_quant dequantises an int32 "
