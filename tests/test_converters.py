@@ -36,7 +36,7 @@ REFUSED = gather_dict("GE_REFUSED")
 NO_CONVERTER = gather_dict("NO_GE_CONVERTER")
 # GE types whose torch storage is another dtype (TorchAir writes the GE type)
 STORED_AS = {"DT_QINT8": "DT_INT8", "DT_QUINT8": "DT_UINT8", "DT_QINT32": "DT_INT32",
-             "DT_HIFLOAT8": "DT_UINT8"}
+             "DT_HIFLOAT8": "DT_UINT8", "DT_FLOAT8_E8M0": "DT_UINT8"}
 
 
 def _op(name: str):

@@ -56,6 +56,7 @@ GE_DTYPE = {
     "DT_QINT16": 19, "DT_QINT32": 20, "DT_QUINT8": 21, "DT_QUINT16": 22, "DT_BF16": 27,
     "DT_UNDEFINED": 28, "DT_INT4": 29, "DT_COMPLEX32": 33, "DT_HIFLOAT8": 34,
     "DT_FLOAT8_E5M2": 35, "DT_FLOAT8_E4M3FN": 36, "DT_FLOAT8_E8M0": 37, "DT_FLOAT4_E2M1": 40,
+    "DT_FLOAT4_E1M2": 41,
 }
 # the ge_ir.proto DataType enum (what a TensorDescriptor's dtype field carries): other
 # numbers, the same names
@@ -66,6 +67,7 @@ PROTO_DTYPE = {
     "DT_COMPLEX128": 17, "DT_QINT8": 18, "DT_QINT16": 19, "DT_QINT32": 20, "DT_QUINT8": 21,
     "DT_QUINT16": 22, "DT_BF16": 27, "DT_INT4": 28, "DT_COMPLEX32": 32, "DT_HIFLOAT8": 33,
     "DT_FLOAT8_E5M2": 34, "DT_FLOAT8_E4M3FN": 35, "DT_FLOAT8_E8M0": 36, "DT_FLOAT4_E2M1": 39,
+    "DT_FLOAT4_E1M2": 40,
 }
 _TORCH_TO_GE = {
     torch.float32: "DT_FLOAT", torch.float16: "DT_FLOAT16", torch.bfloat16: "DT_BF16",

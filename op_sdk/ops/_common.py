@@ -31,7 +31,8 @@ CODE_OF = {dt: code for code, dt in DTYPE_CODES.items()}
 # torch_npu's codes beyond ScalarType (CANN aclDataType + 256): no torch dtype, or a
 # second spelling of one (op_sdk/ops/_formats.py)
 NPU_DTYPE_NAMES = {285: "torch_npu.int4", 290: "torch_npu.hifloat8", 291: "torch_npu.float8_e5m2",
-                   292: "torch_npu.float8_e4m3fn"}
+                   292: "torch_npu.float8_e4m3fn", 296: "torch_npu.float4_e2m1fn_x2",
+                   297: "torch_npu.float4_e1m2fn_x2"}
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 HALF_DTYPES = (torch.float16, torch.bfloat16)

@@ -248,3 +248,27 @@ def test_npu_transpose_batchmatmul_meta(fake_mode, factor):
         expect(out, (factor, M, BATCH * N // factor), torch.float16)
     else:
         expect(out, (M, BATCH, N), torch.float16)
+
+
+# ---- the MX cases (lines 2290-2304 and 3959-3976 of the same file) --------------------------
+
+def test_npu_rms_norm_dynamic_mx_quant_meta(fake_mode):
+    """[8, 64] float16, dst_type torch_npu.float8_e5m2: y [8, 64] float8_e5m2, mxscale
+    [8, 1, 2] uint8, rstd [8, 1] float32."""
+    x = torch.randn(8, 64, dtype=torch.float16)
+    g = torch.randn(64, dtype=torch.float16)
+    y, s, r = npu.npu_rms_norm_dynamic_mx_quant(x, g, dst_type=291)
+    expect(y, (8, 64), torch.float8_e5m2)
+    expect(s, (8, 1, 2), torch.uint8)
+    expect(r, (8, 1), torch.float32)
+
+
+def test_npu_add_rms_norm_dynamic_mx_quant_meta(fake_mode):
+    x1 = torch.randn(8, 64, dtype=torch.float16)
+    x2 = torch.randn(8, 64, dtype=torch.float16)
+    g = torch.randn(64, dtype=torch.float16)
+    y, x, s, r = npu.npu_add_rms_norm_dynamic_mx_quant(x1, x2, g, dst_type=291)
+    expect(y, (8, 64), torch.float8_e5m2)
+    expect(x, (8, 64), torch.float16)
+    expect(s, (8, 1, 2), torch.uint8)
+    expect(r, (8, 1), torch.float32)
