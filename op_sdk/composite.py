@@ -23,6 +23,10 @@ hold, and the fused-operator call that replaces it.
 * ``optional_outputs``: outputs a graph may leave unused: a variant with and one without.
 * ``defaults``: scalar arguments a graph spells explicitly or leaves to their default
   (epsilon): a variant with each; an explicit one is matched as a pattern scalar.
+* ``markers``: ``{default: value}``, the value that marks an explicit scalar of ``defaults``
+  in a traced pattern when the usual marker (the default + 7 for an int) is not a value the
+  unfused operators take (npu_dynamic_mx_quant's dst_type); it must differ from the
+  default and from every other int literal of the pattern (getitem indices).
 * ``fixed``: arguments the replacement passes to the fused operator (and to ``fn`` when
   it takes them), e.g. ``output_mask=[True, False]``: only the first branch computed.
 * ``spellings``: ``{step: {label: Spelling or callable}}``, the alternatives of each
@@ -73,6 +77,7 @@ class Composite:
     outputs: tuple[str, ...] = ()
     optional_outputs: tuple[str, ...] = ()
     defaults: tuple[str, ...] = ()
+    markers: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     fixed: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     spellings: Mapping[str, Mapping[str, Spelling | Callable]] = dataclasses.field(
         default_factory=dict)
@@ -96,6 +101,11 @@ class Composite:
             if name not in params or params[name].default is inspect.Parameter.empty:
                 raise ValueError(f"op_sdk.Composite: defaults names {name!r}, which is not a "
                                  f"parameter with a default of {self.fn.__name__}")
+        for name, value in self.markers.items():
+            if name not in self.defaults or value == params[name].default:
+                raise ValueError(f"op_sdk.Composite: markers gives {name!r} the marker "
+                                 f"{value!r}; rule: a marker is for a scalar of defaults "
+                                 f"{self.defaults}, other than its default")
         for name in self.optional_outputs:
             if name not in self.outputs:
                 raise ValueError(f"op_sdk.Composite: optional output {name!r} is not one of "

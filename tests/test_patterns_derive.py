@@ -150,11 +150,12 @@ def _code(fn, inputs) -> list:
 
 def test_every_default_fusion_is_derived():
     # TorchAir's five, compared with their former hand-written variants below, and the ones
-    # op_sdk adds (swiglu_quant, add_rms_norm_quant_bias, rms_norm_rope, dequant_swiglu_quant),
-    # derived from the start
+    # op_sdk adds (swiglu_quant, add_rms_norm_quant_bias, rms_norm_rope, dequant_swiglu_quant,
+    # the MX norms), derived from the start
     assert set(HAND_WRITTEN) <= {f.name for f in DEFAULT_FUSIONS}
     assert {f.name for f in DEFAULT_FUSIONS} - set(HAND_WRITTEN) == {
-        "swiglu_quant", "add_rms_norm_quant_bias", "rms_norm_rope", "dequant_swiglu_quant"}
+        "swiglu_quant", "add_rms_norm_quant_bias", "rms_norm_rope", "dequant_swiglu_quant",
+        "add_rms_norm_dynamic_mx_quant", "rms_norm_dynamic_mx_quant"}
     for fusion in DEFAULT_FUSIONS:
         namespace, name = fusion.fused_qualname.split("::")
         assert op_sdk.get_op(name, namespace).composite is not None, fusion.name
@@ -199,6 +200,10 @@ def test_composite_declaration_is_validated():
         Composite(fn, outputs=("y",), optional_outputs=("x_out",))
     with pytest.raises(ValueError, match=r"moves a view onto \['w'\], which are not arguments"):
         Composite(fn, outputs=("y",), spellings={"cast": {"t": Spelling(fn, inputs={"w": fn})}})
+    with pytest.raises(ValueError, match="a marker is for a scalar of defaults"):
+        Composite(fn, outputs=("y",), defaults=("epsilon",), markers={"epsilon": 1e-6})
+    with pytest.raises(ValueError, match="a marker is for a scalar of defaults"):
+        Composite(fn, outputs=("y",), markers={"epsilon": 2e-6})
     with pytest.raises(TypeError, match="op_sdk.Composite"):
         op_sdk.define_op("composite_type_check(Tensor x) -> Tensor", namespace="op_sdk_derive_t",
                          reference=lambda x: x, composite=fn)
@@ -307,3 +312,19 @@ def test_register_fusion_into_a_scope_dynamic_shapes(fresh_user_registry):
     assert torch.ops.my_ops.silu_mul_quant.default in result.targets
     assert_fused_close(result.outputs, _swiglu_quant(g, u), [g, u])
     assert len(user_registry()) == 0
+
+
+def test_marker_makes_a_scalar_the_operator_takes():
+    """npu_dynamic_mx_quant's dst_type: the usual marker (296 + 7) is no dtype the operator
+    takes, so the composite names 292; the variant captures the graph's dst_type with it."""
+    fusion = get_fusion("add_rms_norm_dynamic_mx_quant")
+    for v in fusion.variants():
+        assert v.scalar_workaround["dst_type"] == 292 and "scale_alg" not in v.argnames
+        inputs = fusion.inputs(v, torch.bfloat16)
+        # the captured value reaches the fused operator (float4: scale_alg 0 only)
+        for dst in (291,) if "sa1" in v.name else (291, 296):
+            inputs[v.argnames.index("dst_type")] = dst
+            out, ref = v.replace_fn(*inputs), v.search_fn(*inputs)
+            for a, b in zip(out, ref):
+                assert a.dtype == b.dtype and torch.equal(a.view(torch.uint8), b.view(torch.uint8)), \
+                    (v.name, dst)

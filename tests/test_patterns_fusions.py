@@ -26,7 +26,8 @@ CASES = [(f, v) for f in DEFAULT_FUSIONS for v in f.variants()]
 IDS = [f"{f.name}[{v.name}]" for f, v in CASES]
 ACTIVATIONS = {"transpose_batchmatmul": ("x1",), "swiglu_quant": ("x",),
                "rms_norm_rope": ("x", "cos", "sin"),
-               "dequant_swiglu_quant": ("x", "activation_scale")}
+               "dequant_swiglu_quant": ("x", "activation_scale"),
+               "rms_norm_dynamic_mx_quant": ("x",)}
 # fusions whose checks need the activation's last dim known (npu_swiglu_quant's bound of
 # 8192: a symbolic one is refused, not guarded); no weight of the pattern pins it
 STATIC_LAST_DIM = {"swiglu_quant"}
@@ -244,6 +245,26 @@ def _f9_inputs(x_dtype=torch.int32, act_shape=(2, 7, 1)):
     return [x, torch.rand(64) * 1e-3, torch.rand(act_shape) + 0.25, torch.rand(32) + 0.5]
 
 
+def f10_mx(**kw):
+    def fn(x1, x2, g):
+        y, _, x = npu.npu_add_rms_norm(x1, x2, g)
+        q, s = npu.npu_dynamic_mx_quant(y, dst_type=torch.float8_e4m3fn, **kw)
+        return q, s, x
+    return fn
+
+
+def f11_mx(**kw):
+    def fn(x, g):
+        y, _ = npu.npu_rms_norm(x, g)
+        return npu.npu_dynamic_mx_quant(y, dst_type=torch.float8_e5m2, **kw)
+    return fn
+
+
+def _f10_inputs(dtype=torch.bfloat16, gamma_shape=(64,)):
+    x1, x2 = _h(dtype, 7, 64)
+    return [x1, x2, torch.rand(gamma_shape).to(dtype) + 0.5]
+
+
 def _f5_inputs(dtype=torch.float16, hidden=32, scales_shape=None, zp_dtype=torch.int32,
                scale_dtype=torch.float32, tokens=7):
     x1, x2 = _h(dtype, tokens, hidden)
@@ -331,6 +352,20 @@ VIOLATIONS = [
      lambda: _f9_inputs(), {}),
     ("dequant_swiglu_quant", "", "fused_op", f9_dequant(), lambda: _f9_inputs(act_shape=(1, 64)),
      {}),
+    # another round mode, axis, block size or a max_low_bound; float32 activations and a 2-D
+    # gamma (the operators' own rules veto them)
+    ("add_rms_norm_dynamic_mx_quant", "mx_last_dim_blocks_of_32", "args",
+     f10_mx(round_mode="rint", block_size=64), lambda: _f10_inputs(), {}),
+    ("add_rms_norm_dynamic_mx_quant", "mx_last_dim_blocks_of_32", "args",
+     f10_mx(axis=0), lambda: _f10_inputs(), {}),
+    ("add_rms_norm_dynamic_mx_quant", "", "fused_op", f10_mx(),
+     lambda: _f10_inputs(torch.float32), {}),
+    ("add_rms_norm_dynamic_mx_quant", "", "fused_op", f10_mx(),
+     lambda: _f10_inputs(gamma_shape=(7, 64)), {}),
+    ("rms_norm_dynamic_mx_quant", "mx_last_dim_blocks_of_32", "args",
+     f11_mx(scale_alg=1, max_low_bound=1.0), lambda: _f10_inputs()[::2], {}),
+    ("rms_norm_dynamic_mx_quant", "", "fused_op", f11_mx(),
+     lambda: _f10_inputs(torch.float32)[::2], {}),
 ]
 
 

@@ -45,7 +45,9 @@ HIDDEN = 4096
 HEADS, HEAD_DIM = 16, 128
 
 # the variant timed per fusion (default: its first variant without an explicit epsilon)
-VARIANTS = {"transpose_batchmatmul": "transpose(bmm)", "rms_norm_rope": "permute"}
+VARIANTS = {"transpose_batchmatmul": "transpose(bmm)", "rms_norm_rope": "permute",
+            # dst_type is a pattern scalar of every variant (the example inputs give it)
+            "add_rms_norm_dynamic_mx_quant": "x_out", "rms_norm_dynamic_mx_quant": "composite"}
 
 
 def _variant(fusion):

@@ -44,14 +44,13 @@ def add_rms_norm_dynamic_mx_quant_fake(x1, x2, gamma, *, beta=None, epsilon=1e-6
             x1.new_empty((*x1.shape[:-1], 1), dtype=torch.float32))
 
 
-def _unfused_spelling(x1, x2, gamma, epsilon=1e-6, scale_alg=0, round_mode="rint",
-                      dst_type=296):
+def _unfused_spelling(x1, x2, gamma, epsilon=1e-6, scale_alg=0, dst_type=296):
     """What the fused operator computes: npu_add_rms_norm (the norm of the fp32 sum, its y
     rounded to x1's dtype), then npu_dynamic_mx_quant of y along the last dim in blocks of
-    32."""
+    32 (round_mode "rint": the fusion's form; the operator takes the others)."""
     y, rstd, x_out = torch.ops.npu.npu_add_rms_norm.default(x1, x2, gamma, epsilon)
     q, scale = torch.ops.npu.npu_dynamic_mx_quant.default(
-        y, round_mode=round_mode, dst_type=dst_type, scale_alg=scale_alg)
+        y, dst_type=dst_type, scale_alg=scale_alg)
     return {"y": q, "mxscale": scale, "x_out": x_out, "rstd": rstd}
 
 
@@ -73,5 +72,6 @@ npu_add_rms_norm_dynamic_mx_quant = define_op(
                           _unfused, "npu_add_rms_norm + npu_dynamic_mx_quant"),),
     composite=Composite(_unfused_spelling, outputs=("y", "x_out", "mxscale", "rstd"),
                         optional_outputs=("x_out", "rstd"),
-                        defaults=("epsilon", "scale_alg", "round_mode", "dst_type")),
+                        defaults=("epsilon", "dst_type"),
+                        markers={"dst_type": 292}),
 )

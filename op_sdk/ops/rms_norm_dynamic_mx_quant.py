@@ -60,12 +60,13 @@ def rms_norm_dynamic_mx_quant_fake(x, gamma, *, beta=None, epsilon=1e-6, scale_a
     return y, scale, x.new_empty((*x.shape[:-1], 1), dtype=torch.float32)
 
 
-def _unfused_spelling(x, gamma, epsilon=1e-6, scale_alg=0, round_mode="rint", dst_type=296):
+def _unfused_spelling(x, gamma, epsilon=1e-6, scale_alg=0, dst_type=296):
     """What the fused operator computes: npu_rms_norm (its y rounded to x's dtype), then
-    npu_dynamic_mx_quant of y along the last dim in blocks of 32."""
+    npu_dynamic_mx_quant of y along the last dim in blocks of 32 (round_mode "rint": the
+    fusion's form; the operator takes the others)."""
     y, rstd = torch.ops.npu.npu_rms_norm.default(x, gamma, epsilon)
     q, scale = torch.ops.npu.npu_dynamic_mx_quant.default(
-        y, round_mode=round_mode, dst_type=dst_type, scale_alg=scale_alg)
+        y, dst_type=dst_type, scale_alg=scale_alg)
     return {"y": q, "mxscale": scale, "rstd": rstd}
 
 
@@ -86,5 +87,6 @@ npu_rms_norm_dynamic_mx_quant = define_op(
                           _unfused, "npu_rms_norm + npu_dynamic_mx_quant"),),
     composite=Composite(_unfused_spelling, outputs=("y", "mxscale", "rstd"),
                         optional_outputs=("rstd",),
-                        defaults=("epsilon", "scale_alg", "round_mode", "dst_type")),
+                        defaults=("epsilon", "dst_type"),
+                        markers={"dst_type": 292}),
 )

@@ -144,7 +144,7 @@ def _variant(name: str, opdef, comp: Composite, inputs: Sequence[str], rename: M
             result.append(v)
         return result[0] if len(result) == 1 else tuple(result)
 
-    scalars = {d: _marker(params[d].default) for d in explicit}
+    scalars = {d: comp.markers.get(d, _marker(params[d].default)) for d in explicit}
     return Variant(name, _positional(search, argnames), _positional(replace, argnames),
                    scalars or None)
 

@@ -67,7 +67,9 @@ class Check:
     """A named extra check: ``fn(match)`` returns None when satisfied, else the reason
     (reported as a near miss), or False when the match is not a candidate at all (say a
     5-D permute where the fusion wants a 3-D transpose: refused without a report).
-    ``kind`` is the near-miss category ("alignment", "dtype", "shape", "args")."""
+    ``kind`` is the near-miss category ("alignment", "dtype", "shape", "args"). The match
+    carries the name of the variant it is a match of (``match.op_sdk_variant``): a check
+    may hand a match to another variant (False) by what that variant fixes."""
 
     name: str
     kind: str

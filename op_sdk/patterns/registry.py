@@ -232,6 +232,7 @@ class PatternRegistry:
                 near_miss(match, "stream", "same_stream",
                           f"the matched nodes span streams {sorted(map(str, streams))}")
                 return False
+            match.op_sdk_variant = record.variant  # the variant a check may read
             for c in checks:
                 reason = c.fn(match)
                 if reason is False:

@@ -9,6 +9,8 @@ rounds to fp16 / bf16 in between, so:
 * floating outputs: ``TOLERANCES[dtype]`` of the lowest-precision floating input;
 * integer (quantised) outputs: at most ``INT_STEPS[dtype]`` int8 steps apart (of the same
   lowest-precision input dtype);
+* 8-bit float (quantised) outputs: within one step of their format (``FLOAT8_STEP``: a
+  value's relative spacing, or the smallest subnormal near 0);
 * shapes and dtypes must match exactly.
 
 Shapes are varied by scaling every distinct example size consistently (so sizes that
@@ -28,7 +30,7 @@ from typing import Any
 import torch
 
 __all__ = ["verify_replacement", "VerificationReport", "ReplacementMismatch", "TOLERANCES",
-           "INT_STEPS"]
+           "INT_STEPS", "FLOAT8_STEP", "close"]
 
 # (atol, rtol) per compute dtype; the tests read the same table
 TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
@@ -40,6 +42,16 @@ TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
 # relative) before it quantises; two such roundings move a value of 127 steps by up to one
 # step, and the quantiser's own rounding adds one: 2. fp16 (2^-11) and fp32 stay within one.
 INT_STEPS: dict[torch.dtype, int] = {torch.float16: 1, torch.bfloat16: 2, torch.float32: 1}
+# (atol, rtol) of one step of each 8-bit float format: its smallest subnormal, its spacing
+FLOAT8_STEP: dict[torch.dtype, tuple[float, float]] = {
+    torch.float8_e4m3fn: (2.0 ** -9, 2.0 ** -3), torch.float8_e5m2: (2.0 ** -16, 2.0 ** -2)}
+
+
+def close(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:
+    """Elementwise agreement of a floating output: within (atol, rtol), or within one step
+    of an 8-bit float format (FLOAT8_STEP), NaN equal to NaN."""
+    atol, rtol = FLOAT8_STEP.get(expected.dtype, (atol, rtol))
+    return torch.isclose(actual.float(), expected.float(), atol=atol, rtol=rtol, equal_nan=True)
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 SIZE_SCALES = (1, 3, 2)  # scale factors of every distinct example size, one per shape set
 
@@ -145,7 +157,7 @@ def _compare(expected, actual, tol_dtype) -> str | None:
         if e.numel() == 0:
             continue
         if e.dtype.is_floating_point:
-            ok = torch.isclose(a.float(), e.float(), atol=atol, rtol=rtol, equal_nan=True)
+            ok = close(a, e, atol, rtol)
             if not bool(ok.all()):
                 diff = (a.float() - e.float()).abs().max().item()
                 return (f"output {i} ({e.dtype}): max abs difference {diff:.3g} beyond "
