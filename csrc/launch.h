@@ -177,11 +177,13 @@ inline bool stream_friendly(const at::Tensor& t, int64_t n) {
 
 // A large all-zero output: fresh anonymous pages read as zero (the OS maps its zero page
 // until someone writes), so it costs no stores and no page zeroing. Small ones: at::zeros.
-// x's shape with dim d halved, contiguous (the SwiGLU outputs, as their fakes allocate them)
-inline at::Tensor halved_output(const at::Tensor& x, int64_t d) {
+// x's shape with dim d halved, contiguous (the SwiGLU outputs, as their fakes allocate them;
+// npu_dynamic_mx_quant's float4 pairs, in uint8)
+inline at::Tensor halved_output(const at::Tensor& x, int64_t d,
+                                std::optional<c10::ScalarType> dtype = std::nullopt) {
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
   shape[d] /= 2;
-  return new_output(shape, x.options());
+  return new_output(shape, dtype.has_value() ? x.options().dtype(*dtype) : x.options());
 }
 
 inline at::Tensor zeros_output(at::IntArrayRef shape, const at::TensorOptions& options) {

@@ -2,7 +2,8 @@
 tensor along one axis, one E8M0 scale per block of 32 - 1024 values, the values to
 float8_e4m3fn / float8_e5m2 or packed float4_e2m1 / float4_e1m2 (op_sdk/ops/_mx.py).
 
-No native CPU kernel: the reference runs on CPU.
+Native CPU kernel: csrc/dynamic_mx_quant.cpp, for blocks of 32 along the last dim (float8
+with scale_alg 0 / 1, float4 with scale_alg 0); it routes every other call here.
 """
 
 from __future__ import annotations
@@ -50,7 +51,10 @@ npu_dynamic_mx_quant = define_op(
     "npu_dynamic_mx_quant(Tensor input, *, int axis=-1, str round_mode=\"rint\", "
     "int dst_type=296, int block_size=32, int? scale_alg=0, float dst_type_max=0.0, "
     "float max_low_bound=0.0) -> (Tensor, Tensor)",
-    reference=dynamic_mx_quant_reference, fake=dynamic_mx_quant_fake,
+    reference=dynamic_mx_quant_reference, fake=dynamic_mx_quant_fake, native=("cpu",),
+    # other axes / block sizes, scale_alg 2, dst_type_max, max_low_bound: the launcher
+    # routes them here
+    reference_op=True,
     doc="MX quantisation along an axis: E8M0 scales per block, float8 or packed float4 "
         "values (Ascend 950).",
     benchmarks=(Benchmark(lambda t, h, dt: ((bench_randn(t, h, dtype=dt),),
