@@ -202,8 +202,28 @@ from tests.ops import (test_add_rms_norm as add, test_add_rms_norm_cast as cast,
                        test_rotary_mul as rope, test_swiglu as swiglu,
                        test_swiglu_quant as sq, test_interleave_rope as irope,
                        test_apply_rotary_pos_emb as arope, test_gemma_rms_norm as gemma,
-                       test_rms_norm_quant as rnq)
+                       test_rms_norm_quant as rnq, test_dynamic_mx_quant as mx,
+                       test_rms_norm_dynamic_mx_quant as rmx,
+                       test_add_rms_norm_dynamic_mx_quant as armx)
 torch.manual_seed(0)
+for dst in mx.DSTS:  # bit for bit (the MX kernels: every destination, odd and full blocks)
+    mx.test_matches_formula(torch.bfloat16, dst, (2, 3, 130))
+    mx.test_matches_formula(torch.float32, dst, (1, 34))
+    rmx.test_matches_formula(torch.float16, torch.float32, dst, (2, 3, 130))
+    armx.test_matches_formula(torch.bfloat16, None, dst, (5, 70))
+for dst in (mx.E4M3, mx.E5M2):
+    mx.test_cublas_scale(dst, torch.float16)
+    rmx.test_cublas(dst)
+mx.test_cublas_worked_example()
+mx.test_ocp_code_zero_block_is_zero()
+mx.test_all_zero_and_saturation()
+for dst in (mx.E4M3, mx.E2M1):
+    mx.test_nan_inf_blocks(dst)
+    mx.test_layouts(dst)
+rmx.test_composite_bit_for_bit()
+rmx.test_nan_inf_zero_rows()
+armx.test_composite_bit_for_bit()
+armx.test_nan_inf_layouts_empty()
 for mode in rope.MODES:  # bit for bit; every layout of cos / sin broadcasting
     for shape, rshape in rope.LAYOUTS:
         if mode != "quarter" or shape[-1] % 4 == 0:

@@ -2,8 +2,9 @@
 tensor along one axis, one E8M0 scale per block of 32 - 1024 values, the values to
 float8_e4m3fn / float8_e5m2 or packed float4_e2m1 / float4_e1m2 (op_sdk/ops/_mx.py).
 
-Native CPU kernel: csrc/dynamic_mx_quant.cpp, for blocks of 32 along the last dim (float8
-with scale_alg 0 / 1, float4 with scale_alg 0); it routes every other call here.
+Native CPU kernel: csrc/dynamic_mx_quant.cpp (kernels/mx_quant.h), for blocks of 32 along
+the last dim (float8 with scale_alg 0 / 1, float4 with scale_alg 0); it routes every other
+call here.
 """
 
 from __future__ import annotations

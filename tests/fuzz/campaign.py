@@ -42,7 +42,11 @@ from tests.ops._helpers import LAYOUTS, TOL, fake_outputs, significant_strides
 # and npu_dequant_swiglu_quant's exp, within an ulp or two of torch's): a value on a rounding
 # boundary may land one step apart.
 FLIP_OPS = {"npu_add_rms_norm_quant", "npu_add_rms_norm_dynamic_quant", "npu_swiglu_quant",
-            "npu_rms_norm_quant", "npu_dequant_swiglu_quant"}
+            "npu_rms_norm_quant", "npu_dequant_swiglu_quant", "npu_rms_norm_dynamic_mx_quant",
+            "npu_add_rms_norm_dynamic_mx_quant"}
+# the MX operators' float4 y (their first output): two 4-bit codes a byte, a step is one
+# step of a nibble (dst_type float4_e2m1 / float4_e1m2; float4_e2m1 the default)
+MX_FP4_CODES = {296, 297}
 # int32 outputs that hold int4 values packed 8 per word, by the call's dtype argument
 INT4_CODES = {16, 285, torch.quint4x2}
 INT4_ARGS = ("dst_type", "y_dtype", "dtype", "dst_dtype")
@@ -311,7 +315,12 @@ def _int4_call(kwargs) -> bool:
     return any(kwargs.get(k) in INT4_CODES for k in INT4_ARGS)
 
 
-def compare(name, a: torch.Tensor, e: torch.Tensor, int4: bool, bound=None) -> str | None:
+def _fp4_call(name, kwargs) -> bool:
+    return "mx_quant" in name and kwargs.get("dst_type", 296) in MX_FP4_CODES
+
+
+def compare(name, a: torch.Tensor, e: torch.Tensor, int4: bool, bound=None,
+            nibbles: bool = False) -> str | None:
     """None when kernel output a agrees with reference output e, else why not. `bound`: an
     extra per-element absolute error bound of float outputs (a slice's fuzz_bound); where
     it is infinite any value agrees. An output that is no tensor (get_npu_format's int) must
@@ -331,6 +340,8 @@ def compare(name, a: torch.Tensor, e: torch.Tensor, int4: bool, bound=None) -> s
             return None
         if int4 and a.dtype == torch.int32:
             a, e = unpack_int4(a), unpack_int4(e)
+        if nibbles and a.dtype == torch.uint8:
+            a, e = torch.stack((a & 15, a >> 4)), torch.stack((e & 15, e >> 4))
         diff = (a.long() - e.long()).abs()
         bad = int((diff > 0).sum())
         if name in FLIP_OPS and int(diff.max()) <= 1 and bad <= max(2, a.numel() // 1000):
@@ -438,7 +449,8 @@ def check_call(d, args, kwargs, summary: Summary, call_desc=None) -> None:
         return
     bounds = _bounds(d, args, kwargs)
     for j, (o, r) in enumerate(zip(kout, rout)):
-        why = compare(name, o, r, int4, bounds[j] if bounds and j < len(bounds) else None)
+        why = compare(name, o, r, int4, bounds[j] if bounds and j < len(bounds) else None,
+                      nibbles=j == 0 and _fp4_call(name, kwargs))
         if why:
             finding("mismatch", f"output {j}: {why}")
     # every argument an in-place operator writes (its reference writes the expected values

@@ -8,6 +8,7 @@ rules; the GE converter. op-plugin's test of it is ported in tests/conformance."
 import pytest
 import torch
 
+from op_sdk.ops.add_rms_norm_dynamic_mx_quant import add_rms_norm_dynamic_mx_quant_reference
 from tests.ops._helpers import rms_norm_fp64
 from tests.ops.test_dynamic_mx_quant import E1M2, E2M1, E4M3, E5M2
 from tests.ops.test_rms_norm_dynamic_mx_quant import _compare
@@ -81,7 +82,7 @@ def test_matches_formula(dtype, gdt, dst, shape):
     x32 = a.float() + b.float()
     for beta in (None, be):
         y, x, s, rstd = OP(a, b, g, beta=beta, dst_type=dst)
-        _compare(y, s, x32, dtype, g, beta, 1e-6, dst)
+        _compare(y, s, x32, dtype, g, beta, 1e-6, dst, rstd)
         assert torch.equal(x, x32.to(dtype))
         want = rms_norm_fp64(x32, g.double(), 1e-6)[1]
         torch.testing.assert_close(rstd.double(), want, rtol=1e-6, atol=0)
@@ -97,15 +98,19 @@ def test_norm_of_the_fp32_sum():
 
 
 def test_composite_bit_for_bit():
+    """The fusion's chain, npu_add_rms_norm then npu_dynamic_mx_quant, bit for bit: the
+    native kernels (one row helper computes both sums and rstd) and the references."""
     from op_sdk.ops.add_rms_norm import add_rms_norm_reference
 
     for dst, kw in ((E4M3, {}), (E5M2, {"scale_alg": 1}), (E2M1, {"round_mode": "round"})):
         a, b, g, _ = _in(7, 100, seed=dst)
-        y, x, s, rstd = OP(a, b, g, epsilon=1e-5, dst_type=dst, **kw)
-        n, r, xo = add_rms_norm_reference(a, b, g, 1e-5)
-        y2, s2 = torch.ops.npu.npu_dynamic_mx_quant(n, dst_type=dst, **kw)
-        assert torch.equal(y.view(torch.uint8), y2.view(torch.uint8))
-        assert torch.equal(s, s2) and torch.equal(rstd, r) and torch.equal(x, xo)
+        for norm, fused in ((torch.ops.npu.npu_add_rms_norm, OP),
+                            (add_rms_norm_reference, add_rms_norm_dynamic_mx_quant_reference)):
+            y, x, s, rstd = fused(a, b, g, epsilon=1e-5, dst_type=dst, **kw)
+            n, r, xo = norm(a, b, g, 1e-5)
+            y2, s2 = torch.ops.npu.npu_dynamic_mx_quant(n, dst_type=dst, **kw)
+            assert torch.equal(y.view(torch.uint8), y2.view(torch.uint8))
+            assert torch.equal(s, s2) and torch.equal(rstd, r) and torch.equal(x, xo)
 
 
 def test_nan_inf_layouts_empty():

@@ -267,6 +267,22 @@ def test_ocp_code_zero_block_is_zero():
     assert s[0, 0, 0] == 0 and y.float()[0, 0] == 128.0
 
 
+@pytest.mark.parametrize("dst", [E4M3, E5M2])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_float8_normal_and_subnormal_blocks(dst, dtype):
+    """Blocks whose scaled values all lie at or above the format's smallest normal (the
+    native kernel's normal-only form), blocks holding subnormals, zeros or signed zeros and
+    ties of each, and a partial block: bit for bit the formula."""
+    x = torch.zeros(5, 70)
+    x[0] = torch.linspace(200.0, 440.0, 70)
+    x[1] = torch.logspace(-14, 2, 70) * torch.tensor([1.0, -1.0]).repeat(35)
+    x[2, ::2], x[2, 1::2] = 300.0, 300.0 * 2.0 ** -12  # subnormal ties after scaling
+    x[3, :40], x[3, 40:] = -0.0, -(2.0 ** -20)
+    x[4] = torch.randn(70) * torch.logspace(-6, 0, 70)
+    _check(x.to(dtype), dst_type=dst)
+    _check(x.to(dtype), dst_type=dst, scale_alg=1)
+
+
 @pytest.mark.parametrize("dst", [E4M3, E2M1])
 def test_nan_inf_blocks(dst):
     x = _x(3, 96, seed=9)

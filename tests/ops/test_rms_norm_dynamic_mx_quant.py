@@ -9,6 +9,7 @@ converter. op-plugin's test of it is ported in tests/conformance."""
 import pytest
 import torch
 
+from op_sdk.ops.rms_norm_dynamic_mx_quant import rms_norm_dynamic_mx_quant_reference
 from tests.ops._helpers import rms_norm_fp64
 from tests.ops.test_dynamic_mx_quant import E1M2, E2M1, E4M3, E5M2, _golden, _values
 
@@ -76,11 +77,12 @@ CASES = [
 ]
 
 
-def _compare(y, s, x32, dtype, gamma, beta, eps, dst, **kw):
-    """The contract's steps written here: the fp32 norm (x * rstd * gamma + beta) rounded to
-    x's dtype, within an ulp of x's dtype of the float64 norm, then the MX formula of the
-    dynamic_mx_quant tests: values and codes bit for bit."""
-    mine = _normalised(x32, gamma, beta, eps, dtype)
+def _compare(y, s, x32, dtype, gamma, beta, eps, dst, rstd, **kw):
+    """The contract's steps written here: the fp32 norm (x * rstd * gamma + beta, with the
+    operator's rstd: the tests check it against float64 on its own, and the order of its sum
+    is the kernel's) rounded to x's dtype, within an ulp of x's dtype of the float64 norm,
+    then the MX formula of the dynamic_mx_quant tests: values and codes bit for bit."""
+    mine = _normalised(x32, gamma, beta, eps, dtype, rstd)
     y64, _ = rms_norm_fp64(x32, gamma.double(), eps)
     if beta is not None:
         y64 = y64 + beta.double()
@@ -91,9 +93,10 @@ def _compare(y, s, x32, dtype, gamma, beta, eps, dst, **kw):
     assert torch.equal(s.long().reshape(*s.shape[:-2], -1)[..., :codes.shape[-1]], codes)
 
 
-def _normalised(x32, gamma, beta, eps, dtype):
+def _normalised(x32, gamma, beta, eps, dtype, rstd=None):
     x = x32.float()
-    rstd = 1.0 / torch.sqrt(x.square().mean(-1, keepdim=True) + eps)
+    if rstd is None:
+        rstd = 1.0 / torch.sqrt(x.square().mean(-1, keepdim=True) + eps)
     y = x * rstd * gamma.float()
     if beta is not None:
         y = y + beta.float()
@@ -110,7 +113,7 @@ def test_matches_formula(dtype, gdt, dst, shape):
     for beta in (None, b):
         for mode in modes:
             y, s, rstd = OP(x, g, beta=beta, dst_type=dst, round_mode=mode)
-            _compare(y, s, x.float(), dtype, g, beta, 1e-6, dst, round_mode=mode)
+            _compare(y, s, x.float(), dtype, g, beta, 1e-6, dst, rstd, round_mode=mode)
             want = rms_norm_fp64(x.float(), g.double(), 1e-6)[1]
             torch.testing.assert_close(rstd.double(), want, rtol=1e-6, atol=0)
             assert rstd.shape == (*shape[:-1], 1)
@@ -119,21 +122,24 @@ def test_matches_formula(dtype, gdt, dst, shape):
 @pytest.mark.parametrize("dst", [E4M3, E5M2])
 def test_cublas(dst):
     x, g, b = _in(6, 96, seed=3)
-    y, s, _ = OP(x, g, beta=b, dst_type=dst, scale_alg=1, epsilon=1e-5)
-    _compare(y, s, x.float(), x.dtype, g, b, 1e-5, dst, scale_alg=1)
+    y, s, rstd = OP(x, g, beta=b, dst_type=dst, scale_alg=1, epsilon=1e-5)
+    _compare(y, s, x.float(), x.dtype, g, b, 1e-5, dst, rstd, scale_alg=1)
 
 
 def test_composite_bit_for_bit():
+    """The fusion's chain, npu_rms_norm's y (rounded) then npu_dynamic_mx_quant, bit for bit:
+    the native kernels (one row helper computes both norms' rstd) and the references."""
     from op_sdk.ops.rms_norm import rms_norm_reference
 
-    """The fusion's chain: npu_rms_norm's y (rounded), then npu_dynamic_mx_quant."""
     for dst, kw in ((E4M3, {}), (E5M2, {"scale_alg": 1}), (E2M1, {"round_mode": "floor"})):
         x, g, _ = _in(7, 100, seed=dst)
-        y, s, rstd = OP(x, g, epsilon=1e-5, dst_type=dst, **kw)
-        n, r = rms_norm_reference(x, g, 1e-5)  # (the native npu_rms_norm agrees within
-        y2, s2 = torch.ops.npu.npu_dynamic_mx_quant(n, dst_type=dst, **kw)  # its tolerance)
-        assert torch.equal(y.view(torch.uint8), y2.view(torch.uint8))
-        assert torch.equal(s, s2) and torch.equal(rstd, r)
+        for norm, fused in ((torch.ops.npu.npu_rms_norm, OP),
+                            (rms_norm_reference, rms_norm_dynamic_mx_quant_reference)):
+            y, s, rstd = fused(x, g, epsilon=1e-5, dst_type=dst, **kw)
+            n, r = norm(x, g, 1e-5)
+            y2, s2 = torch.ops.npu.npu_dynamic_mx_quant(n, dst_type=dst, **kw)
+            assert torch.equal(y.view(torch.uint8), y2.view(torch.uint8))
+            assert torch.equal(s, s2) and torch.equal(rstd, r)
 
 
 def test_nan_inf_zero_rows():
