@@ -4,7 +4,8 @@ then MX quantised along the last dim in blocks of 32 (op_sdk/ops/_mx.py): float8
 float4 values, the sum, E8M0 scales, and rstd.
 
 Native CPU kernel: csrc/add_rms_norm_dynamic_mx_quant.cpp (kernels/mx_quant.h), for every
-valid call; it routes the calls breaking a rule here.
+valid call; it routes the calls breaking a rule here. CUDA: the Triton kernel of
+op_sdk/triton_kernels/mx.py.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import torch
 
 from op_sdk.composite import Composite
 from op_sdk.library import Benchmark, define_op
+from op_sdk.triton_kernels import TritonKernel
 from op_sdk.ops._common import bench_norm_inputs, check, check_same_shape
 from op_sdk.ops._mx import mx_outputs_like
 from op_sdk.ops.rms_norm_dynamic_mx_quant import check_norm_mx, norm_mx_quant
@@ -45,6 +47,22 @@ def add_rms_norm_dynamic_mx_quant_fake(x1, x2, gamma, *, beta=None, epsilon=1e-6
             x1.new_empty((*x1.shape[:-1], 1), dtype=torch.float32))
 
 
+def add_rms_norm_dynamic_mx_quant_cuda(x1, x2, gamma, *, beta=None, epsilon=1e-6,
+                                       scale_alg=0, round_mode="rint", dst_type=296):
+    """The CUDA kernel (Triton, op_sdk/triton_kernels/mx.py) for every valid call; empty rows
+    and rows longer than its MAX_ROW run the reference."""
+    from op_sdk.triton_kernels import mx
+
+    kw = {"beta": beta, "epsilon": epsilon, "scale_alg": scale_alg, "round_mode": round_mode,
+          "dst_type": dst_type}
+    code, alg = check_add_norm_mx(x1, x2, gamma, beta, round_mode, dst_type, scale_alg)
+    if not mx.fits(x1.shape[-1]):
+        return add_rms_norm_dynamic_mx_quant_reference(x1, x2, gamma, **kw)
+    outs = add_rms_norm_dynamic_mx_quant_fake(x1, x2, gamma, **kw)  # allocated as the fake does
+    return mx.run(outs, x1, x1.shape[-1], mx.form(code, alg, round_mode), x2=x2, gamma=gamma,
+                  beta=beta, y=0, xo=1, scale=2, rstd=3, eps=epsilon)
+
+
 def _unfused_spelling(x1, x2, gamma, epsilon=1e-6, scale_alg=0, dst_type=296):
     """What the fused operator computes: npu_add_rms_norm (the norm of the fp32 sum, its y
     rounded to x1's dtype), then npu_dynamic_mx_quant of y along the last dim in blocks of
@@ -67,6 +85,7 @@ npu_add_rms_norm_dynamic_mx_quant = define_op(
     "int dst_type=296) -> (Tensor, Tensor, Tensor, Tensor)",
     reference=add_rms_norm_dynamic_mx_quant_reference,
     fake=add_rms_norm_dynamic_mx_quant_fake, native=("cpu",),
+    kernels={"cuda": TritonKernel(add_rms_norm_dynamic_mx_quant_cuda)},
     # calls outside the kernel's forms (every call breaking a rule): the launcher routes
     # them here
     reference_op=True,

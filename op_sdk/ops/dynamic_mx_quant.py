@@ -4,15 +4,22 @@ float8_e4m3fn / float8_e5m2 or packed float4_e2m1 / float4_e1m2 (op_sdk/ops/_mx.
 
 Native CPU kernel: csrc/dynamic_mx_quant.cpp (kernels/mx_quant.h), for blocks of 32 along
 the last dim (float8 with scale_alg 0 / 1, float4 with scale_alg 0); it routes every other
-call here.
+call here. CUDA: the Triton kernel of op_sdk/triton_kernels/mx.py, for the same forms.
 """
 
 from __future__ import annotations
 
 
 from op_sdk.library import Benchmark, define_op
+from op_sdk.triton_kernels import TritonKernel
 from op_sdk.ops._common import FLOAT_DTYPES, bench_randn, check, check_dtype
-from op_sdk.ops._mx import check_mx_args, check_mx_quant_only, mx_outputs_like, mx_quantize
+from op_sdk.ops._mx import (
+    MX_BLOCK,
+    check_mx_args,
+    check_mx_quant_only,
+    mx_outputs_like,
+    mx_quantize,
+)
 
 OP = "npu_dynamic_mx_quant"
 MAX_BLOCK = 1024
@@ -48,11 +55,31 @@ def dynamic_mx_quant_fake(input, *, axis=-1, round_mode="rint", dst_type=296, bl
     return mx_outputs_like(input, code, ax, block_size)
 
 
+def dynamic_mx_quant_cuda(input, *, axis=-1, round_mode="rint", dst_type=296, block_size=32,
+                          scale_alg=0, dst_type_max=0.0, max_low_bound=0.0):
+    """The CUDA kernel (Triton, op_sdk/triton_kernels/mx.py) for blocks of 32 along the last
+    dim (float8 with scale_alg 0 / 1, float4 with scale_alg 0); other axes and block sizes,
+    scale_alg 2, a dst_type_max or max_low_bound, empty rows and rows longer than its
+    MAX_ROW run the reference."""
+    from op_sdk.triton_kernels import mx
+
+    kw = {"axis": axis, "round_mode": round_mode, "dst_type": dst_type,
+          "block_size": block_size, "scale_alg": scale_alg, "dst_type_max": dst_type_max,
+          "max_low_bound": max_low_bound}
+    code, alg, ax = check_dynamic_mx_quant(input, **kw)
+    form, n = mx.form(code, alg, round_mode), input.shape[-1]
+    if (form is None or ax != input.dim() - 1 or block_size != MX_BLOCK or dst_type_max
+            or max_low_bound or not mx.fits(n)):
+        return dynamic_mx_quant_reference(input, **kw)
+    return mx.run(mx_outputs_like(input, code), input, n, form)
+
+
 npu_dynamic_mx_quant = define_op(
     "npu_dynamic_mx_quant(Tensor input, *, int axis=-1, str round_mode=\"rint\", "
     "int dst_type=296, int block_size=32, int? scale_alg=0, float dst_type_max=0.0, "
     "float max_low_bound=0.0) -> (Tensor, Tensor)",
     reference=dynamic_mx_quant_reference, fake=dynamic_mx_quant_fake, native=("cpu",),
+    kernels={"cuda": TritonKernel(dynamic_mx_quant_cuda)},
     # other axes / block sizes, scale_alg 2, dst_type_max, max_low_bound: the launcher
     # routes them here
     reference_op=True,

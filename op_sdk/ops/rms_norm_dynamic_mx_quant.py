@@ -3,7 +3,8 @@ result rounded to x's dtype, then MX quantised along the last dim in blocks of 3
 (op_sdk/ops/_mx.py): float8 / packed float4 values, E8M0 scales, and rstd.
 
 Native CPU kernel: csrc/rms_norm_dynamic_mx_quant.cpp (kernels/mx_quant.h), for every valid
-call; it routes the calls breaking a rule here.
+call; it routes the calls breaking a rule here. CUDA: the Triton kernel of
+op_sdk/triton_kernels/mx.py.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import torch
 
 from op_sdk.composite import Composite
 from op_sdk.library import Benchmark, define_op
+from op_sdk.triton_kernels import TritonKernel
 from op_sdk.ops._common import HALF_DTYPES, bench_norm_inputs, check, check_1d, check_dtype
 from op_sdk.ops._mx import check_mx_args, mx_outputs_like, mx_quantize
 from op_sdk.ops._norm import _normalize
@@ -61,6 +63,22 @@ def rms_norm_dynamic_mx_quant_fake(x, gamma, *, beta=None, epsilon=1e-6, scale_a
     return y, scale, x.new_empty((*x.shape[:-1], 1), dtype=torch.float32)
 
 
+def rms_norm_dynamic_mx_quant_cuda(x, gamma, *, beta=None, epsilon=1e-6, scale_alg=0,
+                                   round_mode="rint", dst_type=296):
+    """The CUDA kernel (Triton, op_sdk/triton_kernels/mx.py) for every valid call; empty rows
+    and rows longer than its MAX_ROW run the reference."""
+    from op_sdk.triton_kernels import mx
+
+    kw = {"beta": beta, "epsilon": epsilon, "scale_alg": scale_alg, "round_mode": round_mode,
+          "dst_type": dst_type}
+    code, alg = check_norm_mx(OP, x, "x", gamma, beta, round_mode, dst_type, scale_alg)
+    if not mx.fits(x.shape[-1]):
+        return rms_norm_dynamic_mx_quant_reference(x, gamma, **kw)
+    outs = rms_norm_dynamic_mx_quant_fake(x, gamma, **kw)  # allocated as the fake does
+    return mx.run(outs, x, x.shape[-1], mx.form(code, alg, round_mode), gamma=gamma,
+                  beta=beta, rstd=2, eps=epsilon)
+
+
 def _unfused_spelling(x, gamma, epsilon=1e-6, scale_alg=0, dst_type=296):
     """What the fused operator computes: npu_rms_norm (its y rounded to x's dtype), then
     npu_dynamic_mx_quant of y along the last dim in blocks of 32 (round_mode "rint": the
@@ -81,7 +99,7 @@ npu_rms_norm_dynamic_mx_quant = define_op(
     "float epsilon=1e-06, int scale_alg=0, str round_mode=\"rint\", int dst_type=296) "
     "-> (Tensor, Tensor, Tensor)",
     reference=rms_norm_dynamic_mx_quant_reference, fake=rms_norm_dynamic_mx_quant_fake,
-    native=("cpu",),
+    native=("cpu",), kernels={"cuda": TritonKernel(rms_norm_dynamic_mx_quant_cuda)},
     # calls outside the kernel's forms (every call breaking a rule): the launcher routes
     # them here
     reference_op=True,

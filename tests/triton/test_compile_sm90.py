@@ -58,6 +58,26 @@ def _rows_types(x):
     return t
 
 
+def _compile_mx(x, dst, alg, rmode, norm, add, beta, scalars="fp32"):
+    from op_sdk.triton_kernels import mx
+
+    types = {p: f"*{x}" for p in ("x1_ptr", "x2_ptr", "g_ptr", "b_ptr", "xo_ptr")}
+    types.update({"y_ptr": "*u8", "s_ptr": "*u8", "rstd_ptr": "*fp32", "rows": "i32",
+                  "n": "i32", "nf": scalars, "eps": scalars, "inv_max_bits": "i32",
+                  "programs": "i32"})
+    return _compile(mx._mx_rows, types,
+                    {"NORM": norm, "ADD": add, "BETA": beta, "DST": dst, "ALG": alg,
+                     "ROUND_MODE": rmode, "EMAX": mx._EMAX[dst], "TOP": mx._MAX[dst],
+                     "BLOCKS": 128})
+
+
+def _mx_problems(k):
+    """_problems, and no flush of subnormals (the MX values scaled by 2^(127 - code) can be
+    fp32 subnormals, and the contract keeps them)."""
+    ptx = k.asm["ptx"]
+    return _problems(ptx) + (["subnormals flushed (.ftz)"] if ".ftz" in ptx else [])
+
+
 def _contractible(ptx):
     """Whether a ``mul.f32`` result feeds an ``add.f32`` / ``sub.f32`` directly: ptxas may
     contract such a pair into one fma (PTX ISA: mul / add without a rounding modifier)."""
@@ -165,6 +185,22 @@ def main() -> int:
         bad = _problems(k.asm["ptx"], rne=True)
         print(f"_dequant_swiglu_quant {x} {mode} {bias} {qs} {qo} {dynamic}: {', '.join(bad) or 'ok'}")
         failed += bool(bad)
+    # the MX operators: npu_dynamic_mx_quant's destinations, scale_algs and float4 round
+    # modes, then the fused norms (op_sdk/triton_kernels/mx.py)
+    for dtype in ("bf16", "fp16", "fp32"):
+        for dst, alg, rmode in ((0, 0, 0), (1, 1, 0), (2, 0, 0), (3, 0, 2)):
+            bad = _mx_problems(_compile_mx(dtype, dst, alg, rmode, False, False, False))
+            print(f"_mx_rows {dtype} {dst} {alg} {rmode}: {', '.join(bad) or 'ok'}")
+            failed += bool(bad)
+    for dtype in ("bf16", "fp16"):
+        for dst, alg, rmode, add, beta in ((0, 1, 0, False, False), (2, 0, 1, True, True)):
+            bad = _mx_problems(_compile_mx(dtype, dst, alg, rmode, True, add, beta))
+            print(f"_mx_rows norm {dtype} {dst} {alg} {rmode} {add}: {', '.join(bad) or 'ok'}")
+            failed += bool(bad)
+    k = _compile_mx("bf16", 0, 0, 0, True, True, True, scalars="fp64")
+    bad = _mx_problems(k) + _fp64_arithmetic(k.asm["ptx"])
+    print(f"_mx_rows fp64 scalars: {', '.join(bad) or 'ok'}")
+    failed += bool(bad)
     # npu_quant_matmul's int8 GEMM with each epilogue (decode and prefill tiles)
     qmm_types = {"a_ptr": "*i8", "w_ptr": "*i8", "s_ptr": "*fp32", "p_ptr": "*fp32",
                  "o_ptr": "*fp32", "M": "i32", "N": "i32", "K": "i32", "rows_per_batch": "i32",
@@ -235,7 +271,7 @@ def main() -> int:
 def test_kernels_compile_for_sm90_with_the_contracts_arithmetic():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") == 91, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") == 108, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

@@ -25,7 +25,9 @@ KERNEL = {"npu_rms_norm": "_rows", "npu_gemma_rms_norm": "_rows", "npu_add_rms_n
           "npu_swiglu_backward": "_swiglu_backward", "npu_quantize": "_quantize",
           "npu_rotary_mul": "_rotary", "npu_swiglu_quant": "_swiglu_quant",
           "npu_interleave_rope": "_rotary", "npu_apply_rotary_pos_emb": ("_rotary", "_rotary"),
-          "npu_quant_matmul": "_qmm"}  # query, then key
+          "npu_quant_matmul": "_qmm", "npu_dynamic_mx_quant": "_mx_rows",
+          "npu_rms_norm_dynamic_mx_quant": "_mx_rows",
+          "npu_add_rms_norm_dynamic_mx_quant": "_mx_rows"}  # apply_rotary: query, then key
 # operators whose launchers make real CUDA tensors: traced on a GPU only (none now: the
 # rotary kernel computes its modes' permutations instead of reading tables)
 NEEDS_CUDA: set[str] = set()
