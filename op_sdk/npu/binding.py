@@ -77,9 +77,12 @@ class AclnnBinding:
     defaults:  {optional schema argument: value} for an argument the API needs a value of:
                when the call leaves it None the API gets this value (``perm_x1`` None ->
                ``[0, 1, 2]``), the one the operator's reference uses for None.
-    dtype_of:  {aclnn aclDataType parameter: return name}: the parameter gets the dtype of
-               that return as the Meta function allocated it (the dtype argument that chose
-               it is then meta_only).
+    dtype_of:  {aclnn aclDataType (or int32_t / int64_t dtype code) parameter: return name}:
+               the parameter gets the dtype of that return as the Meta function allocated it
+               (the dtype argument that chose it is then meta_only).
+    acl_dtypes: {return name: aclDataType enumerator}: the return goes to the API tagged with
+               that aclDataType instead of its storage dtype's (op-plugin's TensorWrapper:
+               an MX scale's uint8 storage as ``ACL_FLOAT8_E8M0``).
     copy_of:   {return name: schema argument}: the return starts as a copy of the argument
                and the API's in-place parameter ``<name>Ref`` updates the copy, so the
                argument itself is never written (an out-of-place operator over an in-place
@@ -107,6 +110,7 @@ class AclnnBinding:
     meta_only: tuple[str, ...] = ()
     defaults: dict[str, Any] = dataclasses.field(default_factory=dict)
     dtype_of: dict[str, str] = dataclasses.field(default_factory=dict)
+    acl_dtypes: dict[str, str] = dataclasses.field(default_factory=dict)
     copy_of: dict[str, str] = dataclasses.field(default_factory=dict)
     convert: dict[str, str] = dataclasses.field(default_factory=dict)
     when: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -195,7 +199,7 @@ _CPP_TYPES = {
     "float": ("double", ("double",)),
     "int": ("int64_t", ("int64_t",)),
     "bool": ("bool", ("bool",)),
-    "str": ("c10::string_view", ()),
+    "str": ("c10::string_view", ("char*",)),
     "int?": ("c10::optional<int64_t>", ()),
     "float?": ("c10::optional<double>", ()),
     "int[]?": ("at::OptionalIntArrayRef", ("aclIntArray*",)),
@@ -204,9 +208,12 @@ _CPP_TYPES = {
     "ScalarType": ("at::ScalarType", ("aclDataType",)),
     "ScalarType?": ("c10::optional<at::ScalarType>", ()),
 }
+C_STRING = "c_string"
 # an int argument passed to a narrower or dtype parameter goes through a named conversion
 _CONVERSIONS = {("int", "int32_t"): "static_cast<int32_t>",
-                ("int", "aclDataType"): "static_cast<at::ScalarType>"}
+                ("int", "aclDataType"): "static_cast<at::ScalarType>",
+                # a str to aclnn's char*: a mutable, NUL-terminated copy (_call_lines)
+                ("str", "char*"): C_STRING}
 # conversions a declaration names (convert=): function of csrc/npu/binding.h -> (schema type,
 # C type of the parameter it feeds[, context: the schema arguments / returns it also reads,
 # passed after the converted argument in this order (a return as its allocated tensor)])
@@ -318,7 +325,12 @@ def binding_plan(opdef, binding: AclnnBinding | None = None,
             raise _fail(opdef, binding, f"the return '{name}' is the mutable argument "
                         f"'{alias}'; rule: an in-place binding has that one return, named "
                         "after the argument it writes")
-    for table, what in ((binding.dtype_of.values(), "dtype_of"), (binding.copy_of, "copy_of")):
+    for name, value in binding.acl_dtypes.items():
+        if not re.fullmatch(r"ACL_[A-Z0-9_]+", value):
+            raise _fail(opdef, binding, f"acl_dtypes= tags '{name}' with {value!r}; rule: an "
+                        "aclDataType enumerator (ACL_...)")
+    for table, what in ((binding.dtype_of.values(), "dtype_of"), (binding.copy_of, "copy_of"),
+                        (binding.acl_dtypes, "acl_dtypes")):
         for name in table:
             if name not in binding.outputs or name in aliased:
                 raise _fail(opdef, binding, f"{what}= names '{name}', which is no return the "
@@ -359,9 +371,10 @@ def binding_plan(opdef, binding: AclnnBinding | None = None,
             continue
         if p.name in binding.dtype_of:
             output = binding.dtype_of[p.name]
-            if p.ctype.replace("const ", "") not in ("aclDataType", "int32_t"):
+            if p.ctype.replace("const ", "") not in ("aclDataType", "int32_t", "int64_t"):
                 raise _fail(opdef, binding, f"dtype_of= gives {where} the dtype of '{output}'; "
-                            "rule: a dtype goes to an aclDataType (or int32_t) parameter")
+                            "rule: a dtype goes to an aclDataType (or int32_t / int64_t) "
+                            "parameter")
             plan.append(_Bound(p, "dtype", output, f"{output}_dtype"))
             continue
         target = binding.rename.get(p.name, _default_argument(p))
@@ -380,7 +393,10 @@ def binding_plan(opdef, binding: AclnnBinding | None = None,
                             "in-place parameter (...Ref) updates a return declared in copy_of= "
                             "(a copy of an argument), an output parameter writes a fresh one")
             seen_outputs.append(target)
-            plan.append(_Bound(p, "output", target, f"{target}_out"))
+            tagged = target in binding.acl_dtypes
+            plan.append(_Bound(p, "output", target,
+                               f"{target}_tagged" if tagged else f"{target}_out",
+                               binding.acl_dtypes.get(target, "")))
             continue
         arg = by_name.get(target)
         if arg is None:
@@ -429,8 +445,8 @@ def binding_plan(opdef, binding: AclnnBinding | None = None,
             raise _fail(opdef, binding, f"argument '{target}' ({arg.type}) cannot be passed "
                         f"to {where}; rule: Tensor/Tensor? -> aclTensor*, float -> double, "
                         "int -> int64_t (or int32_t / aclDataType through a conversion), "
-                        "bool -> bool, int[] -> aclIntArray* (an optional one with its "
-                        "defaults= value)")
+                        "bool -> bool, str -> char*, int[] -> aclIntArray* (an optional one "
+                        "with its defaults= value)")
         if arg.type == "Tensor?" and not p.optional:
             raise _fail(opdef, binding, f"optional argument '{target}' (Tensor?) is passed to "
                         f"{where}, which may not be null; rule: an optional tensor goes to an "
@@ -658,15 +674,23 @@ def _call_lines(binding: AclnnBinding, plan: list[_Bound], by_name, indent: str)
             lines.append(f"{indent}const {b.param.ctype.removeprefix('const ')} {b.expr} = "
                          f"{b.target};")
         elif b.kind == "dtype":
-            if b.param.ctype.replace("const ", "") == "aclDataType":
+            ctype = b.param.ctype.replace("const ", "")
+            if ctype == "aclDataType":
                 lines.append(f"{indent}const at::ScalarType {b.expr} = {b.target}_out.scalar_type();")
-            else:  # an int32_t code: the aclDataType's value
-                lines.append(f"{indent}const int32_t {b.expr} = "
-                             f"static_cast<int32_t>(ConvertType({b.target}_out.scalar_type()));")
+            else:  # an int32_t / int64_t code: the aclDataType's value
+                lines.append(f"{indent}const {ctype} {b.expr} = "
+                             f"static_cast<{ctype}>(ConvertType({b.target}_out.scalar_type()));")
+            continue
+        elif b.kind == "output" and b.conversion:  # tagged with another aclDataType
+            lines.append(f"{indent}const TensorWrapper {b.expr} = {{{b.target}_out, "
+                         f"aclDataType::{b.conversion}}};")
             continue
         if b.default is not None:
             lines += [indent + line[2:] for line in _default_lines(by_name[b.target], b.default)]
-        if b.conversion:
+        if b.conversion == C_STRING:  # aclnn takes char*: a NUL-terminated copy it may read
+            lines.append(f"{indent}std::string {b.expr}_text({b.target});")
+            lines.append(f"{indent}char* {b.expr} = {b.expr}_text.data();")
+        elif b.conversion:
             value = f"{b.target}_value" if b.default is not None else b.target
             lines.append(f"{indent}const auto {b.expr} = {b.conversion}({', '.join((value,) + b.context)});")
     call = ", ".join(b.expr for b in plan)

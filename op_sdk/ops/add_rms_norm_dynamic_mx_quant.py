@@ -14,9 +14,12 @@ import torch
 
 from op_sdk.composite import Composite
 from op_sdk.library import Benchmark, define_op
+from op_sdk.npu import prototypes
+from op_sdk.npu.binding import AclnnBinding
 from op_sdk.triton_kernels import TritonKernel
 from op_sdk.ops._common import bench_norm_inputs, check, check_same_shape
 from op_sdk.ops._mx import mx_outputs_like
+from op_sdk.ops.dynamic_mx_quant import MX_BINDING, MX_OPS_NN
 from op_sdk.ops.rms_norm_dynamic_mx_quant import check_norm_mx, norm_mx_quant
 
 OP = "npu_add_rms_norm_dynamic_mx_quant"
@@ -79,6 +82,16 @@ def _unfused(x1, x2, gamma, *, dst_type=296, **kw):
     return q, x, s
 
 
+prototypes.declare("aclnnAddRmsNormDynamicMxQuant",
+                   "const aclTensor* x1, const aclTensor* x2, const aclTensor* gamma, "
+                   "const aclTensor* beta, double epsilon, int64_t scaleAlg, char* roundMode, "
+                   "int64_t dstType, bool outputRstd, aclTensor* yOut, aclTensor* xOut, "
+                   "aclTensor* mxscaleOut, aclTensor* rstdOut",
+                   MX_OPS_NN + "norm/add_rms_norm_dynamic_mx_quant/op_host/op_api/"
+                   "aclnn_add_rms_norm_dynamic_mx_quant.h", nullable=("beta",),
+                   cann="ops-nn e5c3fa9")
+
+
 npu_add_rms_norm_dynamic_mx_quant = define_op(
     "npu_add_rms_norm_dynamic_mx_quant(Tensor x1, Tensor x2, Tensor gamma, *, "
     "Tensor? beta=None, float epsilon=1e-06, int scale_alg=0, str round_mode=\"rint\", "
@@ -86,6 +99,9 @@ npu_add_rms_norm_dynamic_mx_quant = define_op(
     reference=add_rms_norm_dynamic_mx_quant_reference,
     fake=add_rms_norm_dynamic_mx_quant_fake, native=("cpu",),
     kernels={"cuda": TritonKernel(add_rms_norm_dynamic_mx_quant_cuda)},
+    # rstd always (outputRstd true): the operator returns it whatever requires grad
+    aclnn=AclnnBinding("aclnnAddRmsNormDynamicMxQuant", constants={"outputRstd": "true"},
+                       **{**MX_BINDING, "outputs": ("y", "x", "mxscale", "rstd")}),
     # calls outside the kernel's forms (every call breaking a rule): the launcher routes
     # them here
     reference_op=True,

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 
 from op_sdk.library import Benchmark, define_op
+from op_sdk.npu import prototypes
+from op_sdk.npu.binding import AclnnBinding
 from op_sdk.triton_kernels import TritonKernel
 from op_sdk.ops._common import FLOAT_DTYPES, bench_randn, check, check_dtype
 from op_sdk.ops._mx import (
@@ -74,12 +76,29 @@ def dynamic_mx_quant_cuda(input, *, axis=-1, round_mode="rint", dst_type=296, bl
     return mx.run(mx_outputs_like(input, code), input, n, form)
 
 
+# the aclnn API the binding calls (op-plugin's first choice): its GetWorkspaceSize prototype
+MX_OPS_NN = ("hicann/ops-nn (commit e5c3fa9327ea95ba26d06227e746923580d10921, Ascend 950's "
+             "MX APIs), ")
+prototypes.declare("aclnnDynamicMxQuantV3",
+                   "const aclTensor* x, int64_t axis, char* roundModeOptional, int64_t dstType, "
+                   "int64_t blocksize, int64_t scaleAlg, double dstTypeMax, double maxLowBound, "
+                   "const aclTensor* yOut, const aclTensor* mxscaleOut",
+                   MX_OPS_NN + "quant/dynamic_mx_quant/docs/aclnnDynamicMxQuantV3.md",
+                   cann="ops-nn e5c3fa9")
+# float8 outputs: dstType is y's aclDataType and the scales go as ACL_FLOAT8_E8M0 (op-plugin's
+# TensorWrappers); a float4 y is uint8 storage, which no dtype_of= can name: refused by name
+MX_BINDING = dict(outputs=("y", "mxscale"), acl_dtypes={"mxscale": "ACL_FLOAT8_E8M0"},
+                  dtype_of={"dstType": "y"}, requires={"dst_type": (23, 24, 291, 292)})
+
+
 npu_dynamic_mx_quant = define_op(
     "npu_dynamic_mx_quant(Tensor input, *, int axis=-1, str round_mode=\"rint\", "
     "int dst_type=296, int block_size=32, int? scale_alg=0, float dst_type_max=0.0, "
     "float max_low_bound=0.0) -> (Tensor, Tensor)",
     reference=dynamic_mx_quant_reference, fake=dynamic_mx_quant_fake, native=("cpu",),
     kernels={"cuda": TritonKernel(dynamic_mx_quant_cuda)},
+    aclnn=AclnnBinding("aclnnDynamicMxQuantV3", rename={"x": "input", "blocksize": "block_size"},
+                       defaults={"scale_alg": 0}, **MX_BINDING),
     # other axes / block sizes, scale_alg 2, dst_type_max, max_low_bound: the launcher
     # routes them here
     reference_op=True,

@@ -13,9 +13,12 @@ import torch
 
 from op_sdk.composite import Composite
 from op_sdk.library import Benchmark, define_op
+from op_sdk.npu import prototypes
+from op_sdk.npu.binding import AclnnBinding
 from op_sdk.triton_kernels import TritonKernel
 from op_sdk.ops._common import HALF_DTYPES, bench_norm_inputs, check, check_1d, check_dtype
 from op_sdk.ops._mx import check_mx_args, mx_outputs_like, mx_quantize
+from op_sdk.ops.dynamic_mx_quant import MX_BINDING, MX_OPS_NN
 from op_sdk.ops._norm import _normalize
 
 OP = "npu_rms_norm_dynamic_mx_quant"
@@ -94,12 +97,23 @@ def _unfused(x, gamma, *, dst_type=296, **kw):
     return torch.ops.npu.npu_dynamic_mx_quant(y, dst_type=dst_type)
 
 
+prototypes.declare("aclnnRmsNormDynamicMxQuant",
+                   "const aclTensor* x, const aclTensor* gamma, const aclTensor* beta, "
+                   "double epsilon, int64_t scaleAlg, char* roundMode, int64_t dstType, "
+                   "bool outputRstd, aclTensor* yOut, aclTensor* mxscaleOut, aclTensor* rstdOut",
+                   MX_OPS_NN + "norm/rms_norm_dynamic_mx_quant/op_host/op_api/"
+                   "aclnn_rms_norm_dynamic_mx_quant.h", nullable=("beta",), cann="ops-nn e5c3fa9")
+
+
 npu_rms_norm_dynamic_mx_quant = define_op(
     "npu_rms_norm_dynamic_mx_quant(Tensor x, Tensor gamma, *, Tensor? beta=None, "
     "float epsilon=1e-06, int scale_alg=0, str round_mode=\"rint\", int dst_type=296) "
     "-> (Tensor, Tensor, Tensor)",
     reference=rms_norm_dynamic_mx_quant_reference, fake=rms_norm_dynamic_mx_quant_fake,
     native=("cpu",), kernels={"cuda": TritonKernel(rms_norm_dynamic_mx_quant_cuda)},
+    # rstd always (outputRstd true): the operator returns it whatever requires grad
+    aclnn=AclnnBinding("aclnnRmsNormDynamicMxQuant", constants={"outputRstd": "true"},
+                       **{**MX_BINDING, "outputs": ("y", "mxscale", "rstd")}),
     # calls outside the kernel's forms (every call breaking a rule): the launcher routes
     # them here
     reference_op=True,

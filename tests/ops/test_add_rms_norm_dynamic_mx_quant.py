@@ -22,11 +22,6 @@ SCHEMAS = [
     "int dst_type=296) -> (Tensor, Tensor, Tensor, Tensor)",
 ]
 GE_TYPES = {"npu::npu_add_rms_norm_dynamic_mx_quant": "AddRmsNormDynamicMxQuant"}
-# no OpPlugin binding of op_sdk's, and why (tests/npu/test_bindings.py)
-NO_ACLNN_BINDING = {
-    "npu::npu_add_rms_norm_dynamic_mx_quant":
-        "torch_npu's own kernel (op-plugin binds aclnnAddRmsNormDynamicMxQuant); "
-        "op_sdk's binding generator passes no str argument (round_mode) yet"}
 GE_REFUSED = {"npu::npu_add_rms_norm_dynamic_mx_quant": ("float4",)}
 
 

@@ -26,9 +26,6 @@ SCHEMAS = [
 
 GE_TYPES = {"npu::npu_dynamic_mx_quant": "DynamicMxQuant"}
 # calls the converter refuses, with the words its error carries (float4: TorchAir bitcasts)
-# no OpPlugin binding of op_sdk's, and why (tests/npu/test_bindings.py)
-NO_ACLNN_BINDING = {"npu::npu_dynamic_mx_quant": "torch_npu's own kernel (op-plugin binds aclnnDynamicMxQuantV3); "
-                    "op_sdk's binding generator passes no str argument (round_mode) yet"}
 GE_REFUSED = {"npu::npu_dynamic_mx_quant": ("float4",)}
 
 E4M3, E5M2, E2M1, E1M2 = 292, 291, 296, 297

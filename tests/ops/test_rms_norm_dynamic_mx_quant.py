@@ -22,11 +22,6 @@ SCHEMAS = [
     "-> (Tensor, Tensor, Tensor)",
 ]
 GE_TYPES = {"npu::npu_rms_norm_dynamic_mx_quant": "RmsNormDynamicMxQuant"}
-# no OpPlugin binding of op_sdk's, and why (tests/npu/test_bindings.py)
-NO_ACLNN_BINDING = {
-    "npu::npu_rms_norm_dynamic_mx_quant":
-        "torch_npu's own kernel (op-plugin binds aclnnRmsNormDynamicMxQuant); "
-        "op_sdk's binding generator passes no str argument (round_mode) yet"}
 GE_REFUSED = {"npu::npu_rms_norm_dynamic_mx_quant": ("float4",)}
 
 
