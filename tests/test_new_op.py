@@ -1,7 +1,8 @@
 """`op-sdk new-op`: one scaffold, in the layout of op_sdk's own slices.
 
 * a user project (outside the tree): three slices of three schema kinds (one output with an
-  optional tensor, a float and an int list; two outputs and keyword-only arguments; an
+  optional tensor, a float and an int list; two outputs and keyword-only arguments, str ones
+  among them; an
   in-place schema) written into one
   project, whose tests pass as written (pytest in a subprocess; only the torch_npu binding
   compile may skip);
@@ -30,7 +31,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 KINDS = [
     ("fused_scale", "fused_scale(Tensor x, Tensor? bias=None, float alpha=1.0, int[] dims=[]) -> Tensor"),
     # keyword-only arguments (torch_npu's schemas' usual form), one without a default
-    ("split_two", "split_two(Tensor x, *, Tensor? w=None, int k=2, float gain) -> (Tensor a, Tensor b)"),
+    ("split_two", "split_two(Tensor x, *, Tensor? w=None, int k=2, float gain, str mode=\"rint\", "
+                  "str tag) -> (Tensor a, Tensor b)"),
     ("scale_", "scale_(Tensor(a!) x, float alpha) -> Tensor(a!)"),
 ]
 
@@ -207,7 +209,7 @@ def test_generated_python_fits_the_linter_whatever_the_names(tmp_path, name, arg
     ("f", "f(Tensor x) -> int", "return one or more Tensors"),
     ("f", "f(Tensor(a!) x) -> Tensor(a!)", "name ends with '_'"),
     ("f_", "f_(Tensor x, Tensor(a!) y) -> Tensor(a!)", "only the first argument"),
-    ("f", "f(Tensor x, str mode) -> Tensor", "argument 'mode' has type str"),
+    ("f", "f(Tensor x, int? k=None) -> Tensor", "argument 'k' has type int?"),
 ])
 def test_refuses_bad_input(tmp_path, name, schema, match, capsys):
     assert main(["new-op", name, "--schema", schema, "--out", str(tmp_path)]) == 2

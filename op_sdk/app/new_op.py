@@ -46,8 +46,9 @@ TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates"
 # the argument types the templates write (schema -> IR attribute type, OpDef attribute,
 # sample value); any other is refused by name
 _ATTRS = {"float": ("Float", "0.5"), "int": ("Int", "1"), "bool": ("Bool", "False"),
-          "int[]": ("ListInt", "[1]")}
-_ACLNN_CTYPES = {"Float": "double", "Int": "int64_t", "Bool": "bool", "ListInt": "aclIntArray*"}
+          "int[]": ("ListInt", "[1]"), "str": ("String", "'a'")}
+_ACLNN_CTYPES = {"Float": "double", "Int": "int64_t", "Bool": "bool", "ListInt": "aclIntArray*",
+                 "String": "char*"}
 
 
 class NewOpError(ValueError):
@@ -115,7 +116,7 @@ def plan(name: str, schema: str, namespace: str, package: str = "op_sdk") -> dic
     for a in args:
         if _type(a) not in ("Tensor", "Tensor?", *_ATTRS) and a.alias_info is None:
             raise NewOpError(f"new-op: --schema: argument '{a.name}' has type {_type(a)}; the "
-                             "templates write Tensor, Tensor?, float, int, bool and int[] "
+                             "templates write Tensor, Tensor?, float, int, bool, int[] and str "
                              "arguments (add others by hand)")
     inplace = any(a.alias_info is not None and a.alias_info.is_write for a in args)
     if inplace:
@@ -176,6 +177,8 @@ def _cpp_default(value, ir_type) -> str:
         return "{" + ", ".join(str(v) for v in value) + "}"
     if ir_type == "Float":
         return f"{float(value)!r}"
+    if ir_type == "String":
+        return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
     return str(value)
 
 
@@ -185,6 +188,8 @@ def _env():
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), keep_trailing_newline=True,
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     env.filters["camel"] = _camel
+    # text inside a double-quoted Python string (a schema's str defaults are double-quoted)
+    env.filters["q"] = lambda t: t.replace("\\", "\\\\").replace('"', '\\"')
     return env
 
 

@@ -1,5 +1,5 @@
 """What fusions 10 and 11 (npu_add_rms_norm / npu_rms_norm -> npu_dynamic_mx_quant) share: the
-variants' forms and the check of npu_dynamic_mx_quant's arguments.
+variants' forms, the check of npu_dynamic_mx_quant's arguments and the example inputs.
 
 The patterns ignore literal ints and dtypes and do not compare keyword arguments they leave
 out, so npu_dynamic_mx_quant's other arguments are checked here: the fused operators quantise
@@ -65,3 +65,14 @@ def mx_args(match) -> str | None | bool:
                 "operator quantises the last dim in blocks of 32 with round_mode 'rint' "
                 "(no dst_type_max / max_low_bound)")
     return None
+
+
+def example_inputs(activations: tuple[str, ...], dtype, tokens: int, hidden: int,
+                   lead: tuple[int, ...]) -> dict:
+    """The fusions' example inputs: each activation (lead..., tokens, hidden) normal, then
+    gamma in [0.5, 1.5), in ``dtype``; epsilon 1e-5 and dst_type float8_e4m3fn (292)."""
+    shape = (*lead, tokens, hidden)
+    g = torch.Generator().manual_seed(tokens)
+    out = {name: torch.randn(shape, generator=g).to(dtype) for name in activations}
+    out["gamma"] = (torch.rand(hidden, generator=g) + 0.5).to(dtype)
+    return {**out, "epsilon": 1e-5, "dst_type": 292}

@@ -26,12 +26,7 @@ variants = derived_variants("npu_add_rms_norm_dynamic_mx_quant", inputs=("x1", "
 
 
 def example_inputs(dtype=torch.bfloat16, variant=None, *, tokens=7, hidden=64, lead=(2,)):
-    shape = (*lead, tokens, hidden)
-    g = torch.Generator().manual_seed(tokens)
-    return {"x1": torch.randn(shape, generator=g).to(dtype),
-            "x2": torch.randn(shape, generator=g).to(dtype),
-            "gamma": (torch.rand(hidden, generator=g) + 0.5).to(dtype),
-            "epsilon": 1e-5, "dst_type": 292}
+    return _mx_norm.example_inputs(("x1", "x2"), dtype, tokens, hidden, lead)
 
 
 FUSION = Fusion(

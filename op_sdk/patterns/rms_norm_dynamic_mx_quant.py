@@ -24,11 +24,7 @@ variants = derived_variants("npu_rms_norm_dynamic_mx_quant", inputs=("x", "gamma
 
 
 def example_inputs(dtype=torch.bfloat16, variant=None, *, tokens=7, hidden=64, lead=(2,)):
-    shape = (*lead, tokens, hidden)
-    g = torch.Generator().manual_seed(tokens)
-    return {"x": torch.randn(shape, generator=g).to(dtype),
-            "gamma": (torch.rand(hidden, generator=g) + 0.5).to(dtype),
-            "epsilon": 1e-5, "dst_type": 292}
+    return _mx_norm.example_inputs(("x",), dtype, tokens, hidden, lead)
 
 
 FUSION = Fusion(
