@@ -85,10 +85,7 @@ inline uint8_t mx_fp4_code(float v32, MxDst dst, int round) {
     top = 6.0;
   }
   const double t = v / step;
-  double r;
-  if (round == 0) r = std::nearbyint(t);  // the default rounding mode: half to even
-  else if (round == 1) r = std::copysign(std::floor(std::fabs(t) + 0.5), t);
-  else r = std::floor(t);
+  const double r = round == 1 ? std::copysign(std::floor(std::fabs(t) + 0.5), t) : std::floor(t);
   const double mag = std::min(std::fabs(r * step), top);
   int code;
   if (dst == MxDst::e1m2) code = static_cast<int>(mag * 4.0);

@@ -178,8 +178,13 @@ def _cpp_default(value, ir_type) -> str:
     if ir_type == "Float":
         return f"{float(value)!r}"
     if ir_type == "String":
-        return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return '"' + _quoted(str(value)) + '"'
     return str(value)
+
+
+def _quoted(text: str) -> str:
+    """text inside a double-quoted Python or C++ string literal."""
+    return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def _env():
@@ -188,8 +193,7 @@ def _env():
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), keep_trailing_newline=True,
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     env.filters["camel"] = _camel
-    # text inside a double-quoted Python string (a schema's str defaults are double-quoted)
-    env.filters["q"] = lambda t: t.replace("\\", "\\\\").replace('"', '\\"')
+    env.filters["q"] = _quoted  # a schema inside "...": its str defaults are double-quoted
     return env
 
 

@@ -57,6 +57,21 @@ def is_fp4(code: int) -> bool:
     return code in (FLOAT4_E2M1, FLOAT4_E1M2)
 
 
+# the destinations as the native and Triton kernels number them (csrc/mx_form.h opk::MxDst,
+# op_sdk/triton_kernels/mx.py's DST switch)
+KERNEL_DST = {**dict.fromkeys(FLOAT8_E4M3_CODES, 0), **dict.fromkeys(FLOAT8_E5M2_CODES, 1),
+              FLOAT4_E2M1: 2, FLOAT4_E1M2: 3}
+
+
+def kernel_form(code: int, alg: int, round_mode: str) -> tuple | None:
+    """(destination, scale_alg, round mode, emax, max) of a valid call quantising the last dim
+    in blocks of 32 that the Triton kernel computes (float8 with scale_alg 0 / 1, float4 with
+    scale_alg 0, round modes numbered as ROUND_MODES); None: the reference's (scale_alg 2)."""
+    if alg not in (0, 1) or (is_fp4(code) and alg != 0):
+        return None
+    return KERNEL_DST[code], alg, ROUND_MODES.index(round_mode), _EMAX[code], _MAX[code]
+
+
 def y_dtype(code: int) -> torch.dtype:
     if code in FLOAT8_E5M2_CODES:
         return torch.float8_e5m2

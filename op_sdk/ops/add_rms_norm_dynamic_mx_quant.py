@@ -18,7 +18,7 @@ from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
 from op_sdk.triton_kernels import TritonKernel
 from op_sdk.ops._common import bench_norm_inputs, check, check_same_shape
-from op_sdk.ops._mx import mx_outputs_like
+from op_sdk.ops._mx import kernel_form, mx_outputs_like
 from op_sdk.ops.dynamic_mx_quant import MX_BINDING, MX_OPS_NN
 from op_sdk.ops.rms_norm_dynamic_mx_quant import check_norm_mx, norm_mx_quant
 
@@ -62,7 +62,7 @@ def add_rms_norm_dynamic_mx_quant_cuda(x1, x2, gamma, *, beta=None, epsilon=1e-6
     if not mx.fits(x1.shape[-1]):
         return add_rms_norm_dynamic_mx_quant_reference(x1, x2, gamma, **kw)
     outs = add_rms_norm_dynamic_mx_quant_fake(x1, x2, gamma, **kw)  # allocated as the fake does
-    return mx.run(outs, x1, x1.shape[-1], mx.form(code, alg, round_mode), x2=x2, gamma=gamma,
+    return mx.run(outs, x1, x1.shape[-1], kernel_form(code, alg, round_mode), x2=x2, gamma=gamma,
                   beta=beta, y=0, xo=1, scale=2, rstd=3, eps=epsilon)
 
 

@@ -19,6 +19,7 @@ from op_sdk.ops._mx import (
     MX_BLOCK,
     check_mx_args,
     check_mx_quant_only,
+    kernel_form,
     mx_outputs_like,
     mx_quantize,
 )
@@ -69,7 +70,7 @@ def dynamic_mx_quant_cuda(input, *, axis=-1, round_mode="rint", dst_type=296, bl
           "block_size": block_size, "scale_alg": scale_alg, "dst_type_max": dst_type_max,
           "max_low_bound": max_low_bound}
     code, alg, ax = check_dynamic_mx_quant(input, **kw)
-    form, n = mx.form(code, alg, round_mode), input.shape[-1]
+    form, n = kernel_form(code, alg, round_mode), input.shape[-1]
     if (form is None or ax != input.dim() - 1 or block_size != MX_BLOCK or dst_type_max
             or max_low_bound or not mx.fits(n)):
         return dynamic_mx_quant_reference(input, **kw)

@@ -17,7 +17,7 @@ from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
 from op_sdk.triton_kernels import TritonKernel
 from op_sdk.ops._common import HALF_DTYPES, bench_norm_inputs, check, check_1d, check_dtype
-from op_sdk.ops._mx import check_mx_args, mx_outputs_like, mx_quantize
+from op_sdk.ops._mx import check_mx_args, kernel_form, mx_outputs_like, mx_quantize
 from op_sdk.ops.dynamic_mx_quant import MX_BINDING, MX_OPS_NN
 from op_sdk.ops._norm import _normalize
 
@@ -78,7 +78,7 @@ def rms_norm_dynamic_mx_quant_cuda(x, gamma, *, beta=None, epsilon=1e-6, scale_a
     if not mx.fits(x.shape[-1]):
         return rms_norm_dynamic_mx_quant_reference(x, gamma, **kw)
     outs = rms_norm_dynamic_mx_quant_fake(x, gamma, **kw)  # allocated as the fake does
-    return mx.run(outs, x, x.shape[-1], mx.form(code, alg, round_mode), gamma=gamma,
+    return mx.run(outs, x, x.shape[-1], kernel_form(code, alg, round_mode), gamma=gamma,
                   beta=beta, rstd=2, eps=epsilon)
 
 

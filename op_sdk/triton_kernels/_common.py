@@ -51,14 +51,20 @@ def mul(a, b, mask):
 
 
 @triton.jit
+def rint(v):
+    """v rounded to an integer, half to even (an fp32 |v| < 2^22): adding and subtracting
+    1.5 * 2^23."""
+    return (v + _RNE) - _RNE
+
+
+@triton.jit
 def round_saturate(v, lo, hi):
     """The contract's float -> integer store (ops/_common.py quantize_round) for a range
     inside +-2^22 (int8, uint8, int4): round half to even, saturate to [lo, hi] (+-inf to
     the bounds), NaN 0; an fp32 holding an integer, for a cast to the store's type."""
     nan = v != v
     c = tl.minimum(tl.maximum(v, lo), hi)
-    r = (c + _RNE) - _RNE
-    return tl.where(nan, 0.0, r)
+    return tl.where(nan, 0.0, rint(c))
 
 
 @triton.jit

@@ -28,18 +28,13 @@ from op_sdk.triton_kernels._common import (
     div,
     launch,
     mul,
+    rint,
     row_launch,
     rows_of,
     sqrt,
 )
 
 BLOCK = 32
-# destinations: 0 float8_e4m3fn, 1 float8_e5m2, 2 float4_e2m1, 3 float4_e1m2
-DST = {24: 0, 292: 0, 23: 1, 291: 1, 296: 2, 297: 3}
-_EMAX = (8, 15, 2, 0)
-_MAX = (448.0, 57344.0, 6.0, 1.75)
-ROUND = {"rint": 0, "round": 1, "floor": 2}
-_RNE = tl.constexpr(12582912.0)  # 1.5 * 2^23
 
 
 def _inv_max_bits(top: float) -> int:
@@ -64,12 +59,6 @@ def _float8(w, M: tl.constexpr, B: tl.constexpr):
 
 
 @triton.jit
-def _rint(t):
-    """t rounded to an integer, half to even (|t| < 2^22)."""
-    return (t + _RNE) - _RNE
-
-
-@triton.jit
 def _float4(w, E2M1: tl.constexpr, ROUND_MODE: tl.constexpr):
     """The 4-bit code of fp32 w (sign in bit 3; a zero keeps w's sign): the format's value
     nearest by the round mode (0 rint, 1 half away from zero, 2 floor) at the step of w's
@@ -87,15 +76,15 @@ def _float4(w, E2M1: tl.constexpr, ROUND_MODE: tl.constexpr):
         top = 1.75
     t = tl.minimum(tl.maximum(w * inv, -64.0), 64.0)  # exact; past the top either way
     if ROUND_MODE == 0:
-        r = _rint(t)
+        r = rint(t)
     elif ROUND_MODE == 1:
         a = tl.abs(t)
-        fa = _rint(a)
+        fa = rint(a)
         fa = fa - tl.where(fa > a, 1.0, 0.0)  # floor(|t|)
         ra = fa + tl.where(a - fa >= 0.5, 1.0, 0.0)
         r = tl.where(neg, -ra, ra)
     else:
-        f = _rint(t)
+        f = rint(t)
         r = f - tl.where(f > t, 1.0, 0.0)
     mag = tl.minimum(tl.abs(r * step), top)
     if E2M1:
@@ -189,16 +178,6 @@ def _mx_rows(x1_ptr, x2_ptr, g_ptr, b_ptr, y_ptr, s_ptr, xo_ptr, rstd_ptr,
                  mask=blk < pairs * 2)
 
 
-def form(code: int, alg: int, round_mode: str) -> tuple[int, int, int] | None:
-    """(destination, scale_alg, round mode) of a valid call the kernel computes along the
-    last dim in blocks of 32: float8 with scale_alg 0 / 1, float4 with scale_alg 0 (its
-    three round modes); None: the reference's (scale_alg 2)."""
-    dst = DST.get(code)
-    if dst is None or (dst >= 2 and alg != 0) or alg not in (0, 1):
-        return None
-    return dst, alg, ROUND[round_mode]
-
-
 def fits(n: int) -> bool:
     """Whether rows of ``n`` elements run here (one program holds a row)."""
     return 0 < n <= MAX_ROW
@@ -208,9 +187,11 @@ def run(outs, x1, n, f, *, x2=None, gamma=None, beta=None, y=0, scale=1, xo=None
         eps=1e-6):
     """Run ``_mx_rows`` over the rows of ``x1`` (rows of ``n``) into ``outs``, the
     operator's outputs allocated as its fake allocates them (indices ``y``, ``scale``,
-    ``xo``, ``rstd``); ``f`` the call's ``form``; the norm with ``gamma``. Returns them."""
+    ``xo``, ``rstd``); ``f`` the call's form (op_sdk/ops/_mx.py ``kernel_form``: destination
+    0 - 3 as float8_e4m3fn, float8_e5m2, float4_e2m1, float4_e1m2, scale_alg, round mode,
+    the format's emax and max); the norm with ``gamma``. Returns them."""
     out = Outputs(*outs)
-    dst, alg, rmode = f
+    dst, alg, rmode, emax, top = f
     x = rows_of(x1, n)
     rows = x.numel() // n
     if rows:
@@ -224,9 +205,9 @@ def run(outs, x1, n, f, *, x2=None, gamma=None, beta=None, y=0, scale=1, xo=None
             pick(None if gamma is None else gamma.contiguous()),
             pick(None if beta is None else beta.contiguous()), yb, bufs[scale],
             pick(None if xo is None else bufs[xo]), pick(None if rstd is None else bufs[rstd]),
-            rows, n, float(n), float(eps), _inv_max_bits(_MAX[dst]) if dst < 2 else 0,
+            rows, n, float(n), float(eps), _inv_max_bits(top) if dst < 2 else 0,
             cfg["programs"],
             NORM=gamma is not None, ADD=x2 is not None, BETA=beta is not None, DST=dst,
-            ALG=alg, ROUND_MODE=rmode, EMAX=_EMAX[dst], TOP=_MAX[dst], BLOCKS=blocks,
+            ALG=alg, ROUND_MODE=rmode, EMAX=emax, TOP=top, BLOCKS=blocks,
             num_warps=cfg["num_warps"])
     return out.done()

@@ -34,6 +34,7 @@ import torch
 
 from op_sdk.library import _InplaceLayout, check_writable
 from op_sdk.ops._common import unpack_int4
+from op_sdk.ops._mx import FLOAT4_E1M2, FLOAT4_E2M1
 from tests.ops import opdef, sdk_ops, slice_modules
 from tests.ops._helpers import LAYOUTS, TOL, fake_outputs, significant_strides
 
@@ -46,7 +47,7 @@ FLIP_OPS = {"npu_add_rms_norm_quant", "npu_add_rms_norm_dynamic_quant", "npu_swi
             "npu_add_rms_norm_dynamic_mx_quant"}
 # the MX operators' float4 y (their first output): two 4-bit codes a byte, a step is one
 # step of a nibble (dst_type float4_e2m1 / float4_e1m2; float4_e2m1 the default)
-MX_FP4_CODES = {296, 297}
+MX_FP4_CODES = {FLOAT4_E2M1, FLOAT4_E1M2}
 # int32 outputs that hold int4 values packed 8 per word, by the call's dtype argument
 INT4_CODES = {16, 285, torch.quint4x2}
 INT4_ARGS = ("dst_type", "y_dtype", "dtype", "dst_dtype")
@@ -316,7 +317,7 @@ def _int4_call(kwargs) -> bool:
 
 
 def _fp4_call(name, kwargs) -> bool:
-    return "mx_quant" in name and kwargs.get("dst_type", 296) in MX_FP4_CODES
+    return "mx_quant" in name and kwargs.get("dst_type", FLOAT4_E2M1) in MX_FP4_CODES
 
 
 def compare(name, a: torch.Tensor, e: torch.Tensor, int4: bool, bound=None,

@@ -58,16 +58,18 @@ def _rows_types(x):
     return t
 
 
-def _compile_mx(x, dst, alg, rmode, norm, add, beta, scalars="fp32"):
+def _compile_mx(x, code, alg, rmode, norm, add, beta, scalars="fp32"):
+    from op_sdk.ops._mx import kernel_form
     from op_sdk.triton_kernels import mx
 
+    dst, alg, rmode, emax, top = kernel_form(code, alg, rmode)
     types = {p: f"*{x}" for p in ("x1_ptr", "x2_ptr", "g_ptr", "b_ptr", "xo_ptr")}
     types.update({"y_ptr": "*u8", "s_ptr": "*u8", "rstd_ptr": "*fp32", "rows": "i32",
                   "n": "i32", "nf": scalars, "eps": scalars, "inv_max_bits": "i32",
                   "programs": "i32"})
     return _compile(mx._mx_rows, types,
                     {"NORM": norm, "ADD": add, "BETA": beta, "DST": dst, "ALG": alg,
-                     "ROUND_MODE": rmode, "EMAX": mx._EMAX[dst], "TOP": mx._MAX[dst],
+                     "ROUND_MODE": rmode, "EMAX": emax, "TOP": top,
                      "BLOCKS": 128})
 
 
@@ -188,16 +190,18 @@ def main() -> int:
     # the MX operators: npu_dynamic_mx_quant's destinations, scale_algs and float4 round
     # modes, then the fused norms (op_sdk/triton_kernels/mx.py)
     for dtype in ("bf16", "fp16", "fp32"):
-        for dst, alg, rmode in ((0, 0, 0), (1, 1, 0), (2, 0, 0), (3, 0, 2)):
-            bad = _mx_problems(_compile_mx(dtype, dst, alg, rmode, False, False, False))
-            print(f"_mx_rows {dtype} {dst} {alg} {rmode}: {', '.join(bad) or 'ok'}")
+        for code, alg, rmode in ((292, 0, "rint"), (291, 1, "rint"), (296, 0, "rint"),
+                                 (297, 0, "floor")):
+            bad = _mx_problems(_compile_mx(dtype, code, alg, rmode, False, False, False))
+            print(f"_mx_rows {dtype} {code} {alg} {rmode}: {', '.join(bad) or 'ok'}")
             failed += bool(bad)
     for dtype in ("bf16", "fp16"):
-        for dst, alg, rmode, add, beta in ((0, 1, 0, False, False), (2, 0, 1, True, True)):
-            bad = _mx_problems(_compile_mx(dtype, dst, alg, rmode, True, add, beta))
-            print(f"_mx_rows norm {dtype} {dst} {alg} {rmode} {add}: {', '.join(bad) or 'ok'}")
+        for code, alg, rmode, add, beta in ((292, 1, "rint", False, False),
+                                            (296, 0, "round", True, True)):
+            bad = _mx_problems(_compile_mx(dtype, code, alg, rmode, True, add, beta))
+            print(f"_mx_rows norm {dtype} {code} {alg} {rmode} {add}: {', '.join(bad) or 'ok'}")
             failed += bool(bad)
-    k = _compile_mx("bf16", 0, 0, 0, True, True, True, scalars="fp64")
+    k = _compile_mx("bf16", 292, 0, "rint", True, True, True, scalars="fp64")
     bad = _mx_problems(k) + _fp64_arithmetic(k.asm["ptx"])
     print(f"_mx_rows fp64 scalars: {', '.join(bad) or 'ok'}")
     failed += bool(bad)
