@@ -1,0 +1,394 @@
+"""npu_kv_rmsnorm_rope_cache and its v2 pair (npu_kv_rmsnorm_rope_cache_v2, in place, with
+its functional twin npu_kv_rmsnorm_rope_cache_v2_functional): DeepSeek's MLA key / value
+preprocessing in one call, RMSNorm of the compressed kv part, interleaved RoPE of the rope
+part, both scattered into their caches (torch_npu.npu_kv_rmsnorm_rope_cache; CANN's
+KvRmsNormRopeCache, aclnnKvRmsNormRopeCache, ops-transformer posembedding/
+kv_rms_norm_rope_cache).
+
+Contract (docs/operators.md, "KV cache"), read from torch_npu's document, ops-transformer's
+README, tiling checks and kernels (kv_rms_norm_rope_cache_b16_pa*.h) and op-plugin's
+binding / Meta functions:
+
+* ``kv`` float16 / bfloat16 (B, 1, S, Dv + Dk); ``gamma`` (Dv,); ``cos`` / ``sin`` (B, 1, S or
+  1, Dk), Dk even; all of kv's dtype. ``index`` int64.
+* ``c_kv = (x / sqrt(sum(x^2) * fl(1 / Dv) + epsilon)) * gamma`` over x = kv[..., :Dv] in
+  float32 (the kernel divides by the root; op_sdk's other norms multiply by rstd), rounded
+  once to kv's dtype.
+* ``k_rope`` = npu_interleave_rope's arithmetic on kv[..., Dv:]: q = de-interleaved,
+  ``q * cos + RotateHalf(q) * sin`` in float32, each product rounded, rounded once.
+* each cache receives its values: of kv's dtype, or int8 when its scale is given
+  (``round_half_even(v32 * scale)`` saturated, the float32 value before rounding to kv's
+  dtype; a NaN stores 0, the contract's float -> integer rule).
+* ``cache_mode`` says where token t = (b, s) goes: "Norm": caches (B, 1, L, D*), ``index``
+  (B, S), row index[b, s] of batch b; "PA" / "PA_BNSD": caches (blocks, block_size, 1, D*),
+  ``index`` (B * S,), the global slot index[t]; "PA_NZ": the same slots in FRACTAL_NZ
+  storage (the cache's elements in row-major order hold (blocks, D* / c0, block_size, c0),
+  c0 = 16, or 32 for an int8 cache); "PA_BLK_BNSD" / "PA_BLK_NZ": ``index`` (B *
+  ceil(S / block_size),) holds the first slot of each of a sequence's pages, token s going
+  to block index[b, s // block_size] // block_size, row s % block_size. A negative index
+  writes nothing; index values must lie in [-1, slots); among repeated slots the last token
+  in (b, s) order is written (undefined on the NPU).
+* The returned caches are updated copies: the schema of npu_kv_rmsnorm_rope_cache declares
+  no mutation (torch_npu's NPU kernel also writes its inputs in place, which its schema does
+  not say); npu_kv_rmsnorm_rope_cache_v2 declares it and writes them in place. k_rope and
+  c_kv are always computed (the NPU writes them only with is_output_kv in a paged mode).
+* Not taken (errors naming the argument): ``v`` (aclnnKvRmsNormRopeCacheV2's form),
+  ``k_rope_offset`` / ``c_kv_offset`` (torch_npu: "not supported yet"), cache dtype codes
+  other than the cache's own (``k_cache_dtype`` / ``ckv_cache_dtype`` of the v2 pair).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from op_sdk.library import Benchmark, define_op
+from op_sdk.npu import prototypes
+from op_sdk.npu.binding import AclnnBinding
+from op_sdk.ops._common import CODE_OF, bench_randn, check, dtype_value_str, quantize_round
+from op_sdk.ops.rotary_mul import rotated
+
+OP = "npu_kv_rmsnorm_rope_cache"
+DTYPES = (torch.float16, torch.bfloat16)
+MODES = ("Norm", "PA", "PA_BNSD", "PA_NZ", "PA_BLK_BNSD", "PA_BLK_NZ")
+ROPE_MODE = "interleave-half"  # npu_rotary_mul's mode: npu_interleave_rope's arithmetic
+
+
+def _c0(cache: torch.Tensor) -> int:
+    """FRACTAL_NZ's inner block of a cache: 32 bytes (16 half-width values, 32 int8)."""
+    return 32 if cache.dtype == torch.int8 else 16
+
+
+class Form:
+    """What a valid call computes: the sizes, the mode and the quantisation of each cache."""
+
+    def __init__(self, b, s, dv, dk, mode, block_size, slots, k_quant, v_quant):
+        self.b, self.s, self.dv, self.dk = b, s, dv, dk
+        self.mode, self.block_size, self.slots = mode, block_size, slots
+        self.k_quant, self.v_quant = k_quant, v_quant
+
+    @property
+    def paged(self) -> bool:
+        return self.mode != "Norm"
+
+    @property
+    def nz(self) -> bool:
+        return self.mode.endswith("_NZ")
+
+    @property
+    def blocked(self) -> bool:
+        return self.mode.startswith("PA_BLK")
+
+
+def _check_cache(op, name, cache, scale, scale_name, width, kv, mode, lead):
+    quant = scale is not None
+    if quant:
+        check(cache.dtype == torch.int8, op, name,
+              f"must be int8 when '{scale_name}' is given (a quantised cache), got {cache.dtype}")
+        check(scale.dtype == torch.float32 and scale.dim() == 1 and scale.shape[0] == width,
+              op, scale_name, f"must be float32 of shape [{width}], got {scale.dtype} "
+              f"{list(scale.shape)}")
+    else:
+        check(cache.dtype == kv.dtype, op, name,
+              f"must have kv's dtype {kv.dtype} (or be int8 with '{scale_name}'), got "
+              f"{cache.dtype}")
+    if mode == "Norm":
+        want = f"(B = {lead[0]}, 1, cache_length, {width})"
+        ok = cache.dim() == 4 and cache.shape[0] == lead[0] and cache.shape[1] == 1 \
+            and cache.shape[3] == width
+    else:
+        want = f"(block_num, block_size, 1, {width})"
+        ok = cache.dim() == 4 and cache.shape[2] == 1 and cache.shape[3] == width
+    check(ok, op, name, f"must have shape {want} in cache_mode '{mode}', got {list(cache.shape)}")
+    if mode != "Norm":
+        c0 = _c0(cache)
+        check(cache.shape[1] % c0 == 0, op, name,
+              f"block_size (dim 1) must be a multiple of {c0} (32 bytes of {cache.dtype}), "
+              f"got {cache.shape[1]}")
+        if mode.endswith("_NZ"):
+            check(width % c0 == 0, op, name,
+                  f"last dim must be a multiple of {c0} in cache_mode '{mode}' (FRACTAL_NZ), "
+                  f"got {width}")
+    return quant
+
+
+def check_kv_rmsnorm_rope_cache(op, kv, gamma, cos, sin, index, k_cache, ckv_cache,
+                                k_rope_scale=None, c_kv_scale=None, k_rope_offset=None,
+                                c_kv_offset=None, v=None, epsilon=1e-5, cache_mode="Norm",
+                                is_output_kv=False, k_cache_dtype=None,
+                                ckv_cache_dtype=None) -> Form:
+    """The contract's rules (shape-only: the reference checks index's values), shared by the
+    reference, the fake and the kernels; returns the call's Form."""
+    check(kv.dtype in DTYPES, op, "kv", f"must have dtype float16 or bfloat16, got {kv.dtype}")
+    check(kv.dim() == 4 and kv.shape[1] == 1, op, "kv",
+          f"must have 4 dims (B, 1, S, D) (one head), got {list(kv.shape)}")
+    b, _, s, d = kv.shape
+    check(v is None, op, "v", "must be None (aclnnKvRmsNormRopeCacheV2's form is not supported)")
+    check(k_rope_offset is None, op, "k_rope_offset",
+          "must be None (asymmetric quantisation is not supported, as on the NPU)")
+    check(c_kv_offset is None, op, "c_kv_offset",
+          "must be None (asymmetric quantisation is not supported, as on the NPU)")
+    check(cache_mode in MODES, op, "cache_mode",
+          f"must be one of {', '.join(MODES)}, got {cache_mode!r}")
+    check(gamma.dtype == kv.dtype and gamma.dim() == 1 and 1 <= gamma.shape[0] < d, op, "gamma",
+          f"must be 1-D (Dv,) of kv's dtype {kv.dtype} with Dv < D = {d}, got "
+          f"{gamma.dtype} {list(gamma.shape)}")
+    dv = gamma.shape[0]
+    dk = d - dv
+    check(dk % 2 == 0, op, "gamma",
+          f"must leave an even rope part: D - Dv = {d} - {dv} = {dk} is odd")
+    check(cos.dtype == kv.dtype and cos.dim() == 4 and cos.shape[0] == b and cos.shape[1] == 1
+          and cos.shape[2] in (1, s) and cos.shape[3] == dk, op, "cos",
+          f"must have kv's dtype {kv.dtype} and shape (B = {b}, 1, S = {s} or 1, Dk = {dk}), "
+          f"got {cos.dtype} {list(cos.shape)}")
+    check(sin.dtype == cos.dtype and sin.shape == cos.shape, op, "sin",
+          f"must have cos's shape {list(cos.shape)} and dtype {cos.dtype}, got "
+          f"{sin.dtype} {list(sin.shape)}")
+    k_quant = _check_cache(op, "k_cache", k_cache, k_rope_scale, "k_rope_scale", dk, kv,
+                           cache_mode, (b,))
+    v_quant = _check_cache(op, "ckv_cache", ckv_cache, c_kv_scale, "c_kv_scale", dv, kv,
+                           cache_mode, (b,))
+    check(k_cache.shape[:3] == ckv_cache.shape[:3], op, "ckv_cache",
+          f"must have k_cache's leading dims {list(k_cache.shape[:3])}, got "
+          f"{list(ckv_cache.shape[:3])}")
+    for arg, code, cache in (("k_cache_dtype", k_cache_dtype, k_cache),
+                             ("ckv_cache_dtype", ckv_cache_dtype, ckv_cache)):
+        check(code is None or code == CODE_OF.get(cache.dtype), op, arg,
+              f"must be None or the cache's own dtype {dtype_value_str(cache.dtype)}, got "
+              f"{dtype_value_str(code)}")
+    check(index.dtype == torch.int64, op, "index", f"must have dtype int64, got {index.dtype}")
+    if cache_mode == "Norm":
+        block_size, slots = 0, k_cache.shape[2]
+        check(index.dim() == 2 and list(index.shape) == [b, s], op, "index",
+              f"must have shape (B, S) = {[b, s]} in cache_mode 'Norm', got {list(index.shape)}")
+    else:
+        block_size = k_cache.shape[1]
+        slots = k_cache.shape[0] * block_size
+        n = b * (-(-s // block_size)) if cache_mode.startswith("PA_BLK") else b * s
+        what = "B * ceil(S / block_size)" if cache_mode.startswith("PA_BLK") else "B * S"
+        check(index.dim() == 1 and index.shape[0] == n, op, "index",
+              f"must be 1-D of {what} = {n} values in cache_mode '{cache_mode}', got "
+              f"{list(index.shape)}")
+    return Form(b, s, dv, dk, cache_mode, block_size, slots, k_quant, v_quant)
+
+
+def values(kv, gamma, cos, sin, epsilon, form):
+    """(k_rope, c_kv) in float32, before the rounding to kv's dtype: the arithmetic the
+    outputs and the caches share."""
+    x = kv[..., :form.dv].float()
+    ms = x.square().sum(-1, keepdim=True) * (1.0 / form.dv)
+    c_kv = x / torch.sqrt(ms + epsilon) * gamma.float()
+    k_rope = rotated(kv[..., form.dv:], cos, sin, ROPE_MODE)
+    return k_rope, c_kv
+
+
+def slots_of(index, form):
+    """The cache slot (Norm: row of its batch; paged: block * block_size + row) of each token
+    in (b, s) order, -1 where nothing is written; index values outside [-1, slots) raise."""
+    per = (-(-form.s // form.block_size)) if form.blocked else form.s
+    idx = index.reshape(form.b, per)
+    check(bool(((idx >= -1) & (idx < form.slots)).all()), OP, "index",
+          f"values must lie in [-1, {form.slots}) (-1: not written), got "
+          f"[{int(idx.min())}, {int(idx.max())}]" if idx.numel() else "")
+    if not form.blocked:
+        return idx.reshape(form.b, form.s)
+    s = torch.arange(form.s, device=index.device)
+    page = idx[:, s // form.block_size]
+    slot = (page // form.block_size) * form.block_size + s % form.block_size
+    return torch.where(page >= 0, slot, torch.full_like(slot, -1))
+
+
+def _cache_values(v32, rounded, scale):
+    if scale is None:
+        return rounded
+    return quantize_round(v32 * scale.float(), -128.0, 127.0, torch.int8)
+
+
+def scattered(cache, vals, slots, form):
+    """A copy of ``cache`` with each token's values (rows of B * S) at its slot, in the
+    cache's layout; the last token of a repeated slot is written."""
+    buf = cache.contiguous().clone()
+    width = cache.shape[-1]
+    flat_slots = slots.reshape(-1)
+    rows = vals.reshape(-1, width)
+    if form.mode == "Norm":
+        batch = torch.arange(form.b, device=slots.device).repeat_interleave(form.s)
+        flat_slots = torch.where(flat_slots >= 0, batch * form.slots + flat_slots, flat_slots)
+    keep = flat_slots >= 0
+    if keep.any():
+        order = torch.arange(flat_slots.numel(), device=slots.device)
+        last = torch.full((int(flat_slots.max()) + 1,), -1, dtype=torch.int64,
+                          device=slots.device)
+        last.scatter_reduce_(0, flat_slots[keep], order[keep], "amax")
+        keep &= last[flat_slots.clamp(min=0)] == order
+        dst, src = flat_slots[keep], rows[keep]
+        if form.nz:
+            c0 = _c0(cache)
+            nz = buf.view(-1, width // c0, form.block_size, c0)
+            nz[dst // form.block_size, :, dst % form.block_size] = src.view(-1, width // c0, c0)
+        else:
+            buf.view(-1, width)[dst] = src
+    return torch.empty_like(cache).copy_(buf)
+
+
+def _compute(op, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale, c_kv_scale,
+             epsilon, form):
+    k32, v32 = values(kv, gamma, cos, sin, epsilon, form)
+    b, _, s, _ = kv.shape
+    k_rope = kv.new_empty((b, 1, s, form.dk)).copy_(k32)
+    c_kv = kv.new_empty((b, 1, s, form.dv)).copy_(v32)
+    slots = slots_of(index, form)
+    k_out = scattered(k_cache, _cache_values(k32, k_rope, k_rope_scale), slots, form)
+    v_out = scattered(ckv_cache, _cache_values(v32, c_kv, c_kv_scale), slots, form)
+    return k_out, v_out, k_rope, c_kv
+
+
+def _outputs_fake(kv, k_cache, ckv_cache, form):
+    b, _, s, _ = kv.shape
+    return (torch.empty_like(k_cache), torch.empty_like(ckv_cache),
+            kv.new_empty((b, 1, s, form.dk)), kv.new_empty((b, 1, s, form.dv)))
+
+
+def kv_rmsnorm_rope_cache_reference(kv, gamma, cos, sin, index, k_cache, ckv_cache, *,
+                                    k_rope_scale=None, c_kv_scale=None, k_rope_offset=None,
+                                    c_kv_offset=None, v=None, epsilon=1e-5, cache_mode="Norm",
+                                    is_output_kv=False):
+    """The ground truth: (k_cache updated, ckv_cache updated, k_rope, c_kv)."""
+    form = check_kv_rmsnorm_rope_cache(OP, kv, gamma, cos, sin, index, k_cache, ckv_cache,
+                                       k_rope_scale, c_kv_scale, k_rope_offset, c_kv_offset, v,
+                                       epsilon, cache_mode, is_output_kv)
+    return _compute(OP, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale,
+                    c_kv_scale, epsilon, form)
+
+
+def kv_rmsnorm_rope_cache_fake(kv, gamma, cos, sin, index, k_cache, ckv_cache, *,
+                               k_rope_scale=None, c_kv_scale=None, k_rope_offset=None,
+                               c_kv_offset=None, v=None, epsilon=1e-5, cache_mode="Norm",
+                               is_output_kv=False):
+    form = check_kv_rmsnorm_rope_cache(OP, kv, gamma, cos, sin, index, k_cache, ckv_cache,
+                                       k_rope_scale, c_kv_scale, k_rope_offset, c_kv_offset, v,
+                                       epsilon, cache_mode, is_output_kv)
+    return _outputs_fake(kv, k_cache, ckv_cache, form)
+
+
+OP_V2 = "npu_kv_rmsnorm_rope_cache_v2_functional"
+
+
+def _v2(run, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale, c_kv_scale,
+        k_rope_offset, c_kv_offset, v, epsilon, cache_mode, is_output_kv, k_cache_dtype,
+        ckv_cache_dtype):
+    """The v2 pair's results, (k_rope, c_kv, k_cache updated, ckv_cache updated), from
+    ``run`` (the reference's arithmetic or the fake's shapes) under the v2 name."""
+    form = check_kv_rmsnorm_rope_cache(OP_V2, kv, gamma, cos, sin, index, k_cache, ckv_cache,
+                                       k_rope_scale, c_kv_scale, k_rope_offset, c_kv_offset, v,
+                                       epsilon, cache_mode, is_output_kv, k_cache_dtype,
+                                       ckv_cache_dtype)
+    if run == "fake":
+        k_out, v_out, k_rope, c_kv = _outputs_fake(kv, k_cache, ckv_cache, form)
+    else:
+        k_out, v_out, k_rope, c_kv = _compute(OP_V2, kv, gamma, cos, sin, index, k_cache,
+                                              ckv_cache, k_rope_scale, c_kv_scale, epsilon, form)
+    return k_rope, c_kv, k_out, v_out
+
+
+def kv_rmsnorm_rope_cache_v2_functional_reference(
+        kv, gamma, cos, sin, index, k_cache, ckv_cache, *, k_rope_scale=None, c_kv_scale=None,
+        k_rope_offset=None, c_kv_offset=None, v=None, epsilon=1e-5, cache_mode="Norm",
+        is_output_kv=False, k_cache_dtype=None, ckv_cache_dtype=None):
+    return _v2("reference", kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale,
+               c_kv_scale, k_rope_offset, c_kv_offset, v, epsilon, cache_mode, is_output_kv,
+               k_cache_dtype, ckv_cache_dtype)
+
+
+def kv_rmsnorm_rope_cache_v2_functional_fake(
+        kv, gamma, cos, sin, index, k_cache, ckv_cache, *, k_rope_scale=None, c_kv_scale=None,
+        k_rope_offset=None, c_kv_offset=None, v=None, epsilon=1e-5, cache_mode="Norm",
+        is_output_kv=False, k_cache_dtype=None, ckv_cache_dtype=None):
+    return _v2("fake", kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale,
+               c_kv_scale, k_rope_offset, c_kv_offset, v, epsilon, cache_mode, is_output_kv,
+               k_cache_dtype, ckv_cache_dtype)
+
+
+def bench_inputs(t, h, dt):
+    """Decode of DeepSeek's MLA: t sequences of one token, kv of 512 + 64, a PA_BNSD cache of
+    t * 2 slots in blocks of 128 (h unused: the operator's sizes are the model's)."""
+    blocks = max(1, -(-2 * t // 128))
+    kv = bench_randn(t, 1, 1, 576, dtype=dt)
+    gamma = bench_randn(512, dtype=dt)
+    cos, sin = bench_randn(t, 1, 1, 64, dtype=dt), bench_randn(t, 1, 1, 64, dtype=dt)
+    index = torch.randperm(blocks * 128)[:t]
+    k_cache = torch.zeros(blocks, 128, 1, 64, dtype=dt)
+    ckv_cache = torch.zeros(blocks, 128, 1, 512, dtype=dt)
+    return (kv, gamma, cos, sin, index, k_cache, ckv_cache), {"cache_mode": "PA_BNSD"}
+
+
+# the aclnn API torch_npu's own kernel calls (op-plugin KvRmsNormRopeCacheNpuOpApi.cpp:
+# aclnnKvRmsNormRopeCache): its parameters in op-plugin's order, named as ops-transformer's
+# README names them (its aclnn document is not published in the repository)
+prototypes.declare(
+    "aclnnKvRmsNormRopeCache",
+    "const aclTensor* kv, const aclTensor* gamma, const aclTensor* cos, const aclTensor* sin, "
+    "const aclTensor* index, aclTensor* kCacheRef, aclTensor* ckvCacheRef, "
+    "const aclTensor* kRopeScaleOptional, const aclTensor* ckvScaleOptional, "
+    "const aclTensor* kRopeOffsetOptional, const aclTensor* cKvOffsetOptional, double epsilon, "
+    "char* cacheModeOptional, bool isOutputKv, aclTensor* kRopeOut, aclTensor* cKvOut",
+    "ops-transformer @bfbbec83 posembedding/kv_rms_norm_rope_cache/README.md, op-plugin "
+    "KvRmsNormRopeCacheNpuOpApi.cpp",
+    nullable=("kRopeScaleOptional", "ckvScaleOptional", "kRopeOffsetOptional",
+              "cKvOffsetOptional"))
+
+_RENAME = {"kCacheRef": "k_cache", "ckvCacheRef": "ckv_cache",
+           "kRopeScaleOptional": "k_rope_scale", "ckvScaleOptional": "c_kv_scale",
+           "kRopeOffsetOptional": "k_rope_offset", "cKvOffsetOptional": "c_kv_offset",
+           "cacheModeOptional": "cache_mode"}
+
+npu_kv_rmsnorm_rope_cache = define_op(
+    "npu_kv_rmsnorm_rope_cache(Tensor kv, Tensor gamma, Tensor cos, Tensor sin, Tensor index, "
+    "Tensor k_cache, Tensor ckv_cache, *, Tensor? k_rope_scale=None, Tensor? c_kv_scale=None, "
+    "Tensor? k_rope_offset=None, Tensor? c_kv_offset=None, Tensor? v=None, "
+    "float epsilon=1e-05, str cache_mode=\"Norm\", bool is_output_kv=False) "
+    "-> (Tensor, Tensor, Tensor, Tensor)",
+    reference=kv_rmsnorm_rope_cache_reference, fake=kv_rmsnorm_rope_cache_fake,
+    # the API on copies of the caches, returned (the schema declares no mutation)
+    aclnn=AclnnBinding("aclnnKvRmsNormRopeCache",
+                       outputs=("k_cache", "ckv_cache", "k_rope", "c_kv"),
+                       rename=_RENAME, copy_of={"k_cache": "k_cache", "ckv_cache": "ckv_cache"},
+                       requires={"v": None}),
+    benchmarks=(Benchmark(bench_inputs),),
+    doc="MLA kv preprocessing: RMSNorm of kv[..., :Dv] and interleaved RoPE of kv[..., Dv:], "
+        "scattered into copies of the caches by cache_mode; returns (k_cache, ckv_cache, "
+        "k_rope, c_kv).",
+)
+
+_V2_ARGS = (
+    "Tensor kv, Tensor gamma, Tensor cos, Tensor sin, Tensor index, {k} k_cache, {v} ckv_cache, "
+    "*, Tensor? k_rope_scale=None, Tensor? c_kv_scale=None, Tensor? k_rope_offset=None, "
+    "Tensor? c_kv_offset=None, Tensor? v=None, float epsilon=1e-05, str cache_mode=\"Norm\", "
+    "bool is_output_kv=False, int? k_cache_dtype=None, int? ckv_cache_dtype=None")
+
+# v: aclnnKvRmsNormRopeCacheV2's form; the cache dtype codes: the caches' own dtypes only (the
+# operator's rule), which the API reads from the tensors
+_V2_REQUIRES = {"v": None, "k_cache_dtype": None, "ckv_cache_dtype": None}
+
+npu_kv_rmsnorm_rope_cache_v2_functional = define_op(
+    f"npu_kv_rmsnorm_rope_cache_v2_functional({_V2_ARGS.format(k='Tensor', v='Tensor')}) "
+    "-> (Tensor, Tensor, Tensor, Tensor)",
+    reference=kv_rmsnorm_rope_cache_v2_functional_reference,
+    fake=kv_rmsnorm_rope_cache_v2_functional_fake,
+    aclnn=AclnnBinding("aclnnKvRmsNormRopeCache",
+                       outputs=("k_rope", "c_kv", "k_cache", "ckv_cache"),
+                       rename=_RENAME, copy_of={"k_cache": "k_cache", "ckv_cache": "ckv_cache"},
+                       requires=_V2_REQUIRES),
+    doc="npu_kv_rmsnorm_rope_cache's results as (k_rope, c_kv, k_cache, ckv_cache): the "
+        "functional form of npu_kv_rmsnorm_rope_cache_v2.",
+)
+
+npu_kv_rmsnorm_rope_cache_v2 = define_op(
+    f"npu_kv_rmsnorm_rope_cache_v2({_V2_ARGS.format(k='Tensor(a!)', v='Tensor(b!)')}) "
+    "-> (Tensor, Tensor)",
+    reference=kv_rmsnorm_rope_cache_v2_functional_reference,
+    functional="npu_kv_rmsnorm_rope_cache_v2_functional",
+    aclnn=AclnnBinding("aclnnKvRmsNormRopeCache", outputs=("k_rope", "c_kv"),
+                       rename=_RENAME, requires=_V2_REQUIRES),
+    doc="In-place npu_kv_rmsnorm_rope_cache: the caches written where they are; returns "
+        "(k_rope, c_kv).",
+)
