@@ -204,8 +204,14 @@ from tests.ops import (test_add_rms_norm as add, test_add_rms_norm_cast as cast,
                        test_apply_rotary_pos_emb as arope, test_gemma_rms_norm as gemma,
                        test_rms_norm_quant as rnq, test_dynamic_mx_quant as mx,
                        test_rms_norm_dynamic_mx_quant as rmx,
-                       test_add_rms_norm_dynamic_mx_quant as armx)
+                       test_add_rms_norm_dynamic_mx_quant as armx,
+                       test_kv_rmsnorm_rope_cache as kvc)
 torch.manual_seed(0)
+for mode in kvc.MODES:  # the kv cache kernel against its reference, int8 and float caches
+    for quant in (False, True):
+        kvc.test_native_kernel_against_the_reference(mode, quant, torch.bfloat16)
+kvc.test_native_kernel_against_the_reference("PA_NZ", True, torch.float16)
+kvc.test_nan_and_inf()
 for dst in mx.DSTS:  # bit for bit (the MX kernels: every destination, odd and full blocks)
     mx.test_matches_formula(torch.bfloat16, dst, (2, 3, 130))
     mx.test_matches_formula(torch.float32, dst, (1, 34))

@@ -32,6 +32,7 @@ binding / Meta functions:
   no mutation (torch_npu's NPU kernel also writes its inputs in place, which its schema does
   not say); npu_kv_rmsnorm_rope_cache_v2 declares it and writes them in place. k_rope and
   c_kv are always computed (the NPU writes them only with is_output_kv in a paged mode).
+* Native CPU kernel: csrc/kv_rmsnorm_rope_cache.cpp (contiguous calls; the rest here).
 * Not taken (errors naming the argument): ``v`` (aclnnKvRmsNormRopeCacheV2's form),
   ``k_rope_offset`` / ``c_kv_offset`` (torch_npu: "not supported yet"), cache dtype codes
   other than the cache's own (``k_cache_dtype`` / ``ckv_cache_dtype`` of the v2 pair).
@@ -171,13 +172,14 @@ def check_kv_rmsnorm_rope_cache(op, kv, gamma, cos, sin, index, k_cache, ckv_cac
     return Form(b, s, dv, dk, cache_mode, block_size, slots, k_quant, v_quant)
 
 
-def values(kv, gamma, cos, sin, epsilon, form):
+def values(kv, gamma, cos, sin, epsilon):
     """(k_rope, c_kv) in float32, before the rounding to kv's dtype: the arithmetic the
     outputs and the caches share."""
-    x = kv[..., :form.dv].float()
-    ms = x.square().sum(-1, keepdim=True) * (1.0 / form.dv)
+    dv = gamma.shape[0]
+    x = kv[..., :dv].float()
+    ms = x.square().sum(-1, keepdim=True) * (1.0 / dv)
     c_kv = x / torch.sqrt(ms + epsilon) * gamma.float()
-    k_rope = rotated(kv[..., form.dv:], cos, sin, ROPE_MODE)
+    k_rope = rotated(kv[..., dv:], cos, sin, ROPE_MODE)
     return k_rope, c_kv
 
 
@@ -232,7 +234,7 @@ def scattered(cache, vals, slots, form):
 
 def _compute(op, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale, c_kv_scale,
              epsilon, form):
-    k32, v32 = values(kv, gamma, cos, sin, epsilon, form)
+    k32, v32 = values(kv, gamma, cos, sin, epsilon)
     b, _, s, _ = kv.shape
     k_rope = kv.new_empty((b, 1, s, form.dk)).copy_(k32)
     c_kv = kv.new_empty((b, 1, s, form.dv)).copy_(v32)
@@ -309,8 +311,8 @@ def kv_rmsnorm_rope_cache_v2_functional_fake(
 
 
 def bench_inputs(t, h, dt):
-    """Decode of DeepSeek's MLA: t sequences of one token, kv of 512 + 64, a PA_BNSD cache of
-    t * 2 slots in blocks of 128 (h unused: the operator's sizes are the model's)."""
+    """Decode of DeepSeek's MLA: t sequences of one token, kv of 512 + 64 (h), a PA_BNSD cache
+    of t * 2 slots in blocks of 128."""
     blocks = max(1, -(-2 * t // 128))
     kv = bench_randn(t, 1, 1, 576, dtype=dt)
     gamma = bench_randn(512, dtype=dt)
@@ -319,6 +321,18 @@ def bench_inputs(t, h, dt):
     k_cache = torch.zeros(blocks, 128, 1, 64, dtype=dt)
     ckv_cache = torch.zeros(blocks, 128, 1, 512, dtype=dt)
     return (kv, gamma, cos, sin, index, k_cache, ckv_cache), {"cache_mode": "PA_BNSD"}
+
+
+def bench_composite(kv, gamma, cos, sin, index, k_cache, ckv_cache, *, cache_mode="PA_BNSD"):
+    """What torch.compile is timed on: the operator's arithmetic in PA_BNSD as a hand-written
+    chain would spell it, without the rules' data-dependent checks (which break the graph)
+    and the repeated-slot rule (the benchmark's slots are distinct and valid)."""
+    k32, v32 = values(kv, gamma, cos, sin, 1e-5)
+    k_rope, c_kv = k32.to(kv.dtype), v32.to(kv.dtype)
+    k_out, v_out = k_cache.clone(), ckv_cache.clone()
+    k_out.view(-1, k_rope.shape[-1]).index_copy_(0, index, k_rope.reshape(-1, k_rope.shape[-1]))
+    v_out.view(-1, c_kv.shape[-1]).index_copy_(0, index, c_kv.reshape(-1, c_kv.shape[-1]))
+    return k_out, v_out, k_rope, c_kv
 
 
 # the aclnn API torch_npu's own kernel calls (op-plugin KvRmsNormRopeCacheNpuOpApi.cpp:
@@ -348,12 +362,14 @@ npu_kv_rmsnorm_rope_cache = define_op(
     "float epsilon=1e-05, str cache_mode=\"Norm\", bool is_output_kv=False) "
     "-> (Tensor, Tensor, Tensor, Tensor)",
     reference=kv_rmsnorm_rope_cache_reference, fake=kv_rmsnorm_rope_cache_fake,
+    native=("cpu",), reference_op=True,  # the launcher routes other forms here
     # the API on copies of the caches, returned (the schema declares no mutation)
     aclnn=AclnnBinding("aclnnKvRmsNormRopeCache",
                        outputs=("k_cache", "ckv_cache", "k_rope", "c_kv"),
                        rename=_RENAME, copy_of={"k_cache": "k_cache", "ckv_cache": "ckv_cache"},
                        requires={"v": None}),
-    benchmarks=(Benchmark(bench_inputs),),
+    benchmarks=(Benchmark(bench_inputs, composite=bench_composite,
+                          shapes=tuple((t, 576) for t in (1, 16, 257, 4096))),),
     doc="MLA kv preprocessing: RMSNorm of kv[..., :Dv] and interleaved RoPE of kv[..., Dv:], "
         "scattered into copies of the caches by cache_mode; returns (k_cache, ckv_cache, "
         "k_rope, c_kv).",
@@ -374,6 +390,7 @@ npu_kv_rmsnorm_rope_cache_v2_functional = define_op(
     "-> (Tensor, Tensor, Tensor, Tensor)",
     reference=kv_rmsnorm_rope_cache_v2_functional_reference,
     fake=kv_rmsnorm_rope_cache_v2_functional_fake,
+    native=("cpu",), reference_op=True,
     aclnn=AclnnBinding("aclnnKvRmsNormRopeCache",
                        outputs=("k_rope", "c_kv", "k_cache", "ckv_cache"),
                        rename=_RENAME, copy_of={"k_cache": "k_cache", "ckv_cache": "ckv_cache"},

@@ -387,3 +387,40 @@ def test_converters():
                                                       kw)).ops]
         assert "KvRmsNormRopeCache" in ops
         assert ops.count("TensorMove") == (2 if name.endswith("functional") else 0)
+
+
+def _one_step(got, want):
+    """Equal, or one step apart (float: adjacent values of the dtype; int8: 1): the norm's sum
+    of squares runs in the kernel's order, within float32 rounding of torch's."""
+    if got.dtype == torch.int8:
+        return (got.int() - want.int()).abs().max() <= 1 if got.numel() else True
+    a, b = got.view(torch.int16).int(), want.view(torch.int16).int()
+    return (a - b).abs().max() <= 1 if got.numel() else True
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("quant", [False, True], ids=["float", "int8"])
+@pytest.mark.parametrize("mode", MODES)
+def test_native_kernel_against_the_reference(mode, quant, dtype):
+    """The CPU kernel (csrc/kv_rmsnorm_rope_cache.cpp) against the reference: k_rope and the
+    rope cache bit for bit, c_kv and its cache within one step."""
+    reference = torch.ops.op_sdk_reference.npu_kv_rmsnorm_rope_cache
+    for s, cos_s in ((3, None), (5, 1), (40, None)):
+        args, kw = make(mode, dtype=dtype, quant=quant, s=s, b=2, blocks=8, cos_s=cos_s,
+                        cache_len=64, seed=s)
+        got, want = OP(*args, **kw), reference(*args, **kw)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[2], want[2])
+        assert _one_step(got[1], want[1]) and _one_step(got[3], want[3])
+        assert (got[3] != want[3]).float().mean() < 0.01  # rare flips only
+        f = OP_V2F(*args, **kw)
+        for a, b in zip(f, (got[2], got[3], got[0], got[1])):
+            assert torch.equal(a, b)
+
+
+def test_the_benchmarks_compiled_composite_computes_the_operator():
+    """benchmarks time torch.compile of bench_composite: it must compute what the reference
+    computes on the benchmark's inputs."""
+    args, kw = slice_module.bench_inputs(33, 576, torch.bfloat16)
+    want = torch.ops.op_sdk_reference.npu_kv_rmsnorm_rope_cache(*args, **kw)
+    for got, w in zip(torch.compile(slice_module.bench_composite)(*args, **kw), want):
+        assert torch.equal(got, w)
