@@ -205,8 +205,11 @@ from tests.ops import (test_add_rms_norm as add, test_add_rms_norm_cast as cast,
                        test_rms_norm_quant as rnq, test_dynamic_mx_quant as mx,
                        test_rms_norm_dynamic_mx_quant as rmx,
                        test_add_rms_norm_dynamic_mx_quant as armx,
-                       test_kv_rmsnorm_rope_cache as kvc)
+                       test_kv_rmsnorm_rope_cache as kvc, test_qkv_rms_norm_rope_cache as qkvc)
 torch.manual_seed(0)
+for dt in (torch.float16, torch.bfloat16):  # the qkv cache kernel against its reference
+    for quant, offset in ((False, False), (True, True)):
+        qkvc.test_native_kernel_against_the_reference(quant, offset, dt)
 for mode in kvc.MODES:  # the kv cache kernel against its reference, int8 and float caches
     for quant in (False, True):
         kvc.test_native_kernel_against_the_reference(mode, quant, torch.bfloat16)

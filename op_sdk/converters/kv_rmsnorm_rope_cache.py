@@ -12,10 +12,11 @@ import torch
 from op_sdk.converters import ge, ir, register_fx_node_ge_converter
 
 # the Ascend IR prototype (ops-transformer posembedding/kv_rms_norm_rope_cache/op_graph:
-# REG_OP(KvRmsNormRopeCache))
+# REG_OP(KvRmsNormRopeCache), with the optional input v of the version TorchAir's generated
+# wrapper states (torch_npu 2.13.0): op_sdk never feeds it (the operators refuse v)
 ir.declare("KvRmsNormRopeCache",
            "kv gamma cos sin index k_cache ckv_cache k_rope_scale? c_kv_scale? k_rope_offset? "
-           "c_kv_offset?", "k_cache ckv_cache k_rope c_kv",
+           "c_kv_offset? v?", "k_cache ckv_cache k_rope c_kv",
            [("epsilon", "Float", 1e-5), ("cache_mode", "String", "Norm"),
             ("is_output_kv", "Bool", False)], source="ops-transformer")
 
@@ -24,7 +25,7 @@ def _kv_rmsnorm_rope_cache(kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rop
                            c_kv_scale, k_rope_offset, c_kv_offset, epsilon, cache_mode,
                            is_output_kv):
     return ge.KvRmsNormRopeCache(kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale,
-                                 c_kv_scale, k_rope_offset, c_kv_offset, epsilon=epsilon,
+                                 c_kv_scale, k_rope_offset, c_kv_offset, None, epsilon=epsilon,
                                  cache_mode=cache_mode, is_output_kv=is_output_kv)
 
 

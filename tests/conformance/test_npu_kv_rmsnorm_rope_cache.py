@@ -3,10 +3,10 @@
 #   read at commit 517f2e7d0f202f38b76310706cb977ca2388ad21. Rewritten for op_sdk on CPU,
 #   not copied.
 """npu_kv_rmsnorm_rope_cache against upstream's golden (its supported_op_exec, method_mode
-0: kv of 512 + 64), compared with torch_npu's assertRtolEqual as upstream compares, and bit
-for bit (the golden's float32 steps are the contract's). Upstream's four aclnnV1 cases
-(bfloat16, 64 sequences of one token, 576 pages of 128, caches filled with 9: PA_BNSD,
-PA_BLK_NZ, PA_BLK_BNSD, PA_NZ) run here; its golden's quantised path (int8 caches,
+0: kv of 512 + 64), compared with torch_npu's assertRtolEqual as upstream compares, and its
+reference bit for bit (the golden's float32 steps are the contract's). Upstream's four
+aclnnV1 cases (bfloat16, 64 sequences of one token, 576 pages of 128, caches filled with 9:
+PA_BNSD, PA_BLK_NZ, PA_BLK_BNSD, PA_NZ) run here; its golden's quantised path (int8 caches,
 ``round(v * scale)`` clipped), which no upstream case calls, runs on the paged modes too.
 Upstream's four method_mode-1 cases pass ``v`` (aclnnKvRmsNormRopeCacheV2, kv of 192):
 op_sdk refuses that form by name, which is checked."""
@@ -102,10 +102,14 @@ def test_npu_kv_rmsnorm_rope_cache(cache_mode, quant):
     want = golden(*args, **scales, cache_mode=cache_mode)
     got = npu.npu_kv_rmsnorm_rope_cache(*args, **scales, epsilon=1e-5, cache_mode=cache_mode,
                                         is_output_kv=True)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want):  # the operator (the native kernel on CPU), as upstream compares
         assert g.dtype == w.dtype and g.shape == w.shape
-        if w.dtype != torch.int8:
-            assert_rtol_equal(w, g, prec=0.04, prec16=0.04)
+        assert_rtol_equal(w.float() if w.dtype == torch.int8 else w,
+                          g.float() if g.dtype == torch.int8 else g, prec=0.04, prec16=0.04)
+    # the reference, whose float32 steps are the golden's: bit for bit
+    ref = torch.ops.op_sdk_reference.npu_kv_rmsnorm_rope_cache(
+        *args, **scales, epsilon=1e-5, cache_mode=cache_mode, is_output_kv=True)
+    for g, w in zip(ref, want):
         assert torch.equal(g, w)
 
 

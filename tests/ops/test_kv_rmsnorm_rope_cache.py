@@ -422,5 +422,8 @@ def test_the_benchmarks_compiled_composite_computes_the_operator():
     computes on the benchmark's inputs."""
     args, kw = slice_module.bench_inputs(33, 576, torch.bfloat16)
     want = torch.ops.op_sdk_reference.npu_kv_rmsnorm_rope_cache(*args, **kw)
+    for got, w in zip(slice_module.bench_composite(*args, **kw), want):
+        assert torch.equal(got, w)  # eager: the reference's steps
+    # compiled: Inductor's own reduction order, within one step
     for got, w in zip(torch.compile(slice_module.bench_composite)(*args, **kw), want):
-        assert torch.equal(got, w)
+        assert _one_step(got, w) and (got != w).float().mean() < 0.02

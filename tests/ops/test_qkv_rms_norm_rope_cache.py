@@ -281,3 +281,46 @@ def test_converters():
 def test_benchmark_inputs_are_a_valid_call():
     args, kw = slice_module.bench_inputs(5, 0, torch.bfloat16)
     _check(args, kw)
+
+
+def _one_step(got, want):
+    """Equal, or one step apart (16-bit floats: adjacent values; int8: 1): the norm's sum of
+    squares runs in the kernel's order, within float32 rounding of torch's."""
+    if not got.numel():
+        return True
+    if got.dtype == torch.int8:
+        return (got.int() - want.int()).abs().max() <= 1
+    return (got.view(torch.int16).int() - want.view(torch.int16).int()).abs().max() <= 1
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("quant,offset", [(False, False), (True, False), (True, True)],
+                         ids=["float", "int8", "int8-offset"])
+def test_native_kernel_against_the_reference(quant, offset, dtype):
+    """The CPU kernel (csrc/qkv_rms_norm_rope_cache.cpp) against the reference: v's rows and
+    cache bit for bit, q / k and k's cache within one step, rare flips only."""
+    reference = torch.ops.op_sdk_reference.npu_qkv_rms_norm_rope_cache_functional
+    for s, per_seq, heads, d in ((3, False, (4, 1, 1), 32), (5, True, (8, 2, 2), 128),
+                                 (1, False, (2, 1, 1), 64)):
+        args, kw = make(s=s, heads=heads, d=d, quant=quant, offset=offset, dtype=dtype,
+                        cos_per_seq=per_seq, blocks=4, seed=s)
+        kw["is_output_qkv"] = True
+        got, want = OP_F(*args, **kw), reference(*args, **kw)
+        assert torch.equal(got[2], want[2]) and torch.equal(got[5], want[5])
+        for i in (0, 1, 3, 4):
+            assert got[i].shape == want[i].shape and _one_step(got[i], want[i]), i
+            assert (got[i] != want[i]).float().mean() < 0.02
+        assert [list(t.shape) for t in OP_F(*args, **dict(kw, is_output_qkv=False))[:3]] == \
+            [[], [], []]
+
+
+def test_the_benchmarks_compiled_composite_computes_the_operator():
+    """benchmarks time torch.compile of bench_composite: it must compute what the reference
+    computes on the benchmark's inputs (q_out and the caches)."""
+    args, kw = slice_module.bench_inputs(33, 0, torch.bfloat16)
+    want = torch.ops.op_sdk_reference.npu_qkv_rms_norm_rope_cache_functional(*args, **kw)
+    for g, w in zip(slice_module.bench_composite(*args, **kw), want[3:]):
+        assert torch.equal(g, w)  # eager: the reference's steps
+    # compiled: Inductor's own reduction order, within one step
+    for g, w in zip(torch.compile(slice_module.bench_composite)(*args, **kw), want[3:]):
+        assert _one_step(g, w) and (g != w).float().mean() < 0.02

@@ -329,6 +329,8 @@ def test_register_with_torchair_fills_only_the_gaps():
                     torch.ops.npu.npu_swiglu_quant.default,
                     torch.ops.npu.npu_gemma_rms_norm.default,
                     torch.ops.npu.npu_add_rms_norm_v2.default,
+                    # (TorchAir converts its functional twin and re-inplaces to it)
+                    torch.ops.npu.npu_kv_rmsnorm_rope_cache_v2.default,
                     torch.ops.npu.npu_rms_norm_quant.default,
                     # op_sdk's own operator with an NPU kernel (its Ascend C kernel and
                     # binding); op_sdk::quant_matmul_packed, CPU-only, is left out
