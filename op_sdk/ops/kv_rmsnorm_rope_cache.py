@@ -54,7 +54,7 @@ MODES = ("Norm", "PA", "PA_BNSD", "PA_NZ", "PA_BLK_BNSD", "PA_BLK_NZ")
 ROPE_MODE = "interleave-half"  # npu_rotary_mul's mode: npu_interleave_rope's arithmetic
 
 
-def _c0(cache: torch.Tensor) -> int:
+def c0_of(cache: torch.Tensor) -> int:
     """FRACTAL_NZ's inner block of a cache: 32 bytes (16 half-width values, 32 int8)."""
     return 32 if cache.dtype == torch.int8 else 16
 
@@ -66,10 +66,6 @@ class Form:
         self.b, self.s, self.dv, self.dk = b, s, dv, dk
         self.mode, self.block_size, self.slots = mode, block_size, slots
         self.k_quant, self.v_quant = k_quant, v_quant
-
-    @property
-    def paged(self) -> bool:
-        return self.mode != "Norm"
 
     @property
     def nz(self) -> bool:
@@ -101,7 +97,7 @@ def _check_cache(op, name, cache, scale, scale_name, width, kv, mode, lead):
         ok = cache.dim() == 4 and cache.shape[2] == 1 and cache.shape[3] == width
     check(ok, op, name, f"must have shape {want} in cache_mode '{mode}', got {list(cache.shape)}")
     if mode != "Norm":
-        c0 = _c0(cache)
+        c0 = c0_of(cache)
         check(cache.shape[1] % c0 == 0, op, name,
               f"block_size (dim 1) must be a multiple of {c0} (32 bytes of {cache.dtype}), "
               f"got {cache.shape[1]}")
@@ -183,12 +179,12 @@ def values(kv, gamma, cos, sin, epsilon):
     return k_rope, c_kv
 
 
-def slots_of(index, form):
+def slots_of(op, index, form):
     """The cache slot (Norm: row of its batch; paged: block * block_size + row) of each token
     in (b, s) order, -1 where nothing is written; index values outside [-1, slots) raise."""
     per = (-(-form.s // form.block_size)) if form.blocked else form.s
     idx = index.reshape(form.b, per)
-    check(bool(((idx >= -1) & (idx < form.slots)).all()), OP, "index",
+    check(bool(((idx >= -1) & (idx < form.slots)).all()), op, "index",
           f"values must lie in [-1, {form.slots}) (-1: not written), got "
           f"[{int(idx.min())}, {int(idx.max())}]" if idx.numel() else "")
     if not form.blocked:
@@ -224,7 +220,7 @@ def scattered(cache, vals, slots, form):
         keep &= last[flat_slots.clamp(min=0)] == order
         dst, src = flat_slots[keep], rows[keep]
         if form.nz:
-            c0 = _c0(cache)
+            c0 = c0_of(cache)
             nz = buf.view(-1, width // c0, form.block_size, c0)
             nz[dst // form.block_size, :, dst % form.block_size] = src.view(-1, width // c0, c0)
         else:
@@ -238,7 +234,7 @@ def _compute(op, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale, c
     b, _, s, _ = kv.shape
     k_rope = kv.new_empty((b, 1, s, form.dk)).copy_(k32)
     c_kv = kv.new_empty((b, 1, s, form.dv)).copy_(v32)
-    slots = slots_of(index, form)
+    slots = slots_of(op, index, form)
     k_out = scattered(k_cache, _cache_values(k32, k_rope, k_rope_scale), slots, form)
     v_out = scattered(ckv_cache, _cache_values(v32, c_kv, c_kv_scale), slots, form)
     return k_out, v_out, k_rope, c_kv

@@ -38,16 +38,13 @@ import torch
 
 from op_sdk.library import Benchmark, define_op
 from op_sdk.ops._common import bench_randn, check, quantize_round
+from op_sdk.ops.kv_rmsnorm_rope_cache import c0_of
 from op_sdk.ops.rotary_mul import rotated
 
 OP = "npu_qkv_rms_norm_rope_cache"
 OP_F = "npu_qkv_rms_norm_rope_cache_functional"
 DTYPES = (torch.float16, torch.bfloat16)
 MODES = ("PA_NZ",)
-
-
-def _c0(cache: torch.Tensor) -> int:
-    return 32 if cache.dtype == torch.int8 else 16
 
 
 def _check_cache(op, name, cache, scale, offset, sname, oname, qkv, heads, d, lead):
@@ -64,7 +61,7 @@ def _check_cache(op, name, cache, scale, offset, sname, oname, qkv, heads, d, le
         check(offset.dtype == torch.float32 and list(offset.shape) == [heads, d], op, oname,
               f"must be float32 of shape [{heads}, {d}], got {offset.dtype} "
               f"{list(offset.shape)}")
-    c0 = _c0(cache)
+    c0 = c0_of(cache)
     check(d % c0 == 0, op, name,
           f"needs the head dim D = {d} a multiple of {c0} (FRACTAL_NZ groups of {cache.dtype})")
     want = [lead[0] if lead else "blocks", heads * d // c0, lead[1] if lead else "block_size", c0]

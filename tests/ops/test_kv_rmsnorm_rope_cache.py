@@ -153,6 +153,9 @@ def _cases():
     v2_args, v2_kw = _case(k_cache_dtype=1)
     out.append(("kv_rmsnorm_rope_cache/v2-dtype", "npu_kv_rmsnorm_rope_cache_v2_functional",
                 v2_args, v2_kw, "k_cache_dtype", RuntimeError))
+    v2_args, v2_kw = _case(index=torch.tensor([0, 1, 2, 4 * 32]))
+    out.append(("kv_rmsnorm_rope_cache/v2-index-range", "npu_kv_rmsnorm_rope_cache_v2_functional",
+                v2_args, v2_kw, "index", RuntimeError))
     v2_args, v2_kw = _case(cache_mode="PA_BSND")
     out.append(("kv_rmsnorm_rope_cache/v2-mode", "npu_kv_rmsnorm_rope_cache_v2", v2_args, v2_kw,
                 "cache_mode", RuntimeError))

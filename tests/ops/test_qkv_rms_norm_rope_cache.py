@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from op_sdk.ops import qkv_rms_norm_rope_cache as slice_module
+from tests.ops.test_kv_rmsnorm_rope_cache import _one_step
 
 OP = torch.ops.npu.npu_qkv_rms_norm_rope_cache
 OP_F = torch.ops.npu.npu_qkv_rms_norm_rope_cache_functional
@@ -281,16 +282,6 @@ def test_converters():
 def test_benchmark_inputs_are_a_valid_call():
     args, kw = slice_module.bench_inputs(5, 0, torch.bfloat16)
     _check(args, kw)
-
-
-def _one_step(got, want):
-    """Equal, or one step apart (16-bit floats: adjacent values; int8: 1): the norm's sum of
-    squares runs in the kernel's order, within float32 rounding of torch's."""
-    if not got.numel():
-        return True
-    if got.dtype == torch.int8:
-        return (got.int() - want.int()).abs().max() <= 1
-    return (got.view(torch.int16).int() - want.view(torch.int16).int()).abs().max() <= 1
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
