@@ -22,13 +22,21 @@ __all__ = ["include_dirs", "AclnnBinding", "BindingError", "Benchmark", "OpDef",
            "PatternRegistry", "explain", "scope", "logger", "quantize_w8a8", "W8A8Linear",
            "W8A8GatedMLP", "use_internal_format_weight", "npu_format_cast_via_cpu",
            "export_onnx", "Composite", "Spelling", "register_fusion", "cpu_output_pool",
-           "import_slices"]
+           "import_slices", "get_compiler", "dynamo_export", "register_fx_node_ge_converter",
+           "patch_for_hcom", "ge", "inference", "npugraph_ex"]
 
 # The compiler API is imported on first use: `import op_sdk` stays free of torch._dynamo /
 # torch._inductor and registers no fusion pattern.
 _LAZY = {
     "CompilerConfig": "op_sdk.compiler.config",
     "get_npu_backend": "op_sdk.compiler.backend",
+    "get_compiler": "op_sdk.compiler.backend",
+    "dynamo_export": "op_sdk.compiler.export",
+    "patch_for_hcom": "op_sdk.compiler.export",
+    "register_fx_node_ge_converter": "op_sdk.converters",
+    "ge": "op_sdk.ge",
+    "inference": "op_sdk.inference",
+    "npugraph_ex": "op_sdk.npugraph_ex",
     "register_replacement": "op_sdk.patterns.registry",
     "register_fusion": "op_sdk.patterns.derive",
     "PatternRegistry": "op_sdk.patterns.registry",

@@ -73,8 +73,10 @@ def check_prototypes(graph: GeGraph) -> None:
         for ref in op.inputs:
             name, _, index = ref.rpartition(":")
             assert name in outputs and int(index) < outputs[name], (op.name, ref)
-        control = [i for i in op.inputs if i.endswith(":-1")]  # control edges: last, no desc
-        assert op.inputs[len(op.inputs) - len(control):] == control, op.name
+        # control edges (no desc): one block, first (TorchAir's ge.<IrType>(dependencies=))
+        # or last (custom_op's, the stream scopes')
+        control = [i for i in op.inputs if i.endswith(":-1")]
+        assert control in (op.inputs[:len(control)], op.inputs[len(op.inputs) - len(control):]), op.name
         data_inputs = len(op.inputs) - len(control)
         if op.type in ir.BUILTIN_TYPES or op.type == UNCONVERTED:
             continue

@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from op_sdk.compiler import executors, record_store
+from op_sdk.compiler import executors, gears, record_store
 from op_sdk.library import inline_calls
 from op_sdk.compiler.config import CompilerConfig
 from op_sdk.compiler.dump import GraphDumper, check_dump_type
@@ -44,7 +44,7 @@ from op_sdk.compiler.report import CompileReport, remember
 # what each compile fused and why the rest did not, one INFO line per graph
 outcome_log = logging.getLogger("op_sdk")
 
-__all__ = ["get_npu_backend", "NpuBackend"]
+__all__ = ["get_npu_backend", "NpuBackend", "get_compiler", "NpuFxCompiler"]
 
 
 class NpuBackend:
@@ -80,6 +80,8 @@ class NpuBackend:
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]):
         cfg = self.config
         check_dump_type(cfg.debug.graph_dump.type.value)  # the config may have changed since
+        geared = gears.guard(gm, example_inputs,
+                             cfg.inference_config.dynamic_gears_merge_policy.value)
         report = CompileReport(index=len(self.reports), mode=cfg.mode.value)
         self.reports.append(report)
         remember(report)
@@ -120,6 +122,7 @@ class NpuBackend:
                 compiled = self._aot(gm, example_inputs, pipeline, report)
         finally:
             report.seconds = time.perf_counter() - start
+        compiled = gears.checked(compiled, geared)
         # one line per graph: what fused, and why the rest did not (composed only when
         # the line is logged)
         if not outcome_log.isEnabledFor(logging.INFO):
@@ -184,3 +187,65 @@ def get_npu_backend(compiler_config: CompilerConfig | None = None,
     ``compiler_config`` (default ``CompilerConfig()``); ``custom_decompositions`` are added
     to AOTAutograd's decompositions."""
     return NpuBackend(compiler_config, custom_decompositions)
+
+
+class NpuFxCompiler:
+    """TorchAir's ``get_compiler``: the compiler of one AOTAutograd graph (an ATen forward or
+    inference graph), for a backend the user assembles, e.g.
+    ``aot_module_simplified(gm, example_inputs, fw_compiler=op_sdk.get_compiler(cfg))``.
+
+    Each call runs op_sdk's pass pipeline on the graph and returns what runs it: Inductor
+    (``compile_fx_inner``, the passes as its post-grad custom passes) in mode
+    "max-autotune", else the graph as captured (CUDA graphs on CUDA inputs in
+    reduce-overhead), as :class:`NpuBackend` does after its own AOTAutograd step. A report
+    per call is in ``reports`` (and ``op_sdk.compiler.recent_reports()``)."""
+
+    def __init__(self, compiler_config: CompilerConfig | None = None):
+        self.backend = NpuBackend(compiler_config)
+
+    @property
+    def config(self) -> CompilerConfig:
+        return self.backend.config
+
+    @property
+    def reports(self) -> list[CompileReport]:
+        return self.backend.reports
+
+    def __repr__(self) -> str:
+        return f"NpuFxCompiler(mode={self.config.mode.value!r}, {len(self.reports)} compiles)"
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]):
+        backend, cfg = self.backend, self.config
+        check_dump_type(cfg.debug.graph_dump.type.value)
+        report = CompileReport(index=len(backend.reports), mode=cfg.mode.value)
+        backend.reports.append(report)
+        remember(report)
+        pipeline = PassPipeline(cfg, backend.patterns, GraphDumper(
+            cfg.debug.graph_dump.type.value, cfg.debug.graph_dump.path))
+        start = time.perf_counter()
+        try:
+            if cfg.executes_with_inductor:
+                from torch._inductor import config as inductor_config
+                from torch._inductor.compile_fx import compile_fx_inner
+
+                patches = pipeline.inductor_config_patches(report, "inductor")
+                record_key = record_store.key(gm, example_inputs, pipeline.uuid(), "inductor")
+                with inductor_config.patch(patches), inline_calls(False):
+                    compiled = compile_fx_inner(gm, example_inputs)
+                if report.graphs:
+                    record_store.save(record_key, report.graphs)
+                else:  # served by Inductor's cache: the passes did not run
+                    report.cache = "hit"
+                    report.graphs = record_store.load(record_key)
+                return compiled
+            with inline_calls(False):
+                return backend._compile_graph(pipeline, report, len(example_inputs), "forward",
+                                              gm, example_inputs)
+        finally:
+            report.seconds = time.perf_counter() - start
+
+
+def get_compiler(compiler_config: CompilerConfig | None = None) -> NpuFxCompiler:
+    """TorchAir's ``get_compiler``: the graph compiler :func:`get_npu_backend` uses, for a
+    backend of the user's own (see :class:`NpuFxCompiler`)."""
+    return NpuFxCompiler(compiler_config)

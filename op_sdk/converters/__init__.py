@@ -40,7 +40,7 @@ from op_sdk.converters.spec import GeIr
 
 __all__ = ["ge", "register_fx_node_ge_converter", "converter_for", "converters", "convert_fx",
            "register_with_torchair", "GeGraph", "Tensor", "OpDef", "Desc", "ConversionError",
-           "IrPrototype", "IrInput", "IrAttr", "register_prototype", "Spec", "UNCONVERTED", "GeIr"]
+           "IrPrototype", "IrInput", "IrAttr", "register_prototype", "TensorSpec", "UNCONVERTED", "GeIr"]
 
 # The type of the placeholder node that stands for an FX node with no converter in a
 # non-strict conversion (a graph dump): inputs and outputs as the node's, attribute
@@ -58,27 +58,58 @@ def converters() -> dict[Any, Callable]:
     return dict(_CONVERTERS)
 
 
-class Spec:
-    """What a converter's ``meta_outputs`` holds per output: dtype, shape, rank (the role
-    of TorchAir's TensorSpec, with the torch dtype)."""
+class TensorSpec:
+    """TorchAir's ``ge.TensorSpec``: what a converter's ``meta_outputs`` holds per output.
+    ``dtype`` is the ge.DataType code (None for a non-tensor), ``size`` the dims (raising
+    for a dynamic one, as TorchAir), ``rank``; ``meta`` is the FX node's value itself."""
 
-    def __init__(self, value):
-        self.meta = value
-        self.dtype = getattr(value, "dtype", None)
-        self.shape = list(getattr(value, "shape", ()))
+    __module__ = "op_sdk.ge"
+
+    def __init__(self, meta_output):
+        self.meta = meta_output
+        if isinstance(meta_output, torch.Tensor):
+            self._torch_dtype = meta_output.dtype
+            self._symsize = list(meta_output.size())
+        elif isinstance(meta_output, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            self._torch_dtype = {torch.SymInt: torch.int64, torch.SymFloat: torch.float32,
+                                 torch.SymBool: torch.bool}[type(meta_output)]
+            self._symsize = []
+        else:
+            self._torch_dtype, self._symsize = None, None
+        try:
+            self._size = None if self._symsize is None else [int(str(d)) for d in self._symsize]
+        except ValueError:  # a symbolic dim
+            self._size = None
+
+    @property
+    def dtype(self) -> int | None:
+        if self._torch_dtype is None:
+            return None
+        try:
+            return ir.ge_dtype(self._torch_dtype)
+        except ValueError:  # a torch dtype GE has no code of
+            return ir.GE_DTYPE["DT_UNDEFINED"]
+
+    @property
+    def size(self) -> list[int]:
+        if self._size is None:
+            raise AssertionError(f"Trying get size() from dynamic spec {self} is not allowed")
+        return self._size
 
     @property
     def rank(self) -> int:
-        return len(self.shape)
+        return len(self._symsize or ())
 
     def __repr__(self) -> str:
-        return f"Spec({self.dtype}, {self.shape})"
+        code = self.dtype
+        name = next((n for n, c in ir.GE_DTYPE.items() if c == code), "DT_UNDEFINED")
+        return f"TensorSpec(dtype={name}, size={self._symsize})"
 
 
 def _specs(value):
     if isinstance(value, (tuple, list)):
-        return [Spec(v) for v in value]
-    return Spec(value)
+        return [TensorSpec(v) for v in value]
+    return TensorSpec(value)
 
 
 def _flat_tensors(value) -> list:
@@ -180,11 +211,14 @@ class _Streams:
         self.last[stream] = ops[-1]
 
 
-def convert_fx(gm: torch.fx.GraphModule, name: str = "graph", *, strict: bool = True) -> GeGraph:
+def convert_fx(gm: torch.fx.GraphModule, name: str = "graph", *, strict: bool = True,
+               constants: dict[int, tuple[str, torch.Tensor]] | None = None) -> GeGraph:
     """The FX graph ``gm`` (nodes with ``meta["val"]``, as Dynamo / AOTAutograd make them)
     as a GE graph. ``strict``: a node with no converter raises :class:`ConversionError`
     naming it; otherwise it becomes an :data:`UNCONVERTED` placeholder node and is listed
-    in ``graph.notes``."""
+    in ``graph.notes``. ``constants`` {placeholder position: (name, tensor)}: those inputs
+    (a model's weights) are written as Const nodes of that name holding the tensor's bytes;
+    the other placeholders are the graph's Data inputs, indexed in order."""
     load_slices()
     env: dict[torch.fx.Node, Any] = {}
     missing: dict[str, int] = {}
@@ -199,15 +233,21 @@ def convert_fx(gm: torch.fx.GraphModule, name: str = "graph", *, strict: bool = 
         return a
 
     streams = _Streams()
+    constants = constants or {}
     with GeGraph(name) as g:
-        index = 0
+        index = position = 0
         for node in gm.graph.nodes:
             if node.op == "call_function" and str(node.target) in _AIR:
                 env[node] = streams.handle(str(node.target), value(list(node.args)))
                 continue
             first_op = len(g.ops)
             val = node.meta.get("val")
-            if node.op == "placeholder":
+            if node.op == "placeholder" and position in constants:
+                weight, tensor = constants[position]
+                position += 1
+                env[node] = g.const(tensor.dtype, tensor.shape, weight, tensor.detach().cpu())
+            elif node.op == "placeholder":
+                position += 1
                 dtype = val.dtype if isinstance(val, torch.Tensor) else torch.int64
                 shape = val.shape if isinstance(val, torch.Tensor) else ()
                 env[node] = g.data(index, dtype, shape, name=node.name)

@@ -5,7 +5,7 @@ and raises in a strict conversion."""
 
 import torch
 
-from op_sdk.converters import ge, register_fx_node_ge_converter
+from op_sdk.converters import ge, ir, register_fx_node_ge_converter
 from op_sdk.converters._util import ge_type
 from op_sdk.converters.graph import ConversionError, Tensor
 
@@ -18,7 +18,8 @@ def _operand(x, like: Tensor, meta) -> Tensor:
         return x
     if not isinstance(x, (int, float, bool)):
         raise ConversionError(f"GE conversion: operand {x!r} is neither a tensor nor a number")
-    dtype = getattr(meta, "dtype", None) or torch.float32
+    code = getattr(meta, "dtype", None)  # meta_outputs: a TensorSpec (ge::DataType code)
+    dtype = torch.float32 if code is None else ir.torch_dtype(code)
     if dtype in (torch.float32, torch.int32, torch.int64, torch.float64):
         return ge.Const(x, dtype=dtype)
     return ge.Cast(ge.Const(float(x), dtype=torch.float32), dst_type=ge_type(dtype))

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from op_sdk.converters import ir
+from op_sdk.converters.attr import _Attr
 
 __all__ = ["GeGraph", "Tensor", "OpDef", "Desc", "ge", "ConversionError", "current_graph"]
 
@@ -71,6 +72,12 @@ class Tensor:
     @property
     def tensor(self) -> str:
         return f"{self.op.name}:{self.index}"
+
+    @property
+    def controller(self) -> str:
+        """The control-edge input that orders an operator after this tensor's (TorchAir's
+        ``Tensor.controller``: ``"<operator>:-1"``)."""
+        return f"{self.op.name}:-1"
 
     @property
     def dtype(self) -> int:
@@ -166,12 +173,21 @@ class GeGraph:
         return Tensor(self.add(op))
 
     def const(self, dtype: torch.dtype | None, shape, name: str | None = None,
-              value: Sequence | None = None) -> Tensor:
-        """A Const node. ``value`` (a short list) is written; a graph constant such as a
-        frozen weight is written with its descriptor only (attr ``_op_sdk_value_omitted``)."""
-        desc = Desc("y", ir.proto_dtype(dtype), _shape(shape))
+              value: Sequence | torch.Tensor | None = None) -> Tensor:
+        """A Const node. ``value`` (a short list, or a CPU tensor, written as its bytes) is
+        written; a graph constant such as a frozen weight is written with its descriptor only
+        (attr ``_op_sdk_value_omitted``)."""
+        # unnamed, as TorchAir writes a Const's value / output descriptor
+        desc = Desc("", ir.proto_dtype(dtype), _shape(shape))
         attrs: dict[str, tuple[str, Any]] = {}
-        if value is not None:
+        if isinstance(value, torch.Tensor):
+            from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+            with unset_fake_temporarily():
+                flat = value.detach().contiguous().reshape(-1)
+                data = bytes(flat.view(torch.uint8).numpy()) if flat.numel() else b""
+            attrs["value"] = ("Tensor", (desc, data))
+        elif value is not None:
             attrs["value"] = ("Tensor", (desc, list(value)))
         else:
             attrs["value"] = ("Tensor", (desc, None))
@@ -275,7 +291,7 @@ def bind(proto: ir.IrPrototype, args: tuple, kwargs: dict,
                 raise ConversionError(f"GE conversion: {proto.type}: input '{k}' given twice")
             inputs[k] = v
         elif k in attr_names:
-            attrs[k] = v
+            attrs[k] = v.value if isinstance(v, _Attr) else v  # TorchAir's ge.attr values too
         else:
             raise ConversionError(
                 f"GE conversion: {proto.type} has no input or attribute '{k}' (inputs: "
@@ -303,16 +319,32 @@ def bind(proto: ir.IrPrototype, args: tuple, kwargs: dict,
     return inputs, attrs
 
 
-def build(op_type: str, *args, node_name: str | None = None, **kwargs):
+def controls(op_type: str, dependencies) -> list[str]:
+    """The control-edge inputs of ``dependencies`` (TorchAir's: None or a list of tensors)."""
+    if dependencies is None:
+        return []
+    if not isinstance(dependencies, (list, tuple)):
+        raise AssertionError(f"Invalid dependencies type:{type(dependencies).__name__} vs expect "
+                             f"one of [None, list] for op '{op_type}'.")
+    for d in dependencies:
+        if not isinstance(d, Tensor):
+            raise AssertionError(f"input '{d}' need to be Tensor, please check your input "
+                                 f"(a dependency of op '{op_type}')")
+    return [d.controller for d in dependencies]
+
+
+def build(op_type: str, *args, node_name: str | None = None, dependencies=None, **kwargs):
     """Add one Ascend IR operator to the current graph; returns its output Tensor, or a
-    tuple of them for a multi-output prototype."""
+    tuple of them for a multi-output prototype. ``dependencies`` (tensors) become control
+    edges ahead of the data inputs, as TorchAir's generated operator functions write them."""
     external = external_builder()
     if external is not None:  # converting inside TorchAir: its builder writes the graph
-        return external.build(op_type, args, kwargs, node_name)
+        return external.build(op_type, args, kwargs, node_name, dependencies)
     proto = ir.prototype(op_type)
+    edges = controls(op_type, dependencies)
     inputs, attrs = bind(proto, args, kwargs)
     graph = current_graph()
-    op = OpDef(graph.unique_name(node_name or op_type), op_type)
+    op = OpDef(graph.unique_name(node_name or op_type), op_type, inputs=edges)
     for spec in proto.inputs:
         v = inputs.get(spec.name)
         if v is None:
@@ -328,6 +360,77 @@ def build(op_type: str, *args, node_name: str | None = None, **kwargs):
     graph.add(op)
     outs = tuple(Tensor(op, i) for i in range(len(proto.outputs)))
     return outs[0] if len(outs) == 1 else outs
+
+
+def custom(op_type: str, inputs: dict | None, outputs: list | None, attrs: dict | None,
+           node_name: str | None = None, dependencies=None):
+    """TorchAir's ``ge.custom_op(op_type, inputs={...}, outputs=[...], attrs={...})``: an
+    operator of any type, written as given (no prototype): each input by its name (a list is
+    a dynamic input, ``name0``, ``name1``, ...; None an unfed optional input), each attribute
+    a ``ge.attr`` value, each output a name or ``(name, count)``. Returns None (no outputs),
+    the one output's tensor (a list for a dynamic output), or a tuple of them."""
+    external = external_builder()
+    if external is not None:
+        return external.custom(op_type, inputs, outputs, attrs, node_name, dependencies)
+    graph = current_graph()
+    op = OpDef(graph.unique_name(node_name or op_type), op_type)
+    if inputs is not None:
+        if not isinstance(inputs, dict):
+            raise AssertionError(f"Invalid input type:{type(inputs).__name__} vs expect one of "
+                                 f"[None, dict] for custom op '{op_type}'.")
+        for name, value in inputs.items():
+            if value is None:
+                op.inputs.append("")
+                op.input_desc.append(Desc(name, attrs={"_is_unfed_optional": ("Int", 1)}))
+                continue
+            if isinstance(value, Tensor):
+                value, names = [value], [name]
+            elif isinstance(value, (list, tuple)):
+                names = [f"{name}{i}" for i in range(len(value))]
+            else:
+                raise AssertionError(f"Invalid input '{name}' type:{type(value).__name__} vs "
+                                     f"expect one of [None, ge.Tensor, list[ge.Tensor]] for "
+                                     f"custom op '{op_type}'.")
+            for i, (t, n) in enumerate(zip(value, names)):
+                if not isinstance(t, Tensor):
+                    raise AssertionError(f"Invalid input '{name}'[{i}] type:{type(t).__name__} "
+                                         f"vs expect 'ge.Tensor' for custom op '{op_type}'.")
+                op.inputs.append(t.tensor)
+                op.input_desc.append(dataclasses.replace(t.desc, name=n, attrs={}))
+    op.inputs += controls(op_type, dependencies)
+    for k, v in (attrs or {}).items():
+        if not isinstance(v, _Attr) or v.value is None:
+            from op_sdk.converters import attr as ge_attr
+
+            allowed = ", ".join(f"ge.attr.{n}" for n in sorted(ge_attr.__all__))
+            raise AssertionError(f"Invalid attr '{k}' type:{type(v).__name__}"
+                                 f"{' without a value' if isinstance(v, _Attr) else ''} vs "
+                                 f"expect one of [{allowed}] for custom op '{op_type}'.")
+        op.attrs[k] = (v.ir_type, v.value)
+    graph.add(op)
+    if outputs is None or len(outputs) == 0:
+        if outputs is not None and not isinstance(outputs, (list, tuple)):
+            raise AssertionError(f"Invalid output type:{type(outputs).__name__} vs expect one "
+                                 f"of [list, tuple] for custom op '{op_type}'.")
+        return None
+    if not isinstance(outputs, (list, tuple)):
+        raise AssertionError(f"Invalid output type:{type(outputs).__name__} vs expect one of "
+                             f"[list, tuple] for custom op '{op_type}'.")
+    result: list = []
+    for out in outputs:
+        if isinstance(out, str):
+            op.output_desc.append(Desc(out))
+            result.append(Tensor(op, len(op.output_desc) - 1))
+            continue
+        if not (isinstance(out, (tuple, list)) and len(out) == 2 and isinstance(out[0], str)
+                and isinstance(out[1], int) and not isinstance(out[1], bool)):
+            raise AssertionError(f"Invalid output {out!r} vs expect one of [str, tuple[str, int]] "
+                                 f"for custom op '{op_type}'.")
+        result.append([])
+        for i in range(out[1]):
+            op.output_desc.append(Desc(f"{out[0]}{i}"))
+            result[-1].append(Tensor(op, len(op.output_desc) - 1))
+    return tuple(result) if len(result) > 1 else result[0]
 
 
 class _Ge:
@@ -354,20 +457,112 @@ class _Ge:
         return op
 
     @staticmethod
-    def custom_op(op_type: str, *args, node_name: str | None = None, **kwargs):
-        return build(op_type, *args, node_name=node_name, **kwargs)
+    def custom_op(op_type: str, *args, inputs: dict | None = None, outputs: list | None = None,
+                  attrs: dict | None = None, node_name: str | None = None, **kwargs):
+        """TorchAir's two forms: ``custom_op(type, inputs={...}, outputs=[...], attrs={...})``
+        writes the operator as given (:func:`custom`); ``custom_op(type, *args)`` binds the
+        arguments to the type's registered prototype, inputs first, then its attributes in
+        prototype order (op_sdk also takes attributes as keywords)."""
+        if inputs is not None or outputs is not None or attrs is not None:
+            if args or kwargs:
+                raise ConversionError(
+                    f"ge.custom_op({op_type!r}): give the operator's inputs either by its "
+                    f"prototype (positional arguments) or as inputs= / outputs= / attrs=, "
+                    f"not both")
+            return custom(op_type, inputs, outputs, attrs, node_name)
+        try:
+            proto = ir.prototype(op_type)
+        except KeyError:
+            raise ConversionError(
+                f"ge.custom_op({op_type!r}): no Ascend IR prototype of that type is registered "
+                f"(register one with op_sdk.converters.register_prototype, or write the call "
+                f"as custom_op(type, inputs=..., outputs=..., attrs=...))") from None
+        n = len(proto.inputs)
+        if len(args) > n + len(proto.attrs):
+            raise IndexError(f"ge.custom_op({op_type!r}): the prototype has {n} inputs and "
+                             f"{len(proto.attrs)} attributes, got {len(args)} arguments")
+        for a, v in zip(proto.attrs, args[n:]):
+            if a.name in kwargs:
+                raise ConversionError(f"ge.custom_op({op_type!r}): attribute '{a.name}' given "
+                                      f"twice")
+            kwargs[a.name] = v
+        return build(op_type, *args[:n], node_name=node_name, **kwargs)
 
     @staticmethod
-    def Const(value, dtype: torch.dtype | None = None, node_name: str | None = None) -> Tensor:
-        """A small constant (a scalar or a list of numbers)."""
+    def Const(v: Any, dtype: int | torch.dtype | None = None, node_name: str | None = None,
+              readable: bool = True) -> Tensor:
+        """TorchAir's ``ge.Const``: a constant of ``v`` (a number, a nested list, a torch
+        tensor), of ``dtype`` (a ``ge.DataType`` code; op_sdk also takes a torch dtype), else
+        of v's dtype (a number or list: bool, int64 or float32, as TorchAir infers it);
+        ``readable`` adds its ``_readable_value`` attribute (the value as Python prints it)."""
+        if isinstance(v, Tensor):
+            raise ValueError("Input v should not be a Tensor object for creating a Const node.")
         external = external_builder()
         if external is not None:
-            return external.const(value, dtype, node_name)
-        values = list(value) if isinstance(value, (list, tuple)) else [value]
-        if dtype is None:
-            dtype = torch.float32 if any(isinstance(v, float) for v in values) else torch.int64
-        shape = [len(values)] if isinstance(value, (list, tuple)) else []
-        return current_graph().const(dtype, shape, node_name, values)
+            return external.const(v, dtype, node_name, readable)
+        graph = current_graph()
+        if isinstance(dtype, str) and dtype in ir.PROTO_DTYPE and not _has_torch_dtype(dtype):
+            # op_sdk's converters: an empty constant of a GE type torch has no dtype of (an
+            # output switched off)
+            if v != []:
+                raise ValueError(f"ge.Const: a {dtype} constant can only be empty here (no "
+                                 f"torch dtype holds its values), got {v!r}")
+            out = graph.const(dtype, [0], node_name, [])
+        else:
+            value = const_value(v, ir.torch_dtype(ir.GE_DTYPE[dtype]) if isinstance(dtype, str)
+                                else dtype)
+            out = graph.const(value.dtype, value.shape, node_name, value)
+        if readable:
+            out.op.attrs["_readable_value"] = ("String", repr(v))
+        return out
+
+    @staticmethod
+    def Cast(x: Tensor, *, dst_type: int, dependencies=None, node_name: str | None = None) -> Tensor:
+        """TorchAir's ``ge.Cast``: ``x`` as the ``ge.DataType`` ``dst_type``."""
+        return build("Cast", x, dst_type=dst_type, dependencies=dependencies,
+                     node_name=node_name)
+
+    @staticmethod
+    def Clone(x: Tensor, *, dependencies=None, node_name: str | None = None) -> Tensor:
+        """TorchAir's ``ge.Clone``: a copy of ``x`` (GE's TensorMove)."""
+        for t in [x, *(dependencies or [])]:
+            if not isinstance(t, Tensor):
+                raise AssertionError(f"input '{t}' need to be Tensor, please check your input")
+        return build("TensorMove", x, dependencies=dependencies, node_name=node_name)
+
+
+def _has_torch_dtype(name: str) -> bool:
+    try:
+        ir.torch_dtype(ir.GE_DTYPE[name])
+        return True
+    except (KeyError, ValueError):
+        return False
+
+
+def const_value(v: Any, dtype: int | torch.dtype | None) -> torch.Tensor:
+    """The CPU tensor a Const holds: ``v`` as ``dtype`` (a ge.DataType code or a torch dtype;
+    None: v's own, a Python float as float32)."""
+    if isinstance(dtype, int) and not isinstance(dtype, bool):
+        dtype = ir.torch_dtype(dtype)
+    elif dtype is not None and not isinstance(dtype, torch.dtype):
+        raise TypeError(f"ge.Const: dtype must be a ge.DataType code (or a torch dtype), got "
+                        f"{dtype!r}")
+    from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
+
+    if isinstance(v, FakeTensor):
+        raise ValueError("ge.Const: a fake tensor has no values to write")
+    with unset_fake_temporarily():  # a conversion inside a compile: real tensors
+        if isinstance(v, torch.Tensor):
+            value = v.detach().to("cpu")
+        else:
+            try:
+                value = torch.tensor(v)
+            except (TypeError, ValueError, RuntimeError) as exc:
+                raise ValueError(f"ge.Const: {v!r} is not a number or a (nested) list of "
+                                 f"numbers: {exc}") from None
+            if value.dtype == torch.float64 and dtype is None:  # TorchAir: numpy's float, float32
+                value = value.to(torch.float32)
+        return value if dtype is None else value.to(dtype)
 
 
 ge = _Ge()

@@ -35,7 +35,8 @@ import torch
 from op_sdk.converters.registry import load_slices
 
 __all__ = ["IrInput", "IrAttr", "IrPrototype", "REQUIRED", "PROTOTYPES", "CANN_VERSION",
-           "prototype", "prototypes", "declare", "register_prototype", "ge_dtype", "proto_dtype", "GE_DTYPE",
+           "prototype", "prototypes", "declare", "register_prototype", "ge_dtype", "torch_dtype",
+           "proto_dtype", "GE_DTYPE",
            "PROTO_DTYPE"]
 
 CANN_VERSION = "8.5"
@@ -57,6 +58,10 @@ GE_DTYPE = {
     "DT_UNDEFINED": 28, "DT_INT4": 29, "DT_COMPLEX32": 33, "DT_HIFLOAT8": 34,
     "DT_FLOAT8_E5M2": 35, "DT_FLOAT8_E4M3FN": 36, "DT_FLOAT8_E8M0": 37, "DT_FLOAT4_E2M1": 40,
     "DT_FLOAT4_E1M2": 41,
+    # the rest of ge::DataType (TorchAir's ge.DataType): no torch dtype holds them
+    "DT_DUAL_SUB_INT8": 14, "DT_DUAL_SUB_UINT8": 15, "DT_RESOURCE": 23, "DT_STRING_REF": 24,
+    "DT_DUAL": 25, "DT_VARIANT": 26, "DT_UINT1": 30, "DT_INT2": 31, "DT_UINT2": 32,
+    "DT_FLOAT6_E3M2": 38, "DT_FLOAT6_E2M3": 39, "DT_MAX": 42,
 }
 # the ge_ir.proto DataType enum (what a TensorDescriptor's dtype field carries): other
 # numbers, the same names
@@ -91,6 +96,16 @@ def dtype_name(dtype: torch.dtype | str | None) -> str:
         return _TORCH_TO_GE[dtype]
     except KeyError:
         raise ValueError(f"GE conversion: torch dtype {dtype} has no GE data type") from None
+
+
+def torch_dtype(code: int) -> torch.dtype:
+    """The torch dtype of a ge::DataType code (ValueError for a code no torch dtype holds)."""
+    names = [n for n, c in GE_DTYPE.items() if c == code]
+    for dtype, name in _TORCH_TO_GE.items():
+        if names and name == names[0]:
+            return dtype
+    what = names[0] if names else "no ge.DataType"
+    raise ValueError(f"GE conversion: ge.DataType code {code} ({what}) has no torch dtype")
 
 
 def ge_dtype(dtype: torch.dtype) -> int:

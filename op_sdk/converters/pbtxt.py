@@ -11,8 +11,11 @@ __all__ = ["model", "quote"]
 
 _PACK = {"DT_INT64": "q", "DT_INT32": "i", "DT_FLOAT": "f", "DT_INT8": "b", "DT_UINT8": "B",
          "DT_BOOL": "?", "DT_DOUBLE": "d"}
-_LIST_VAL_TYPE = {"ListString": ("s", "VT_LIST_STRING"), "ListInt": ("i", "VT_LIST_INT"),
-                  "ListFloat": ("f", "VT_LIST_FLOAT"), "ListBool": ("b", "VT_LIST_BOOL")}
+# a string list is written without its val_type, as TorchAir writes it (its generated IR
+# wrappers and ge.attr.ListStr leave it VT_LIST_NONE)
+_LIST_VAL_TYPE = {"ListString": ("s", None), "ListInt": ("i", "VT_LIST_INT"),
+                  "ListFloat": ("f", "VT_LIST_FLOAT"), "ListBool": ("b", "VT_LIST_BOOL"),
+                  "ListDataType": ("dt", "VT_LIST_DATA_TYPE")}
 
 
 def quote(data: str | bytes) -> str:
@@ -87,8 +90,19 @@ def _attr(w: _Writer, key: str, typ: str, value) -> None:
         w.field("f", _float(value))
     elif typ == "Bool":
         w.field("b", "true" if value else "false")
+    elif typ == "DataType":
+        w.field("dt", str(int(value)))
     elif typ == "String":
         w.field("s", quote(value))
+    elif typ in ("ListListInt", "ListListFloat"):
+        kind = "i" if typ == "ListListInt" else "f"
+        w.open(f"list_list_{'int' if kind == 'i' else 'float'}")
+        for row in value:
+            w.open(f"list_list_{kind}")
+            for v in row:
+                w.field(f"list_{kind}", str(int(v)) if kind == "i" else _float(v))
+            w.close()
+        w.close()
     elif typ in _LIST_VAL_TYPE:
         short, val_type = _LIST_VAL_TYPE[typ]
         w.open("list")
@@ -101,13 +115,16 @@ def _attr(w: _Writer, key: str, typ: str, value) -> None:
                 w.field(short, "true" if v else "false")
             else:
                 w.field(short, str(int(v)))
-        w.field("val_type", val_type)
+        if val_type is not None:
+            w.field("val_type", val_type)
         w.close()
     elif typ == "Tensor":
         desc, data = value
         w.open("t")
         _desc(w, "desc", desc)
-        if data is not None:
+        if isinstance(data, bytes):  # a tensor's bytes, any dtype
+            w.field("data", quote(data))
+        elif data is not None:
             fmt = _PACK.get(desc.dtype)
             if fmt is None and len(data) > 0:
                 raise ValueError(f"GE IR text: cannot write a {desc.dtype} constant")

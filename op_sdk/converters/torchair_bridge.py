@@ -96,6 +96,10 @@ class _TaTensor(Tensor):
         return self.ta.dtype
 
     @property
+    def controller(self) -> str:
+        return self.ta.controller
+
+    @property
     def rank(self) -> int:
         return self.ta.rank
 
@@ -136,7 +140,9 @@ def _attr(a: ir.IrAttr, value):
 
     cls = {"Int": attr.Int, "Type": attr.Int, "Float": attr.Float, "Bool": attr.Bool,
            "String": attr.Str, "ListInt": attr.ListInt, "ListFloat": attr.ListFloat,
-           "ListBool": attr.ListBool, "ListString": attr.ListStr}[a.type]
+           "ListBool": attr.ListBool, "ListString": attr.ListStr, "DataType": attr.DataType,
+           "ListDataType": attr.ListDataType, "ListListInt": attr.ListListInt,
+           "ListListFloat": attr.ListListFloat}[a.type]
     return cls if value is ir.REQUIRED else cls(value)
 
 
@@ -157,7 +163,7 @@ def ir_def(proto: ir.IrPrototype):
     return d
 
 
-def build(op_type: str, args: tuple, kwargs: dict, node_name: str | None):
+def build(op_type: str, args: tuple, kwargs: dict, node_name: str | None, dependencies=None):
     from torchair._ge_concrete_graph.compat_ir import ge_op
 
     proto = ir.prototype(op_type)
@@ -166,17 +172,33 @@ def build(op_type: str, args: tuple, kwargs: dict, node_name: str | None):
                 inputs={i.name: _unwrap(inputs.get(i.name)) for i in proto.inputs},
                 outputs=list(proto.outputs),
                 attrs={a.name: _attr(a, attrs[a.name]) for a in proto.attrs if a.name in attrs},
-                node_name=node_name, ir=ir_def(proto))
+                node_name=node_name, ir=ir_def(proto),
+                dependencies=_unwrap(list(dependencies)) if dependencies else None)
     return _wrap(tuple(out) if isinstance(out, list) else out)
 
 
-def const(value, dtype: torch.dtype | str | None, node_name: str | None):
+def custom(op_type: str, inputs, outputs, attrs, node_name: str | None, dependencies=None):
+    """``ge.custom_op(type, inputs=, outputs=, attrs=)`` through TorchAir's own."""
+    from torchair._ge_concrete_graph.compat_ir import _custom_op
+    from torchair.ge import attr as ta_attr
+
+    ta_attrs = None
+    if attrs is not None:
+        ta_attrs = {k: getattr(ta_attr, v.cls)(v.value) if hasattr(v, "cls") else v
+                    for k, v in attrs.items()}
+    ta_inputs = inputs if not isinstance(inputs, dict) else {k: _unwrap(v) for k, v in inputs.items()}
+    return _wrap(_custom_op(op_type, inputs=ta_inputs, outputs=outputs, attrs=ta_attrs,
+                            node_name=node_name,
+                            dependencies=_unwrap(list(dependencies)) if dependencies else None))
+
+
+def const(value, dtype: int | torch.dtype | None, node_name: str | None, readable: bool = True):
     from torchair.ge import Const
 
-    code = None
-    if dtype is not None:
+    code = dtype
+    if isinstance(dtype, torch.dtype):
         code = ir.GE_DTYPE[ir.dtype_name(dtype)]
-    return _TaTensor(Const(value, dtype=code, node_name=node_name))
+    return _TaTensor(Const(value, dtype=code, node_name=node_name, readable=readable))
 
 
 class _Builder:
@@ -184,6 +206,7 @@ class _Builder:
 
     build = staticmethod(build)
     const = staticmethod(const)
+    custom = staticmethod(custom)
 
 
 _BUILDER = _Builder()

@@ -32,7 +32,6 @@ from torchair._ge_concrete_graph.ge_converter.custom import quantmatmul  # noqa:
 from torchair._ge_concrete_graph.ge_ir_pb2 import DataType as ProtoDataType  # noqa: E402
 from torchair.ge._ge_graph import GeGraph as TaGraph  # noqa: E402
 from torchair.ge._ge_graph import Data as TaData  # noqa: E402
-from torchair.ge._ge_graph import TensorSpec  # noqa: E402
 
 import op_sdk  # noqa: E402,F401
 from op_sdk.converters import ConversionError, convert_fx, converter_for, ir  # noqa: E402
@@ -190,9 +189,9 @@ def _torchair_ops(gm: torch.fx.GraphModule) -> list:
                 return type(a)(value(x) for x in a)
             return a
 
-        val = node.meta["val"]
-        meta = [TensorSpec(v) for v in val] if isinstance(val, (list, tuple)) else TensorSpec(val)
-        _get_converter(node.target)(*value(list(node.args)), meta_outputs=meta,
+        # the FX value itself: TorchAir's registered converter wraps it in TensorSpecs
+        # (fx2ge_converter.get_meta_outputs), as its graph builder calls it
+        _get_converter(node.target)(*value(list(node.args)), meta_outputs=node.meta["val"],
                                     **value(dict(node.kwargs)))
     return [op for op in graph._proto.op if op.type != "Data"]
 

@@ -1,0 +1,122 @@
+"""TorchAir's ``dynamo_export`` and ``patch_for_hcom``, off the NPU.
+
+``dynamo_export(*args, model=m, export_path="export_file", export_name="export",
+dynamic=False, config=None, **kwargs)`` traces ``m`` on the sample inputs as one graph
+(``fullgraph=True``), runs op_sdk's pass pipeline on it (the fusions the config enables) and
+writes the result, converted by the GE converters, as ``{export_path}/dynamo.pbtxt``: the GE
+graph as protobuf text (``ge.proto.ModelDef``), what TorchAir writes beside its ``.air``. The
+model's parameters and buffers are Const nodes named after them, holding their values; the
+sample inputs are the Data nodes. ``{export_name}.air`` (GE's serialized model, ATC's
+input) is written by CANN's graph engine, which op_sdk does not have: it is not written,
+and a warning says so. As TorchAir, a symbolic link for the directory or the ``.air`` path
+is refused with an error logged and nothing written, the directory is made if missing, and
+nothing is returned.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+
+import torch
+
+from op_sdk.compiler.backend import NpuBackend
+from op_sdk.compiler.config import CompilerConfig
+
+__all__ = ["dynamo_export", "patch_for_hcom"]
+
+log = logging.getLogger("op_sdk")
+
+
+def _is_symlink(path: str) -> bool:
+    full = os.path.abspath(path)
+    if os.path.islink(full):
+        log.error("Target file path %s should not be an symbolic link.", full)
+        return True
+    return False
+
+
+class _Exporter(NpuBackend):
+    """The backend with the graph kept: AOTAutograd and the pass pipeline, whatever the
+    mode (the exported graph is the one the passes leave), then the graph runs as
+    captured."""
+
+    def __init__(self, config: CompilerConfig):
+        super().__init__(config)
+        self.graphs: list[tuple[torch.fx.GraphModule, int]] = []  # (graph, lifted weights)
+        self.inputs: list = []
+
+    def __call__(self, gm, example_inputs):
+        from op_sdk.compiler.dump import GraphDumper
+        from op_sdk.compiler.pipeline import PassPipeline
+        from op_sdk.compiler.report import CompileReport, remember
+
+        cfg = self.config
+        report = CompileReport(index=len(self.reports), mode=cfg.mode.value)
+        self.reports.append(report)
+        remember(report)
+        self.inputs = list(example_inputs)
+        self._lifted = sum(1 for _ in gm.parameters()) + sum(1 for _ in gm.buffers())
+        pipeline = PassPipeline(cfg, self.patterns, GraphDumper(
+            cfg.debug.graph_dump.type.value, cfg.debug.graph_dump.path))
+        return self._aot(gm, example_inputs, pipeline, report)
+
+    def _compile_graph(self, pipeline, report, num_dynamo_inputs, kind, gm, example_inputs):
+        compiled = super()._compile_graph(pipeline, report, num_dynamo_inputs, kind, gm,
+                                          example_inputs)
+        self.graphs.append((gm, self._lifted))
+        return compiled
+
+
+def dynamo_export(*args, model: torch.nn.Module, export_path: str = "export_file",
+                  export_name: str = "export", dynamic: bool = False,
+                  config: CompilerConfig | None = None, **kwargs) -> None:
+    """TorchAir's ``dynamo_export`` (see the module's documentation): writes
+    ``{export_path}/dynamo.pbtxt``."""
+    from op_sdk.converters import convert_fx
+
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"op_sdk.dynamo_export: model must be a torch.nn.Module, got "
+                        f"{type(model).__name__}")
+    export_name = os.path.split(export_name)[-1]
+    if _is_symlink(export_path):
+        return
+    air = os.path.join(export_path, export_name) + ".air"
+    if _is_symlink(air):
+        return
+    config = CompilerConfig() if config is None else config
+    log.info("dynamo_export: export_path: %s, export_name: %s, dynamic: %s", export_path,
+             export_name, dynamic)
+    weights = {id(t): n for n, t in model.named_buffers()}
+    weights.update({id(t): n for n, t in model.named_parameters()})
+    exporter = _Exporter(config)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=exporter, fullgraph=True, dynamic=dynamic)
+    with torch.no_grad():
+        compiled(*args, **kwargs)
+    torch._dynamo.reset()
+    if not exporter.graphs:
+        raise RuntimeError("op_sdk.dynamo_export: the model produced no graph to export")
+    gm, lifted = exporter.graphs[-1]
+    constants = {}
+    for i, t in enumerate(exporter.inputs):  # Dynamo's inputs follow the lifted weights
+        if isinstance(t, torch.Tensor) and id(t) in weights:
+            constants[lifted + i] = (weights[id(t)], t)
+    graph = convert_fx(gm, export_name, strict=False, constants=constants)
+    os.makedirs(export_path, exist_ok=True)
+    with open(os.path.join(export_path, "dynamo.pbtxt"), "w") as f:
+        f.write(graph.model_pbtxt(export_name))
+    warnings.warn(f"op_sdk.dynamo_export: wrote {os.path.join(export_path, 'dynamo.pbtxt')} (the "
+                  f"GE graph as protobuf text); {air} is not written: GE's serialized model is "
+                  f"made by CANN's graph engine, which this machine does not have",
+                  stacklevel=2)
+
+
+def patch_for_hcom() -> None:
+    """TorchAir's ``patch_for_hcom``: with torch >= 2.3.1 TorchAir itself says it is not
+    needed (Dynamo traces torch.distributed's collectives as functional collectives), and
+    off the NPU there are no HCCL collectives to patch in: it warns so and changes nothing."""
+    log.warning("For versions 2.3.1 and above of PyTorch, there is no need to call "
+                "patch_for_hcom anymore (op_sdk: torch.distributed's collectives are traced "
+                "as they are; nothing is patched).")
