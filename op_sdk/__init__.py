@@ -23,7 +23,7 @@ __all__ = ["include_dirs", "AclnnBinding", "BindingError", "Benchmark", "OpDef",
            "W8A8GatedMLP", "use_internal_format_weight", "npu_format_cast_via_cpu",
            "export_onnx", "Composite", "Spelling", "register_fusion", "cpu_output_pool",
            "import_slices", "get_compiler", "dynamo_export", "register_fx_node_ge_converter",
-           "patch_for_hcom", "ge", "inference", "npugraph_ex"]
+           "patch_for_hcom", "ge", "inference", "npugraph_ex", "llm_datadist"]
 
 # The compiler API is imported on first use: `import op_sdk` stays free of torch._dynamo /
 # torch._inductor and registers no fusion pattern.
@@ -37,6 +37,7 @@ _LAZY = {
     "ge": "op_sdk.ge",
     "inference": "op_sdk.inference",
     "npugraph_ex": "op_sdk.npugraph_ex",
+    "llm_datadist": "op_sdk.llm_datadist",
     "register_replacement": "op_sdk.patterns.registry",
     "register_fusion": "op_sdk.patterns.derive",
     "PatternRegistry": "op_sdk.patterns.registry",

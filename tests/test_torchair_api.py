@@ -31,6 +31,7 @@ PUBLIC = {
     "op_sdk.ge.attr": ["Bool", "DataType", "Float", "Int", "ListBool", "ListDataType",
                        "ListFloat", "ListInt", "ListListFloat", "ListListInt", "ListStr", "Str"],
     "op_sdk.inference": ["set_dim_gears"],
+    "op_sdk.llm_datadist": ["create_npu_tensors"],
     "op_sdk.ops": ["npu_print", "record", "wait"],
     "op_sdk.scope": ["npu_wait_tensor", "npu_stream_switch", "super_kernel", "limit_core_num",
                      "op_never_timeout", "data_dump"],
@@ -40,7 +41,6 @@ PUBLIC = {
 # the rest of TorchAir's list: not provided yet (docs/torchair.md, "Not provided")
 NOT_PROVIDED = {
     "op_sdk.inference": ["cache_compile", "readable_cache"],
-    "op_sdk.llm_datadist": ["create_npu_tensors"],
     "op_sdk.ops": ["npu_create_tagged_event", "npu_tagged_event_record", "npu_tagged_event_wait",
                    "npu_record_tagged_stream", "npu_fused_infer_attention_score",
                    "npu_fused_infer_attention_score_v2"],
@@ -530,3 +530,15 @@ def test_npugraph_ex_package_names():
     torch._dynamo.reset()
     assert npugraph_ex.scope.limit_core_num and npugraph_ex.ops.record
     assert npugraph_ex.logger.name == "op_sdk"
+
+
+def test_create_npu_tensors_checks_then_says_there_is_no_npu_memory():
+    create = torchair.llm_datadist.create_npu_tensors
+    with pytest.raises(TypeError, match="shape only support"):
+        create(4, torch.float16, [0])
+    with pytest.raises(TypeError, match="addresses inner type only support"):
+        create([4], torch.float16, [1.5])
+    with pytest.raises(ValueError, match="unsupported dtype: torch.float8_e4m3fn"):
+        create([4], torch.float8_e4m3fn, [0])
+    with pytest.raises(RuntimeError, match="this machine has no NPU"):
+        create([2, 4], torch.float16, [4096, 8192])
