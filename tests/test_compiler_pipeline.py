@@ -151,7 +151,17 @@ def test_remove_noop_ops_switch():
 def test_graph_dumps(tmp_path, dump_type, mode):
     cfg = config(mode, debug__graph_dump__type=dump_type, debug__graph_dump__path=str(tmp_path))
     result = compile_and_run(layer, layer_inputs(), cfg)
-    files = sorted(os.listdir(tmp_path))
+    n = result.report.index
+    tail = rf"_rank_0_pid_{os.getpid()}_ts_\d{{20}}\.{dump_type}$"
+    # TorchAir's pair: Dynamo's graph before AOTAutograd / decompositions, the passes' result
+    (original,) = [f for f in os.listdir(tmp_path) if re.match(rf"dynamo_original_graph_{n}{tail}", f)]
+    (optimized,) = [f for f in os.listdir(tmp_path)
+                    if re.match(rf"dynamo_optimized_graph_{n}_inference{tail}", f)]
+    original, optimized = (tmp_path / original).read_text(), (tmp_path / optimized).read_text()
+    assert "npu_add_rms_norm" in original and "aten" not in original  # not decomposed yet
+    assert "npu_add_rms_norm_dynamic_quant" not in original
+    assert "npu_add_rms_norm_dynamic_quant" in optimized and "aten" in optimized
+    files = sorted(f for f in os.listdir(tmp_path) if not f.startswith("dynamo_"))
     pattern = re.compile(rf"graph_{result.report.index}_inference_(\d)_(\w+?)_(before|after)"
                          rf"_rank_0_pid_{os.getpid()}_ts_\d{{20}}\.{dump_type}$")
     parsed = [pattern.match(f) for f in files]
@@ -171,6 +181,21 @@ def test_graph_dumps(tmp_path, dump_type, mode):
         assert "def forward" in text[("pattern_fusion", "after")]
     stage = result.report.graphs[0].stage("pattern_fusion")
     assert len(stage.dumps) == 2 and all(os.path.exists(f) for f in stage.dumps)
+
+
+def test_a_failing_dump_warns_and_the_compile_goes_on(tmp_path, monkeypatch):
+    from op_sdk.compiler.dump import GraphDumper
+
+    def broken(self, gm, name):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(GraphDumper, "dump", broken)
+    cfg = config("reduce-overhead", debug__graph_dump__type="py",
+                 debug__graph_dump__path=str(tmp_path))
+    with pytest.warns(UserWarning, match=r"graph dump \S+ failed \(OSError: disk full\); the "
+                                         r"compile goes on"):
+        result = compile_and_run(layer, layer_inputs(), cfg)
+    assert result.report.graphs[0].match_count() >= 1 and os.listdir(tmp_path) == []
 
 
 def test_report_structure():

@@ -87,6 +87,8 @@ class NpuBackend:
         remember(report)
         pipeline = PassPipeline(cfg, self.patterns, GraphDumper(
             cfg.debug.graph_dump.type.value, cfg.debug.graph_dump.path))
+        if pipeline.dumper.per_stage:  # TorchAir's dump of Dynamo's graph, before decompositions
+            pipeline.dumper.safe_dump(gm, f"dynamo_original_graph_{report.index}")
         start = time.perf_counter()
         try:
             if cfg.executes_with_inductor:

@@ -1,7 +1,11 @@
 """Graph dumps (``debug.graph_dump``): the FX graph before and after each pass.
 
 Files are named as TorchAir names them, ``{path}/{name}_rank_{rank}_pid_{pid}_ts_{ts}.{type}``,
-with ``name`` = ``graph_{compile}_{kind}_{stage index}_{stage}_{before|after}``.
+with ``name`` = ``graph_{compile}_{kind}_{stage index}_{stage}_{before|after}``; "txt" and
+"py" also write TorchAir's pair, ``dynamo_original_graph_{compile}`` (Dynamo's graph as the
+backend receives it, before AOTAutograd and its decompositions) and
+``dynamo_optimized_graph_{compile}_{kind}`` (the graph the passes leave). A dump that fails
+is warned about and the compile goes on.
 "txt" writes the FX IR listing with shapes, "py" the GraphModule's Python code, both
 before and after each pass; a node inside an air stream scope is marked with its stream. "pbtxt" writes, once per graph after the last pass, the graph
 converted to Ascend IR by op_sdk's GE converters (op_sdk.converters) as the graph engine's
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import warnings
 
 import torch
 
@@ -59,6 +64,16 @@ class GraphDumper:
         ts = datetime.datetime.now().strftime("%Y%m%d%H%M%S%f")
         return os.path.join(self.path,
                             f"{name}_rank_{_rank()}_pid_{os.getpid()}_ts_{ts}.{self.type}")
+
+    def safe_dump(self, gm: torch.fx.GraphModule, name: str) -> str | None:
+        """:meth:`dump`, a failure warned about and never raised: a graph dump is a debugging
+        aid and does not fail the compile it records (as TorchAir's dumps)."""
+        try:
+            return self.dump(gm, name)
+        except Exception as exc:  # noqa: BLE001  (any failure of the dump, reported)
+            warnings.warn(f"op_sdk: the {self.type} graph dump {name} failed ({type(exc).__name__}: "
+                          f"{exc}); the compile goes on without it", stacklevel=2)
+            return None
 
     def dump(self, gm: torch.fx.GraphModule, name: str) -> str | None:
         if not self.enabled:

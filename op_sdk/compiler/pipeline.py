@@ -205,6 +205,9 @@ class PassPipeline:
             record.nodes_after = _call_nodes(gm)
             if self.dumper.per_stage:
                 self._dump(gm, f"{label}_{index}_{name}_after", record)
+        if self.dumper.per_stage and STAGES[-1] in stages and record is not None:
+            # TorchAir's name of the graph its passes leave
+            self._dump(gm, f"dynamo_optimized_{label}", record)
         if self.dumper.enabled and not self.dumper.per_stage and STAGES[-1] in stages \
                 and record is not None:
             self._dump(gm, f"{label}_ge", record)  # the converted graph, after the last pass
@@ -233,7 +236,7 @@ class PassPipeline:
         gm.recompile()
 
     def _dump(self, gm, name, record) -> None:
-        file = self.dumper.dump(gm, name)
+        file = self.dumper.safe_dump(gm, name)
         if file:
             record.dumps.append(file)
 
