@@ -542,3 +542,33 @@ def test_create_npu_tensors_checks_then_says_there_is_no_npu_memory():
         create([4], torch.float8_e4m3fn, [0])
     with pytest.raises(RuntimeError, match="this machine has no NPU"):
         create([2, 4], torch.float16, [4096, 8192])
+
+
+# -- npu_print's GE converter ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("detail", [False, True])
+def test_npu_print_converts_as_torchair(detail):
+    def f(x, y):
+        torchair.ops.npu_print("x is", x, "y", y, summarize_size=2, tensor_detail=detail)
+        return x + 1
+
+    gm = make_fx(f, tracing_mode="fake")(torch.randn(2, 3, dtype=torch.bfloat16), torch.arange(4))
+    g = convert_fx(gm)
+    check_text(g)
+    types = [op.type for op in g.ops]
+    expected = ["Cast", "Shape", "Shape", "StringFormat", "PrintV2"] if detail else \
+        ["Cast", "StringFormat", "PrintV2"]
+    assert [t for t in types if t in ("Cast", "Shape", "StringFormat", "PrintV2")][:len(expected)] \
+        == expected
+    fmt, printer = _op(g, "StringFormat"), _op(g, "PrintV2")
+    cast = _op(g, "Cast")
+    assert cast.attrs == {"dst_type": ("Int", ge.DataType.DT_FLOAT)}  # bfloat16 printed as float
+    feeds = [cast.name, _op(g, "Shape").name] if detail else [cast.name]
+    assert [i.rsplit(":", 1)[0] for i in fmt.inputs][:len(feeds)] == feeds
+    assert len(fmt.inputs) == (4 if detail else 2)
+    assert [d.name for d in fmt.input_desc] == [f"x{i}" for i in range(len(fmt.inputs))]
+    assert fmt.attrs["summarize"] == ("Int", 2) and fmt.attrs["placeholder"][1] in \
+        fmt.attrs["template"][1]
+    assert printer.inputs == [f"{fmt.name}:0"] and printer.output_desc == []
+    assert printer.attrs == {"_kernel": ("String", "extend")}

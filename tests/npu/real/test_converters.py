@@ -83,8 +83,10 @@ def _torchair_prototype(op_type: str):
         elif p.kind == p.KEYWORD_ONLY:
             attrs.append((p.name, p.default))
     with TaGraph() as graph:
-        def data(i):
-            return TaData(index=i, dtype=0, shape=[2], placement="NPU")
+        indices = iter(range(1 << 16))  # one graph input each (a dynamic input takes two)
+
+        def data(_):
+            return TaData(index=next(indices), dtype=0, shape=[2], placement="NPU")
 
         fed = [(name, [data(i), data(i)] if k == "dynamic" else data(i))
                for i, (k, name) in enumerate(inputs)]
@@ -191,7 +193,7 @@ def _torchair_ops(gm: torch.fx.GraphModule) -> list:
 
         # the FX value itself: TorchAir's registered converter wraps it in TensorSpecs
         # (fx2ge_converter.get_meta_outputs), as its graph builder calls it
-        _get_converter(node.target)(*value(list(node.args)), meta_outputs=node.meta["val"],
+        _get_converter(node.target)(*value(list(node.args)), meta_outputs=node.meta.get("val"),
                                     **value(dict(node.kwargs)))
     return [op for op in graph._proto.op if op.type != "Data"]
 

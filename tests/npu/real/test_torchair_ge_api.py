@@ -7,6 +7,8 @@ written against op_sdk.ge and registered with TorchAir writes through TorchAir's
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -126,3 +128,23 @@ def test_converter_written_against_op_sdk_ge_writes_through_torchair():
     assert [d.name for d in theirs[1].input_desc] == [d.name for d in ours[1].input_desc] == \
         ["x", "k"]
     assert [d.name for d in theirs[1].output_desc] == [d.name for d in ours[1].output_desc] == ["y"]
+
+
+@pytest.mark.parametrize("detail", [False, True])
+def test_npu_print_converts_as_torchairs_converter(detail):
+    """air.print: op_sdk's converter and TorchAir's (torchair/ops/_print_ops.py) write the
+    same StringFormat / PrintV2 operators."""
+    from tests.npu.real.test_converters import _summary_ours, _summary_torchair, _torchair_ops
+
+    x, y = torch.randn(2, 3, dtype=torch.bfloat16), torch.arange(4)
+    gm = fx_of_call(torch.ops.air.print.default,
+                    ([x, y], "x {} y {}" + (" {} {}" if detail else ""), "{}", 2, detail), {})
+    theirs = _torchair_ops(gm)
+    ours = [o for o in convert_fx(gm).ops if o.type not in ("Data", "NetOutput")]
+    assert [o.type for o in ours] == [o.type for o in theirs]
+    # (the summaries leave out "_" attributes, TorchAir's side does: compared below)
+    plain = [dataclasses.replace(o, attrs={k: v for k, v in o.attrs.items() if k[0] != "_"})
+             for o in ours]
+    assert [_summary_ours(o) for o in plain] == [_summary_torchair(o) for o in theirs]
+    assert [o for o in theirs if o.type == "PrintV2"][0].attr["_kernel"].s == b"extend"
+    assert [o for o in ours if o.type == "PrintV2"][0].attrs["_kernel"] == ("String", "extend")
