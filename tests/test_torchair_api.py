@@ -264,13 +264,22 @@ def test_datatype_format_tensorspec_as_torchair():
     assert ge.TensorSpec(None).dtype is None
 
 
-def test_meta_outputs_are_tensorspecs_with_ge_codes():
-    seen = []
-    lib = torch.library.Library("op_sdk_ta_api", "FRAGMENT")
+_LIBS = []  # the test operators' libraries, kept alive
+
+
+def scale2_op(namespace: str):
+    """A test operator ``namespace::scale2(Tensor x) -> Tensor`` (x * 2) with a Meta kernel."""
+    lib = torch.library.Library(namespace, "FRAGMENT")
     lib.define("scale2(Tensor x) -> Tensor")
     lib.impl("scale2", lambda x: x * 2, "CompositeExplicitAutograd")
     lib.impl("scale2", lambda x: torch.empty_like(x), "Meta")
-    op = torch.ops.op_sdk_ta_api.scale2.default
+    _LIBS.append(lib)
+    return getattr(torch.ops, namespace).scale2.default
+
+
+def test_meta_outputs_are_tensorspecs_with_ge_codes():
+    seen = []
+    op = scale2_op("op_sdk_ta_api")
 
     @torchair.register_fx_node_ge_converter(op)
     def convert(x, meta_outputs=None):

@@ -97,11 +97,9 @@ def test_the_same_calls_write_the_same_operators():
 
 
 def test_converter_written_against_op_sdk_ge_writes_through_torchair():
-    lib = torch.library.Library("op_sdk_ta_real", "FRAGMENT")
-    lib.define("scale2(Tensor x) -> Tensor")
-    lib.impl("scale2", lambda x: x * 2, "CompositeExplicitAutograd")
-    lib.impl("scale2", lambda x: torch.empty_like(x), "Meta")
-    op = torch.ops.op_sdk_ta_real.scale2.default
+    from tests.test_torchair_api import scale2_op
+
+    op = scale2_op("op_sdk_ta_real")
 
     @op_sdk.register_fx_node_ge_converter(op)
     def convert(x, meta_outputs=None):
