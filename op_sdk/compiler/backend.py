@@ -82,11 +82,7 @@ class NpuBackend:
         check_dump_type(cfg.debug.graph_dump.type.value)  # the config may have changed since
         geared = gears.guard(gm, example_inputs,
                              cfg.inference_config.dynamic_gears_merge_policy.value)
-        report = CompileReport(index=len(self.reports), mode=cfg.mode.value)
-        self.reports.append(report)
-        remember(report)
-        pipeline = PassPipeline(cfg, self.patterns, GraphDumper(
-            cfg.debug.graph_dump.type.value, cfg.debug.graph_dump.path))
+        report, pipeline = self._begin()
         if pipeline.dumper.per_stage:  # TorchAir's dump of Dynamo's graph, before decompositions
             pipeline.dumper.safe_dump(gm, f"dynamo_original_graph_{report.index}")
         start = time.perf_counter()
@@ -115,11 +111,7 @@ class NpuBackend:
                                                       self._inductor_decompositions())
                 finally:
                     pipeline.frozen_inputs = None
-                if report.graphs:
-                    record_store.save(record_key, report.graphs)
-                else:  # served by Inductor's cache: the passes did not run
-                    report.cache = "hit"
-                    report.graphs = record_store.load(record_key)
+                _keep_record(report, record_key)
             else:
                 compiled = self._aot(gm, example_inputs, pipeline, report)
         finally:
@@ -135,6 +127,15 @@ class NpuBackend:
             outcome_log.info("op_sdk compile #%d, %s graph: %s", report.index, g.graph,
                              g.outcome())
         return compiled
+
+    def _begin(self) -> tuple[CompileReport, PassPipeline]:
+        """A new compile's report (recorded) and the pass pipeline that fills it."""
+        cfg = self.config
+        report = CompileReport(index=len(self.reports), mode=cfg.mode.value)
+        self.reports.append(report)
+        remember(report)
+        return report, PassPipeline(cfg, self.patterns, GraphDumper(
+            cfg.debug.graph_dump.type.value, cfg.debug.graph_dump.path))
 
     # -- reduce-overhead / run_eagerly --------------------------------------------------------
 
@@ -178,6 +179,16 @@ class NpuBackend:
         return {**select_decomp_table(), **self.custom_decompositions}
 
 
+def _keep_record(report: CompileReport, record_key: str) -> None:
+    """After an Inductor compile: the passes' record stored beside Inductor's cache entry, or,
+    when the cache served the graph (no pass ran), the stored record shown in the report."""
+    if report.graphs:
+        record_store.save(record_key, report.graphs)
+    else:
+        report.cache = "hit"
+        report.graphs = record_store.load(record_key)
+
+
 def _has_stream_scopes(gm: torch.fx.GraphModule) -> bool:
     return any(n.op == "call_function" and str(n.target).startswith("air.scope_enter")
                for n in gm.graph.nodes)
@@ -219,11 +230,7 @@ class NpuFxCompiler:
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]):
         backend, cfg = self.backend, self.config
         check_dump_type(cfg.debug.graph_dump.type.value)
-        report = CompileReport(index=len(backend.reports), mode=cfg.mode.value)
-        backend.reports.append(report)
-        remember(report)
-        pipeline = PassPipeline(cfg, backend.patterns, GraphDumper(
-            cfg.debug.graph_dump.type.value, cfg.debug.graph_dump.path))
+        report, pipeline = backend._begin()
         start = time.perf_counter()
         try:
             if cfg.executes_with_inductor:
@@ -234,11 +241,7 @@ class NpuFxCompiler:
                 record_key = record_store.key(gm, example_inputs, pipeline.uuid(), "inductor")
                 with inductor_config.patch(patches), inline_calls(False):
                     compiled = compile_fx_inner(gm, example_inputs)
-                if report.graphs:
-                    record_store.save(record_key, report.graphs)
-                else:  # served by Inductor's cache: the passes did not run
-                    report.cache = "hit"
-                    report.graphs = record_store.load(record_key)
+                _keep_record(report, record_key)
                 return compiled
             with inline_calls(False):
                 return backend._compile_graph(pipeline, report, len(example_inputs), "forward",

@@ -48,18 +48,9 @@ class _Exporter(NpuBackend):
         self.inputs: list = []
 
     def __call__(self, gm, example_inputs):
-        from op_sdk.compiler.dump import GraphDumper
-        from op_sdk.compiler.pipeline import PassPipeline
-        from op_sdk.compiler.report import CompileReport, remember
-
-        cfg = self.config
-        report = CompileReport(index=len(self.reports), mode=cfg.mode.value)
-        self.reports.append(report)
-        remember(report)
+        report, pipeline = self._begin()
         self.inputs = list(example_inputs)
         self._lifted = sum(1 for _ in gm.parameters()) + sum(1 for _ in gm.buffers())
-        pipeline = PassPipeline(cfg, self.patterns, GraphDumper(
-            cfg.debug.graph_dump.type.value, cfg.debug.graph_dump.path))
         return self._aot(gm, example_inputs, pipeline, report)
 
     def _compile_graph(self, pipeline, report, num_dynamo_inputs, kind, gm, example_inputs):

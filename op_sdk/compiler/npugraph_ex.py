@@ -32,13 +32,13 @@ import functools
 import logging
 from typing import Any
 
-from op_sdk.compiler.backend import NpuBackend, get_npu_backend
+from op_sdk.compiler.backend import NpuBackend, NpuFxCompiler, get_npu_backend
 from op_sdk.compiler.config import INT64_MAX, _torchair_existing_dir, _torchair_int_range
 from op_sdk.compiler.config import CompilerConfig as OpSdkConfig
 from op_sdk.compiler.named import _key, torch_npu_entrypoint
 
-__all__ = ["CompilerConfig", "npugraph_ex_backend", "get_npu_backend_ex", "compile_fx",
-           "backend_for"]
+__all__ = ["CompilerConfig", "npugraph_ex_backend", "get_npu_backend_ex", "get_compiler_ex",
+           "compile_fx", "backend_for"]
 
 log = logging.getLogger("op_sdk")
 
@@ -229,10 +229,22 @@ def backend_for(options: dict[str, Any] | None = None) -> NpuBackend:
     return _BACKENDS[_key(options, "npugraph_ex")]
 
 
-def get_npu_backend_ex(*, compiler_config: CompilerConfig | None = None) -> NpuBackend:
-    """npugraph_ex's ``get_npu_backend(compiler_config=...)``: op_sdk's backend for its
-    CompilerConfig."""
-    return get_npu_backend(compiler_config=(compiler_config or CompilerConfig()).to_op_sdk())
+def get_npu_backend_ex(*, compiler_config: CompilerConfig | None = None,
+                       custom_decompositions: dict | None = None) -> NpuBackend:
+    """npugraph_ex's ``get_npu_backend(*, compiler_config=None, custom_decompositions={})``:
+    op_sdk's backend for its CompilerConfig."""
+    config = compiler_config if compiler_config is not None else CompilerConfig()
+    if not isinstance(config, CompilerConfig):
+        raise TypeError(f"npugraph_ex.get_npu_backend: compiler_config must be an "
+                        f"npugraph_ex CompilerConfig, got {type(config).__name__}")
+    return get_npu_backend(config.to_op_sdk(), custom_decompositions)
+
+
+def get_compiler_ex(compiler_config: CompilerConfig | None = None) -> NpuFxCompiler:
+    """npugraph_ex's ``get_compiler``: the graph compiler of its backend, for a backend of the
+    user's own (op_sdk.compiler.backend.NpuFxCompiler)."""
+    return NpuFxCompiler((compiler_config if compiler_config is not None
+                          else CompilerConfig()).to_op_sdk())
 
 
 def compile_fx(gm, example_inputs=None, options=None):

@@ -501,7 +501,7 @@ class _Ge:
         if external is not None:
             return external.const(v, dtype, node_name, readable)
         graph = current_graph()
-        if isinstance(dtype, str) and dtype in ir.PROTO_DTYPE and not _has_torch_dtype(dtype):
+        if isinstance(dtype, str) and dtype in ir.PROTO_DTYPE and dtype not in ir.GE_NAME_TO_TORCH:
             # op_sdk's converters: an empty constant of a GE type torch has no dtype of (an
             # output switched off)
             if v != []:
@@ -509,8 +509,7 @@ class _Ge:
                                  f"torch dtype holds its values), got {v!r}")
             out = graph.const(dtype, [0], node_name, [])
         else:
-            value = const_value(v, ir.torch_dtype(ir.GE_DTYPE[dtype]) if isinstance(dtype, str)
-                                else dtype)
+            value = const_value(v, dtype)
             out = graph.const(value.dtype, value.shape, node_name, value)
         if readable:
             out.op.attrs["_readable_value"] = ("String", repr(v))
@@ -531,18 +530,10 @@ class _Ge:
         return build("TensorMove", x, dependencies=dependencies, node_name=node_name)
 
 
-def _has_torch_dtype(name: str) -> bool:
-    try:
-        ir.torch_dtype(ir.GE_DTYPE[name])
-        return True
-    except (KeyError, ValueError):
-        return False
-
-
-def const_value(v: Any, dtype: int | torch.dtype | None) -> torch.Tensor:
-    """The CPU tensor a Const holds: ``v`` as ``dtype`` (a ge.DataType code or a torch dtype;
-    None: v's own, a Python float as float32)."""
-    if isinstance(dtype, int) and not isinstance(dtype, bool):
+def const_value(v: Any, dtype: int | str | torch.dtype | None) -> torch.Tensor:
+    """The CPU tensor a Const holds: ``v`` as ``dtype`` (a ge.DataType code or name, or a
+    torch dtype; None: v's own, a Python float as float32)."""
+    if isinstance(dtype, (int, str)) and not isinstance(dtype, bool):
         dtype = ir.torch_dtype(dtype)
     elif dtype is not None and not isinstance(dtype, torch.dtype):
         raise TypeError(f"ge.Const: dtype must be a ge.DataType code (or a torch dtype), got "

@@ -98,14 +98,17 @@ def dtype_name(dtype: torch.dtype | str | None) -> str:
         raise ValueError(f"GE conversion: torch dtype {dtype} has no GE data type") from None
 
 
-def torch_dtype(code: int) -> torch.dtype:
-    """The torch dtype of a ge::DataType code (ValueError for a code no torch dtype holds)."""
-    names = [n for n, c in GE_DTYPE.items() if c == code]
-    for dtype, name in _TORCH_TO_GE.items():
-        if names and name == names[0]:
-            return dtype
-    what = names[0] if names else "no ge.DataType"
-    raise ValueError(f"GE conversion: ge.DataType code {code} ({what}) has no torch dtype")
+GE_NAME_TO_TORCH = {name: dtype for dtype, name in _TORCH_TO_GE.items()}
+
+
+def torch_dtype(code: int | str) -> torch.dtype:
+    """The torch dtype of a ge::DataType code or GE name (ValueError for one no torch dtype
+    holds)."""
+    name = code if isinstance(code, str) else next(
+        (n for n, c in GE_DTYPE.items() if c == code), "no ge.DataType")
+    if name in GE_NAME_TO_TORCH:
+        return GE_NAME_TO_TORCH[name]
+    raise ValueError(f"GE conversion: ge.DataType code {code} ({name}) has no torch dtype")
 
 
 def ge_dtype(dtype: torch.dtype) -> int:
