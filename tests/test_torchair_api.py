@@ -30,7 +30,7 @@ PUBLIC = {
                   "Clone"],
     "op_sdk.ge.attr": ["Bool", "DataType", "Float", "Int", "ListBool", "ListDataType",
                        "ListFloat", "ListInt", "ListListFloat", "ListListInt", "ListStr", "Str"],
-    "op_sdk.inference": ["set_dim_gears"],
+    "op_sdk.inference": ["set_dim_gears", "cache_compile", "readable_cache"],
     "op_sdk.llm_datadist": ["create_npu_tensors"],
     "op_sdk.ops": ["npu_print", "record", "wait"],
     "op_sdk.scope": ["npu_wait_tensor", "npu_stream_switch", "super_kernel", "limit_core_num",
@@ -40,7 +40,6 @@ PUBLIC = {
 }
 # the rest of TorchAir's list: not provided yet (docs/torchair.md, "Not provided")
 NOT_PROVIDED = {
-    "op_sdk.inference": ["cache_compile", "readable_cache"],
     "op_sdk.ops": ["npu_create_tagged_event", "npu_tagged_event_record", "npu_tagged_event_wait",
                    "npu_record_tagged_stream", "npu_fused_infer_attention_score",
                    "npu_fused_infer_attention_score_v2"],

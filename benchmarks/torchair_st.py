@@ -1,0 +1,306 @@
+"""TorchAir's own system tests run against op_sdk: how many of those that use only TorchAir's
+public API and CPU tensors pass with ``torchair`` (and ``npugraph_ex``) resolved to op_sdk.
+
+    python benchmarks/torchair_st.py --torchair PATH [--files NAME ...] [--out FILE]
+
+PATH is a checkout of TorchAir (Ascend/torchair); its ``tests/st/*_st.py`` run unchanged, one
+pytest process per file, under ``op_sdk.as_torchair`` (the alias a user runs a TorchAir script
+with). TorchAir's tests also import its internals (``torchair._ge_concrete_graph``,
+``torchair.core._backend``, ...) and a fake NPU device (``_privateuse1_backend``, built by
+TorchAir's CMake); op_sdk has neither. To tell those tests apart from op_sdk's gaps, this
+script (never op_sdk itself) lets such imports succeed with placeholders that record every
+use and raise when used. Each test is then one of:
+
+* ``passed`` / ``failed`` / ``skipped``: it used no placeholder: it is in scope (TorchAir's
+  public API on CPU tensors), and a failure is a gap of op_sdk's;
+* ``internal``: it used one of TorchAir's internals (named in the results);
+* ``npu``: it needs the NPU device (a tensor on ``npu``);
+* ``ge``: its subject is TorchAir's GE engine itself (listed in GE_SUBJECT with the reason);
+* ``not collected``: its file could not be imported (an internal used at import time).
+
+Writes a JSON with the machine, the versions, the TorchAir commit, the command and every
+test's class; prints the summary and the in-scope failures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PLACEHOLDER_ERROR = "NotProvidedInOpSdk"
+_NPU_WORDS = re.compile(r"\bnpu\b|privateuse1|PrivateUse1|torch_npu", re.I)
+
+
+# -- the pytest plugin (loaded in each test process with -p torchair_st) ---------------------
+
+
+class NotProvidedInOpSdk(RuntimeError):
+    pass
+
+
+TOUCHED: list[str] = []
+
+
+class _Missing:
+    """A name of TorchAir's internals: every use is recorded, and raises."""
+
+    def __init__(self, name: str):
+        object.__setattr__(self, "_name", name)
+
+    def _use(self, how: str):
+        TOUCHED.append(self._name)
+        raise NotProvidedInOpSdk(f"{self._name} ({how}): TorchAir internal, not in op_sdk")
+
+    def __getattr__(self, attr):
+        if attr.startswith("__") and attr.endswith("__"):
+            raise AttributeError(attr)
+        return _Missing(f"{self._name}.{attr}")
+
+    def __setattr__(self, attr, value):  # unittest.mock.patch of an internal
+        TOUCHED.append(f"{self._name}.{attr}")
+
+    def __call__(self, *a, **k):
+        self._use("called")
+
+    def __iter__(self):
+        self._use("iterated")
+
+    def __getitem__(self, key):
+        self._use("indexed")
+
+    def __enter__(self):
+        self._use("entered")
+
+    def __exit__(self, *a):
+        return False
+
+    def __mro_entries__(self, bases):
+        self._use("subclassed")
+
+    def __instancecheck__(self, obj):
+        self._use("isinstance")
+
+    def __eq__(self, other):
+        self._use("compared")
+
+    __hash__ = object.__hash__
+
+
+def _install_placeholders() -> None:
+    import importlib.abc
+    import importlib.machinery
+    import types
+
+    from op_sdk import as_torchair
+
+    class PlaceholderModule(types.ModuleType):
+        def __getattr__(self, attr):
+            if attr.startswith("__") and attr.endswith("__"):
+                raise AttributeError(attr)
+            return _Missing(f"{self.__name__}.{attr}")
+
+    class Loader(importlib.abc.Loader):
+        def create_module(self, spec):
+            module = PlaceholderModule(spec.name)
+            module.__path__ = []
+            return module
+
+        def exec_module(self, module):
+            pass
+
+    class Finder(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname, path=None, target=None):
+            try:
+                as_torchair.target(fullname)
+            except ModuleNotFoundError:
+                return importlib.machinery.ModuleSpec(fullname, Loader(), is_package=True)
+            return None
+
+    as_torchair.install()
+    sys.meta_path.insert(0, Finder())
+    sys.modules["_privateuse1_backend"] = _fake_device_module()
+
+
+def _fake_device_module():
+    """TorchAir's tests register a fake NPU device (a C++ extension) at import: here its two
+    functions name torch's PrivateUse1 device, which has no kernels, so a test that puts a
+    tensor on it fails with torch's PrivateUse1 error (classed ``npu``)."""
+    import types
+
+    import torch
+
+    module = types.ModuleType("_privateuse1_backend")
+    module.register_hook = lambda *a, **k: None
+    module.npu_device = lambda *a, **k: torch.device("privateuseone", 0)
+    return module
+
+
+_RECORDS: dict[str, dict] = {}
+
+
+def pytest_configure(config):
+    _install_placeholders()
+
+
+def pytest_runtest_setup(item):
+    TOUCHED.clear()
+
+
+def pytest_runtest_makereport(item, call):
+    record = _RECORDS.setdefault(item.nodeid, {"outcome": "passed", "touched": [], "error": ""})
+    if call.excinfo is not None and record["outcome"] == "passed":
+        if call.excinfo.errisinstance(__import__("pytest").skip.Exception):
+            record["outcome"] = "skipped"
+        else:
+            record["outcome"] = "failed"
+            text = call.excinfo.exconly()
+            record["error"] = text.strip().splitlines()[0][:300] if text.strip() else ""
+    for name in TOUCHED:
+        if name not in record["touched"]:
+            record["touched"].append(name)
+
+
+def pytest_sessionfinish(session):
+    out = os.environ.get("TORCHAIR_ST_RECORDS")
+    if out:
+        with open(out, "w", encoding="utf-8") as f:
+            json.dump(_RECORDS, f)
+
+
+# -- the driver -------------------------------------------------------------------------------
+
+
+def _tests_in(path: str) -> list[str]:
+    """The test ids of a file, from its source (for a file that cannot be collected)."""
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    ids = []
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            ids += [f"{os.path.basename(path)}::{node.name}::{f.name}" for f in node.body
+                    if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name.startswith("test")]
+    return ids
+
+
+# a failure that names one of TorchAir's internals: a placeholder used in a class set-up
+# (pytest reports its error again for each test of the class), or a private attribute of a
+# torchair module or of a registered operator (TorchAir's ``_ge_converter``)
+_INTERNAL_WORDS = re.compile(PLACEHOLDER_ERROR + r"|has no attribute '_\w+'")
+
+# tests whose subject is TorchAir's GE engine itself, with the reason (they use only public
+# names, so the placeholders do not tell them apart)
+GE_SUBJECT = {
+    "torchair_debug_log_st.py::TestLogDebug::test_torch_compile_ge_debug_is_1":
+        "checks TORCH_COMPILE_DEBUG's files of TorchAir's GE passes and its C++ logs",
+    "torchair_debug_log_st.py::TestLogDebug::test_torch_cache_compile_debug_is_1":
+        "checks TORCH_COMPILE_DEBUG's files of TorchAir's GE passes and its C++ logs",
+}
+
+
+def classify(test_id: str, record: dict) -> str:
+    if test_id in GE_SUBJECT:
+        return "ge"
+    if record["touched"]:
+        real = [t for t in record["touched"] if not t.startswith("_privateuse1_backend")]
+        return "internal" if real else "npu"
+    if record["outcome"] == "failed":
+        if _INTERNAL_WORDS.search(record["error"]):
+            return "internal"
+        if _NPU_WORDS.search(record["error"]):
+            return "npu"
+    return record["outcome"]
+
+
+def run_file(path: str, timeout: int) -> tuple[dict[str, dict], str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        records = os.path.join(tmp, "records.json")
+        env = dict(os.environ, TORCHAIR_ST_RECORDS=records,
+                   PYTHONPATH=os.pathsep.join([HERE, os.path.dirname(path),
+                                               os.environ.get("PYTHONPATH", "")]))
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "torchair_st",
+               "-o", "python_files=*_st.py", "-o", "addopts=", "-W", "ignore", path]
+        try:
+            proc = subprocess.run(cmd, env=env, cwd=tmp, capture_output=True, text=True,
+                                  timeout=timeout)
+            tail = (proc.stdout + proc.stderr)[-3000:]
+        except subprocess.TimeoutExpired:
+            return {}, f"timed out after {timeout} s"
+        if not os.path.exists(records):
+            return {}, tail
+        with open(records, encoding="utf-8") as f:
+            return json.load(f), tail
+
+
+def _git_commit(repo: str) -> str:
+    try:
+        return subprocess.run(["git", "-C", repo, "rev-parse", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--torchair", required=True, help="a checkout of Ascend/torchair")
+    parser.add_argument("--files", nargs="*", help="test files (names under tests/st) to run")
+    parser.add_argument("--timeout", type=int, default=900, help="seconds per file")
+    parser.add_argument("--out", default=os.path.join(HERE, "results", "torchair_st.json"))
+    args = parser.parse_args()
+
+    st = os.path.join(args.torchair, "tests", "st")
+    names = args.files or sorted(n for n in os.listdir(st) if n.endswith("_st.py"))
+    tests: dict[str, dict] = {}
+    files: dict[str, str] = {}
+    for name in names:
+        path = os.path.join(st, name)
+        records, tail = run_file(path, args.timeout)
+        declared = _tests_in(path)
+        for test_id in declared:
+            record = next((r for k, r in records.items() if k.endswith(test_id)), None)
+            tests[test_id] = ({"class": classify(test_id, record), **record} if record is not None else
+                              {"class": "not collected"})
+        collected = sum(1 for t in declared if tests[t]["class"] != "not collected")
+        files[name] = "collected" if collected else (
+            re.findall(r"^E   ([\w.]+: .*)$", tail, re.M)
+            or [tail.strip().splitlines()[-1] if tail.strip() else ""])[0][:300]
+        print(f"{name}: {collected}/{len(declared)} collected", flush=True)
+
+    counts: dict[str, int] = {}
+    for t in tests.values():
+        counts[t["class"]] = counts.get(t["class"], 0) + 1
+    in_scope = counts.get("passed", 0) + counts.get("failed", 0)
+    from op_sdk.app.machine import machine_facts
+    import torch
+
+    import op_sdk
+
+    result = {
+        "command": " ".join(["python", "benchmarks/torchair_st.py"] + sys.argv[1:]),
+        "date": datetime.date.today().isoformat(),
+        "machine": machine_facts(),
+        "versions": {"python": sys.version.split()[0], "torch": torch.__version__,
+                     "op_sdk": op_sdk.__version__},
+        "torchair_commit": _git_commit(args.torchair),
+        "summary": {"tests": len(tests), **counts, "in_scope": in_scope,
+                    "in_scope_passed": counts.get("passed", 0)},
+        "files": files,
+        "tests": tests,
+    }
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1, sort_keys=False)
+    print(json.dumps(result["summary"]))
+    for test_id, t in tests.items():
+        if t["class"] == "failed":
+            print(f"FAILED {test_id}: {t['error']}")
+
+
+if __name__ == "__main__":
+    main()
