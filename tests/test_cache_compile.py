@@ -319,6 +319,7 @@ def test_readable_cache(tmp_path, capsys):
     assert "graph module" in text and "torch._C._nn.linear" in text
     assert "compile options" in text and "mode=max-autotune" in text
     assert "caller frame" in text and "__compiled_fn" in text
+    assert "stored compile: yes, called for the inputs where L['t" in text
     out = tmp_path / "prompt.py"
     assert torchair.inference.readable_cache(path, print_output=False, file=str(out)) == text
     assert capsys.readouterr().out == ""
@@ -428,3 +429,18 @@ def test_inputs_the_guards_refuse_take_the_compile(tmp_path):
     model.double()
     with torch.no_grad():
         torch.testing.assert_close(model(x64, [kv[0].double()]), model._forward(x64, [kv[0].double()]))
+
+
+def test_a_cache_that_cannot_be_written_is_skipped(tmp_path, monkeypatch):
+    """The call's result stands; a warning says the cache was skipped."""
+    def refuse(path, artefact):
+        raise PermissionError(f"{path}: read-only file system")
+
+    monkeypatch.setattr(cc, "_write", refuse)
+    model = Model(tmp_path)
+    x, kv = _inputs(3)
+    with pytest.warns(UserWarning, match="Skip cache Model.prompt.*cannot be written"):
+        out = model(x, kv)
+    with torch.no_grad():
+        torch.testing.assert_close(out, model._forward(x, kv))
+    assert not os.path.exists(model.cached_prompt.cache_bin)

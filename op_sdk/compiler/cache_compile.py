@@ -465,7 +465,8 @@ def _remove(cache_bin: str) -> None:
 
 class _Saver:
     """The first process: compiles the method with Dynamo and op_sdk's backend, then saves
-    Dynamo's bytecode and graph once the first call has made them."""
+    Dynamo's bytecode, its graph and the graph's compile once the first call has made them
+    (a cache that cannot be written is skipped with a warning; the call's result stands)."""
 
     def __init__(self, func, cache_bin: str, backend, dynamic: bool):
         self.func = func
@@ -529,7 +530,11 @@ class _Saver:
         except (NotCacheable, ValueError, StopIteration) as e:
             self._drop(f"Skip cache {self.name} as {e}")
             return
-        _write(self.cache_bin, artefact)
+        try:
+            _write(self.cache_bin, artefact)
+        except OSError as e:
+            self._drop(f"Skip cache {self.name} as it cannot be written: {e}")
+            return
         self.saved = id(code)
         logger.info("Cache %s saved to %s", _meta_text(meta), self.cache_bin)
 
@@ -541,7 +546,8 @@ class _Saver:
 
 def _rebase(artefact: dict, func, backend, dynamic: bool) -> Callable:
     """The loaded cache as a callable of the method's arguments: Dynamo's bytecode run as
-    the method, its graph call served by op_sdk's backend (compiled on the first call)."""
+    the method, its graph call served by the stored compile or, for inputs its guards
+    refuse, by op_sdk's backend (``_compiled_graph``)."""
     g = dict(func.__globals__)
     for name, ref in artefact["globals"].items():
         g[name] = (importlib.import_module(ref[1]) if ref[0] == "module"
@@ -654,9 +660,14 @@ def readable_cache(cache_bin: str, print_output: bool = True, file: str | None =
     graph = artefact["graph"]
     out = io.StringIO()
     dis.dis(_unpatch_class_consts(marshal.loads(artefact["bytecode"])), file=out)
+    stored = graph.get("compiled")
+    compile_line = (f"stored compile: yes, called for the inputs where {stored['guards']}"
+                    + (f" and arguments {stored['fixed']} (index, value)" if stored["fixed"] else "")
+                    if stored is not None else
+                    f"stored compile: no ({graph.get('not_bundled', 'compiled on load')})")
     lines = ["=" * 100, _meta_text(artefact["meta"]), _title("graph module"), graph["code"],
-             _title("inputs"), *graph["inputs"], _title("compile options"), artefact["options"],
-             _title("caller frame"), out.getvalue()]
+             _title("inputs"), *graph["inputs"], compile_line, _title("compile options"),
+             artefact["options"], _title("caller frame"), out.getvalue()]
     text = "\n".join(lines)
     if print_output:
         print(text)
