@@ -405,6 +405,46 @@ def test_dynamo_export_writes_the_ge_graph_with_the_weights(tmp_path):
     assert data_indices == [0, 1]
 
 
+class _Inner(torch.nn.Module):
+    def forward(self, x, y):
+        return torch.chunk(x + y, 2, dim=0)
+
+
+class _Outer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.submodel = _Inner()
+
+    def forward(self, x, y):
+        return self.submodel(x * 2, y)
+
+
+@pytest.mark.parametrize("record", [True, False])
+def test_dynamo_export_records_the_module_stack(tmp_path, record):
+    """TorchAir's export.experimental.enable_record_nn_module_stack: each operator converted
+    from a node of a submodule carries the node's nn_module_stack (its string) as the
+    attribute nn_module_stack; off by default."""
+    config = torchair.CompilerConfig()
+    assert config.export.experimental.enable_record_nn_module_stack.value is False
+    config.export.experimental.enable_record_nn_module_stack = record
+    with pytest.raises(ValueError):
+        config.export.experimental.enable_record_nn_module_stack = "yes"
+    with pytest.warns(UserWarning, match=r"\.air is not written"):
+        torchair.dynamo_export(torch.randn(2, 4), torch.randn(2, 4), model=_Outer(),
+                               export_path=str(tmp_path), dynamic=False, config=config)
+    _, ops = _consts((tmp_path / "dynamo.pbtxt").read_text())
+    stacks = {name: [a for a in op.get("attr", []) if _unquote(a["key"][0]) == "nn_module_stack"]
+              for name, op in ops.items()}
+    recorded = {name: _unquote(a[0]["value"][0]["s"][0]) for name, a in stacks.items() if a}
+    if not record:
+        assert recorded == {}
+        return
+    adds = [name for name, op in ops.items() if _unquote(op["type"][0]) == "Add"]
+    assert adds and all("submodel" in recorded[n] and "_Inner" in recorded[n] for n in adds)
+    muls = [name for name, op in ops.items() if _unquote(op["type"][0]) == "Mul"]
+    assert muls and not any(n in recorded for n in muls)  # the root module's operator: none
+
+
 def test_dynamo_export_refuses_a_symbolic_link(tmp_path, caplog):
     real = tmp_path / "real"
     real.mkdir()

@@ -402,9 +402,18 @@ class CompilerConfig(ConfigSection):
         self._add("aclgraph_config", _section(
             "aclgraph_config", use_custom_pool=_ge(None), disable_reinplace_input_mutated_ops_pass=
             _ge(False, _BOOL)))
-        self._add("export", _section(
+        export = _section(
             "export", export_mode=_ge(False, _BOOL), export_path_dir=_ge(None, check=_str_or_none),
-            export_name=_ge(None, check=_str_or_none)))
+            export_name=_ge(None, check=_str_or_none))
+        export._add("experimental", _section(
+            "export.experimental",
+            enable_record_nn_module_stack=OptionValue(
+                False, _BOOL, doc="dynamo_export: each operator of the exported graph carries "
+                                  "its FX node's nn_module_stack as the string attribute "
+                                  "nn_module_stack (TorchAir's)"),
+            auto_atc_config_generated=_ge(False, _BOOL),
+            enable_lite_export=_ge(False, _BOOL)))
+        self._add("export", export)
         self._add("dump_config", _section(  # TorchAir's _DataDumpConfig, its rules and words
             "dump_config", enable_dump=_ge(False, _BOOL),
             dump_path=_ge("./", check=_torchair_existing_dir),

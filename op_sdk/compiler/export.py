@@ -94,7 +94,8 @@ def dynamo_export(*args, model: torch.nn.Module, export_path: str = "export_file
     for i, t in enumerate(exporter.inputs):  # Dynamo's inputs follow the lifted weights
         if isinstance(t, torch.Tensor) and id(t) in weights:
             constants[lifted + i] = (weights[id(t)], t)
-    graph = convert_fx(gm, export_name, strict=False, constants=constants)
+    graph = convert_fx(gm, export_name, strict=False, constants=constants,
+                       module_stack=bool(config.export.experimental.enable_record_nn_module_stack.value))
     os.makedirs(export_path, exist_ok=True)
     with open(os.path.join(export_path, "dynamo.pbtxt"), "w") as f:
         f.write(graph.model_pbtxt(export_name))

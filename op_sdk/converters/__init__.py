@@ -212,13 +212,16 @@ class _Streams:
 
 
 def convert_fx(gm: torch.fx.GraphModule, name: str = "graph", *, strict: bool = True,
-               constants: dict[int, tuple[str, torch.Tensor]] | None = None) -> GeGraph:
+               constants: dict[int, tuple[str, torch.Tensor]] | None = None,
+               module_stack: bool = False) -> GeGraph:
     """The FX graph ``gm`` (nodes with ``meta["val"]``, as Dynamo / AOTAutograd make them)
     as a GE graph. ``strict``: a node with no converter raises :class:`ConversionError`
     naming it; otherwise it becomes an :data:`UNCONVERTED` placeholder node and is listed
     in ``graph.notes``. ``constants`` {placeholder position: (name, tensor)}: those inputs
     (a model's weights) are written as Const nodes of that name holding the tensor's bytes;
-    the other placeholders are the graph's Data inputs, indexed in order."""
+    the other placeholders are the graph's Data inputs, indexed in order. ``module_stack``:
+    each operator converted from a node carries the node's ``nn_module_stack`` (as its
+    string, TorchAir's ``export.experimental.enable_record_nn_module_stack``)."""
     load_slices()
     env: dict[torch.fx.Node, Any] = {}
     missing: dict[str, int] = {}
@@ -284,6 +287,9 @@ def convert_fx(gm: torch.fx.GraphModule, name: str = "graph", *, strict: bool = 
                 _fill_descs(result, val)
                 env[node] = result
                 streams.placed(g.ops[first_op:])
+                stack = node.meta.get("nn_module_stack") if module_stack else None
+                for op in g.ops[first_op:] if stack is not None else ():
+                    op.attrs["nn_module_stack"] = ("String", str(stack))
             elif node.op == "output":
                 outs = node.args[0]
                 flat = outs if isinstance(outs, (list, tuple)) else [outs]

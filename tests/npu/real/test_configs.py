@@ -12,8 +12,9 @@ from torch_npu.dynamo.torchair.configs.compiler_config import CompilerConfig as 
 import op_sdk
 from op_sdk.compiler import npugraph_ex
 
-# op_sdk's own options (no TorchAir counterpart), and the two that TorchAir's newer tree
-# has and the 2.13.0 wheel's does not
+# op_sdk's own options (no TorchAir counterpart), the two that TorchAir's newer tree has and
+# the 2.13.0 wheel's does not, and TorchAir's export section (its _ExportConfig does not
+# call its base's __init__, so it has no _fixed_attrs and the walk below does not see it)
 OWN_OPTIONS = {
     "experimental_config.fusion_benefit_device", "experimental_config.fusion_benefit_scope",
     "experimental_config.fusion_benefit_threshold_us", "experimental_config.inductor_cpp_wrapper",
@@ -21,6 +22,8 @@ OWN_OPTIONS = {
     "experimental_config.enable_single_stream", "debug.data_dump.filter",
     "aclgraph_config.disable_reinplace_input_mutated_ops_pass", "aclgraph_config.use_custom_pool",
     "export.export_mode", "export.export_name", "export.export_path_dir",
+    "export.experimental.enable_record_nn_module_stack",
+    "export.experimental.auto_atc_config_generated", "export.experimental.enable_lite_export",
 }
 
 
