@@ -445,6 +445,28 @@ def test_dynamo_export_records_the_module_stack(tmp_path, record):
     assert muls and not any(n in recorded for n in muls)  # the root module's operator: none
 
 
+class _Add(torch.nn.Module):
+    def forward(self, x, y):
+        return torch.add(x, y)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64])
+def test_dynamo_export_runs_no_operator(tmp_path, dtype):
+    """TorchAir's export stops at the graph's first call: unsigned 16 / 32 / 64-bit inputs
+    export although torch's CPU add has no kernel for them (eager raises)."""
+    x = torch.randint(0, 255, (2, 2), dtype=dtype)
+    with pytest.raises(NotImplementedError):
+        torch.add(x, x)
+    with pytest.warns(UserWarning, match=r"\.air is not written"):
+        torchair.dynamo_export(x, x.clone(), model=_Add(), export_path=str(tmp_path),
+                               dynamic=False)
+    _, ops = _consts((tmp_path / "dynamo.pbtxt").read_text())
+    types = [_unquote(o["type"][0]) for o in ops.values()]
+    assert types.count("Data") == 2 and "Add" in types
+    ge_name = "DT_" + str(dtype).split(".")[-1].upper()
+    assert (tmp_path / "dynamo.pbtxt").read_text().count(f"dtype: {ge_name}") >= 3
+
+
 def test_dynamo_export_refuses_a_symbolic_link(tmp_path, caplog):
     real = tmp_path / "real"
     real.mkdir()

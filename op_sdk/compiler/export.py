@@ -39,8 +39,9 @@ def _is_symlink(path: str) -> bool:
 
 class _Exporter(NpuBackend):
     """The backend with the graph kept: AOTAutograd and the pass pipeline, whatever the
-    mode (the exported graph is the one the passes leave), then the graph runs as
-    captured."""
+    mode (the exported graph is the one the passes leave); the graph's first call ends the
+    model's call, as TorchAir's export does, so no operator runs (a dtype with no CPU
+    kernel exports too)."""
 
     def __init__(self, config: CompilerConfig):
         super().__init__(config)
@@ -54,10 +55,17 @@ class _Exporter(NpuBackend):
         return self._aot(gm, example_inputs, pipeline, report)
 
     def _compile_graph(self, pipeline, report, num_dynamo_inputs, kind, gm, example_inputs):
-        compiled = super()._compile_graph(pipeline, report, num_dynamo_inputs, kind, gm,
-                                          example_inputs)
+        super()._compile_graph(pipeline, report, num_dynamo_inputs, kind, gm, example_inputs)
         self.graphs.append((gm, self._lifted))
-        return compiled
+
+        def exported(*args):  # TorchAir's export stops at the graph's first call: nothing runs
+            raise _Exported()
+
+        return exported
+
+
+class _Exported(Exception):
+    """The graph is kept: the model's call ends here (TorchAir's ExportSuccess)."""
 
 
 def dynamo_export(*args, model: torch.nn.Module, export_path: str = "export_file",
@@ -84,9 +92,13 @@ def dynamo_export(*args, model: torch.nn.Module, export_path: str = "export_file
     exporter = _Exporter(config)
     torch._dynamo.reset()
     compiled = torch.compile(model, backend=exporter, fullgraph=True, dynamic=dynamic)
-    with torch.no_grad():
-        compiled(*args, **kwargs)
-    torch._dynamo.reset()
+    try:
+        with torch.no_grad():
+            compiled(*args, **kwargs)
+    except _Exported:
+        log.info("dynamo_export: export graph over")
+    finally:
+        torch._dynamo.reset()
     if not exporter.graphs:
         raise RuntimeError("op_sdk.dynamo_export: the model produced no graph to export")
     gm, lifted = exporter.graphs[-1]
