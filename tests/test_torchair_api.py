@@ -374,10 +374,28 @@ class _Export(torch.nn.Module):
         return x + y + self.p1 + self.p2 + self.b
 
 
-def _consts(model_text):
-    model = parse_pbtxt(model_text)
-    ops = model["graph"][0]["op"]
-    return model, {_unquote(o["name"][0]): o for o in ops}
+def _nodes(text):
+    """dynamo.pbtxt in TorchAir's format (TensorFlow's GraphDef text): {node name: {"op",
+    "input": [...], "attr": {key: the attribute's GE text, parsed}}}."""
+    import ast
+
+    nodes = {}
+    for block in text.split("node {\n")[1:]:
+        lines = block.splitlines()
+        node = {"input": [], "attr": {}}
+        for i, line in enumerate(lines):
+            if line.startswith("    name: "):
+                name = ast.literal_eval(line.split(": ", 1)[1])
+            elif line.startswith("    op: "):
+                node["op"] = ast.literal_eval(line.split(": ", 1)[1])
+            elif line.startswith("    input: "):
+                node["input"].append(ast.literal_eval(line.split(": ", 1)[1]))
+            elif line == "    attr {":
+                key = ast.literal_eval(lines[i + 1].strip().split(": ", 1)[1])
+                raw = ast.literal_eval("b" + lines[i + 3].strip().split(": ", 1)[1])
+                node["attr"][key] = parse_pbtxt(raw.decode())
+        nodes[name] = node
+    return nodes
 
 
 def test_dynamo_export_writes_the_ge_graph_with_the_weights(tmp_path):
@@ -389,19 +407,21 @@ def test_dynamo_export_writes_the_ge_graph_with_the_weights(tmp_path):
                                       export_name="sub/export", dynamic=False) is None
     assert sorted(os.listdir(path)) == ["dynamo.pbtxt"]
     text = (path / "dynamo.pbtxt").read_text()
-    model_def, ops = _consts(text)
-    assert _unquote(model_def["name"][0]) == "export"  # the directories of export_name dropped
-    types = [_unquote(o["type"][0]) for o in ops.values()]
+    assert text.startswith('node {\n    name: "')  # TorchAir's format
+    nodes = _nodes(text)
+    types = [n["op"] for n in nodes.values()]
     assert types.count("Data") == 2 and types[-1] == "NetOutput"
+    assert text.count('op: "Data"') == 2
     for name, t in (("p1", model.p1), ("p2", model.p2), ("b", model.b)):
-        assert _unquote(ops[name]["type"][0]) == "Const", name
-        desc = ops[name]["attr"][0]["value"][0]["t"][0]
-        assert [int(d) for d in desc["desc"][0]["shape"][0]["dim"]] == list(t.shape)
-        raw = _unquote(desc["data"][0]).encode("latin-1").decode("unicode_escape").encode("latin-1")
+        assert nodes[name]["op"] == "Const", name
+        tensor = nodes[name]["attr"]["value"]["t"][0]
+        assert [int(d) for d in tensor["desc"][0]["shape"][0]["dim"]] == list(t.shape)
+        raw = _unquote(tensor["data"][0]).encode("latin-1").decode("unicode_escape").encode("latin-1")
         assert torch.equal(torch.frombuffer(bytearray(raw), dtype=torch.float32).reshape(t.shape),
                            t.detach()), name
-    data_indices = sorted(int(o["attr"][0]["value"][0]["i"][0]) for o in ops.values()
-                          if _unquote(o["type"][0]) == "Data")
+        assert nodes[name]["attr"]["[o]"]["dtype"] == ["DT_FLOAT"], name  # unnamed descriptor
+    data_indices = sorted(int(n["attr"]["index"]["i"][0]) for n in nodes.values()
+                          if n["op"] == "Data")
     assert data_indices == [0, 1]
 
 
@@ -432,16 +452,15 @@ def test_dynamo_export_records_the_module_stack(tmp_path, record):
     with pytest.warns(UserWarning, match=r"\.air is not written"):
         torchair.dynamo_export(torch.randn(2, 4), torch.randn(2, 4), model=_Outer(),
                                export_path=str(tmp_path), dynamic=False, config=config)
-    _, ops = _consts((tmp_path / "dynamo.pbtxt").read_text())
-    stacks = {name: [a for a in op.get("attr", []) if _unquote(a["key"][0]) == "nn_module_stack"]
-              for name, op in ops.items()}
-    recorded = {name: _unquote(a[0]["value"][0]["s"][0]) for name, a in stacks.items() if a}
+    nodes = _nodes((tmp_path / "dynamo.pbtxt").read_text())
+    recorded = {name: _unquote(n["attr"]["nn_module_stack"]["s"][0])
+                for name, n in nodes.items() if "nn_module_stack" in n["attr"]}
     if not record:
         assert recorded == {}
         return
-    adds = [name for name, op in ops.items() if _unquote(op["type"][0]) == "Add"]
+    adds = [name for name, n in nodes.items() if n["op"] == "Add"]
     assert adds and all("submodel" in recorded[n] and "_Inner" in recorded[n] for n in adds)
-    muls = [name for name, op in ops.items() if _unquote(op["type"][0]) == "Mul"]
+    muls = [name for name, n in nodes.items() if n["op"] == "Mul"]
     assert muls and not any(n in recorded for n in muls)  # the root module's operator: none
 
 
@@ -460,11 +479,10 @@ def test_dynamo_export_runs_no_operator(tmp_path, dtype):
     with pytest.warns(UserWarning, match=r"\.air is not written"):
         torchair.dynamo_export(x, x.clone(), model=_Add(), export_path=str(tmp_path),
                                dynamic=False)
-    _, ops = _consts((tmp_path / "dynamo.pbtxt").read_text())
-    types = [_unquote(o["type"][0]) for o in ops.values()]
+    text = (tmp_path / "dynamo.pbtxt").read_text()
+    types = [n["op"] for n in _nodes(text).values()]
     assert types.count("Data") == 2 and "Add" in types
-    ge_name = "DT_" + str(dtype).split(".")[-1].upper()
-    assert (tmp_path / "dynamo.pbtxt").read_text().count(f"dtype: {ge_name}") >= 3
+    assert text.count("dtype: DT_" + str(dtype).split(".")[-1].upper()) >= 3
 
 
 def test_dynamo_export_refuses_a_symbolic_link(tmp_path, caplog):

@@ -73,7 +73,7 @@ def dynamo_export(*args, model: torch.nn.Module, export_path: str = "export_file
                   config: CompilerConfig | None = None, **kwargs) -> None:
     """TorchAir's ``dynamo_export`` (see the module's documentation): writes
     ``{export_path}/dynamo.pbtxt``."""
-    from op_sdk.converters import convert_fx
+    from op_sdk.converters import convert_fx, pbtxt
 
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"op_sdk.dynamo_export: model must be a torch.nn.Module, got "
@@ -110,7 +110,7 @@ def dynamo_export(*args, model: torch.nn.Module, export_path: str = "export_file
                        module_stack=bool(config.export.experimental.enable_record_nn_module_stack.value))
     os.makedirs(export_path, exist_ok=True)
     with open(os.path.join(export_path, "dynamo.pbtxt"), "w") as f:
-        f.write(graph.model_pbtxt(export_name))
+        f.write(pbtxt.graphdef(graph))  # TorchAir's format: TensorFlow's GraphDef text
     warnings.warn(f"op_sdk.dynamo_export: wrote {os.path.join(export_path, 'dynamo.pbtxt')} (the "
                   f"GE graph as protobuf text); {air} is not written: GE's serialized model is "
                   f"made by CANN's graph engine, which this machine does not have",

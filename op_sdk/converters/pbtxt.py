@@ -1,13 +1,15 @@
 """GE IR protobuf text: a :class:`~op_sdk.converters.graph.GeGraph` written as a
 ``ge.proto.ModelDef`` message in protobuf's text format, field names and enum names as in
-CANN's ``ge_ir.proto`` (what TorchAir's ``debug.graph_dump.type = "pbtxt"`` writes, and
-what ``google.protobuf.text_format.Parse(text, ModelDef())`` reads)."""
+CANN's ``ge_ir.proto`` (what ``google.protobuf.text_format.Parse(text, ModelDef())`` reads;
+op_sdk's ``debug.graph_dump.type = "pbtxt"`` dumps); and ``graphdef``, the graph as
+TorchAir writes its ``.pbtxt`` files (TensorFlow's GraphDef text holding each attribute's
+and descriptor's GE text as a string; ``dynamo_export``'s ``dynamo.pbtxt``)."""
 
 from __future__ import annotations
 
 import struct
 
-__all__ = ["model", "quote"]
+__all__ = ["model", "graphdef", "quote"]
 
 _PACK = {"DT_INT64": "q", "DT_INT32": "i", "DT_FLOAT": "f", "DT_INT8": "b", "DT_UINT8": "B",
          "DT_BOOL": "?", "DT_DOUBLE": "d"}
@@ -66,24 +68,39 @@ class _Writer:
 
 def _desc(w: _Writer, field: str, d) -> None:
     w.open(field)
+    _desc_fields(w, d)
+    w.close()
+
+
+def _desc_fields(w: _Writer, d, proto_defaults: bool = True) -> None:
+    """A TensorDescriptor's fields; ``proto_defaults=False`` leaves out the fields at their
+    proto3 default (DT_UNDEFINED, an empty layout), as ``str(message)`` does."""
     if d.name:
         w.field("name", quote(d.name))
-    w.field("dtype", d.dtype)
+    if proto_defaults or d.dtype != "DT_UNDEFINED":
+        w.field("dtype", d.dtype)
     if d.shape is not None:
         w.open("shape")
         for dim in d.shape:
             w.field("dim", str(int(dim)))
         w.close()
-    w.field("layout", quote(d.layout))
+    if proto_defaults or d.layout:
+        w.field("layout", quote(d.layout))
     for key, (typ, value) in sorted(d.attrs.items()):
         _attr(w, key, typ, value)
-    w.close()
 
 
 def _attr(w: _Writer, key: str, typ: str, value) -> None:
     w.open("attr")
     w.field("key", quote(key))
     w.open("value")
+    _value_fields(w, key, typ, value)
+    w.close()
+    w.close()
+
+
+def _value_fields(w: _Writer, key: str, typ: str, value) -> None:
+    """An AttrDef's fields."""
     if typ in ("Int", "Type"):
         w.field("i", str(int(value)))
     elif typ == "Float":
@@ -133,8 +150,6 @@ def _attr(w: _Writer, key: str, typ: str, value) -> None:
         w.close()
     else:
         raise ValueError(f"GE IR text: attribute {key!r} has unknown type {typ!r}")
-    w.close()
-    w.close()
 
 
 def _op(w: _Writer, op) -> None:
@@ -164,3 +179,49 @@ def model(graph, name: str) -> str:
         _op(w, op)
     w.close()
     return "\n".join(w.lines) + "\n"
+
+
+def _message_text(write, *args) -> bytes:
+    """A message's protobuf text, as ``str(message)`` gives it."""
+    w = _Writer()
+    write(w, *args)
+    return ("\n".join(w.lines) + "\n").encode() if w.lines else b""
+
+
+def graphdef(graph) -> str:
+    """The graph as TorchAir writes its ``.pbtxt`` files (``dynamo_export``'s
+    ``dynamo.pbtxt``; TorchAir's ``convert_to_pbtxt``): TensorFlow's GraphDef text, for graph
+    viewers. Each operator a ``node`` with its name, its type as ``op``, its inputs (a
+    control edge ``"x:-1"`` as ``"^x"``), each GE attribute as a string attribute holding
+    the AttrDef's protobuf text, and each input / output descriptor as the string attribute
+    ``[i]<name>`` / ``[o]<name>`` holding the TensorDescriptor's text (the strings as Python
+    writes bytes), indented by four spaces as TorchAir's writer indents."""
+    lines: list[str] = []
+
+    def put(depth: int, text: str) -> None:
+        lines.append("    " * depth + text)
+
+    def string_attr(key: str, data: bytes) -> None:
+        put(1, "attr {")
+        put(2, f'key: "{key}"')
+        put(2, "value {")
+        put(3, f"s: {repr(data)[1:]}")
+        put(2, "}")
+        put(1, "}")
+
+    for op in graph.ops:
+        put(0, "node {")
+        put(1, f'name: "{op.name}"')
+        put(1, f'op: "{op.type}"')
+        for i in op.inputs:
+            parts = i.split(":")
+            put(1, f'input: "^{parts[0]}"' if len(parts) > 1 and parts[1] == "-1"
+                else f'input: "{i}"')
+        for key, (typ, value) in op.attrs.items():
+            string_attr(key, _message_text(_value_fields, key, typ, value))
+        for d in op.input_desc:
+            string_attr(f"[i]{d.name}", _message_text(_desc_fields, d, False))
+        for d in op.output_desc:
+            string_attr(f"[o]{d.name}", _message_text(_desc_fields, d, False))
+        put(0, "}")
+    return "\n".join(lines) + ("\n" if lines else "")

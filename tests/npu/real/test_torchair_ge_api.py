@@ -96,6 +96,40 @@ def test_the_same_calls_write_the_same_operators():
         assert a.input_desc == b.input_desc and a.output_desc == b.output_desc, a.type
 
 
+def _nodes(text: str) -> list:
+    """Each node of a TorchAir-format pbtxt: its name / op / input lines in order and its
+    attribute blocks as a sorted list (a parsed GE map iterates in no fixed order)."""
+    nodes = []
+    for block in text.split("node {\n")[1:]:
+        lines = block.splitlines()
+        head = [line for line in lines if line.startswith("    ") and not line.startswith("     ")
+                and not line.strip().startswith(("attr {", "}"))]
+        attrs = sorted("\n".join(lines[i:i + 6]) for i, line in enumerate(lines)
+                       if line == "    attr {")
+        nodes.append((head, attrs))
+    return nodes
+
+
+def test_torchairs_pbtxt_format():
+    """dynamo_export's dynamo.pbtxt: op_sdk's pbtxt.graphdef of a graph (every attribute
+    type, tensor constants, control edges, descriptors) is, character for character, what
+    TorchAir's convert_to_pbtxt writes for the same GE graph (read by the GE schema from
+    op_sdk's ModelDef text)."""
+    from torchair._ge_concrete_graph.utils import convert_to_pbtxt
+
+    from op_sdk.converters import pbtxt
+
+    with GeGraph("g") as g:
+        x = g.data(0, torch.float16, [2, 3])
+        y = g.data(1, torch.float32, [2, 3])
+        outs = _program(ge, x, y, ge.custom_op)
+        g.net_output(outs)
+    theirs = convert_to_pbtxt(text_format.Parse(g.model_pbtxt("g"), ModelDef()).graph[0])
+    ours = pbtxt.graphdef(g)
+    assert _nodes(ours) == _nodes(theirs)
+    assert 'input: "^' in ours and "list_list_int" in ours  # control edges, nested lists
+
+
 def test_converter_written_against_op_sdk_ge_writes_through_torchair():
     from tests.test_torchair_api import scale2_op
 
