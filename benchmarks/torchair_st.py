@@ -222,8 +222,8 @@ def run_file(path: str, timeout: int) -> tuple[dict[str, dict], str]:
     with tempfile.TemporaryDirectory() as tmp:
         records = os.path.join(tmp, "records.json")
         env = dict(os.environ, TORCHAIR_ST_RECORDS=records,
-                   PYTHONPATH=os.pathsep.join([HERE, os.path.dirname(path),
-                                               os.environ.get("PYTHONPATH", "")]))
+                   PYTHONPATH=os.pathsep.join([HERE, os.path.dirname(HERE), os.path.dirname(path),
+                                               os.environ.get("PYTHONPATH", "")]))  # this checkout's op_sdk
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "torchair_st",
                "-o", "python_files=*_st.py", "-o", "addopts=", "-W", "ignore", path]
         try:

@@ -3,8 +3,10 @@
 ``dynamo_export(*args, model=m, export_path="export_file", export_name="export",
 dynamic=False, config=None, **kwargs)`` traces ``m`` on the sample inputs as one graph
 (``fullgraph=True``), runs op_sdk's pass pipeline on it (the fusions the config enables) and
-writes the result, converted by the GE converters, as ``{export_path}/dynamo.pbtxt``: the GE
-graph as protobuf text (``ge.proto.ModelDef``), what TorchAir writes beside its ``.air``. The
+writes the result, converted by the GE converters, as ``{export_path}/dynamo.pbtxt`` in
+TorchAir's format (TensorFlow's GraphDef text holding each operator's GE attributes and
+descriptors as text; ``op_sdk.converters.pbtxt.graphdef``), what TorchAir writes beside its
+``.air``. As TorchAir's, the export stops at the graph's first call: no operator runs. The
 model's parameters and buffers are Const nodes named after them, holding their values; the
 sample inputs are the Data nodes. ``{export_name}.air`` (GE's serialized model, ATC's
 input) is written by CANN's graph engine, which op_sdk does not have: it is not written,
@@ -112,7 +114,7 @@ def dynamo_export(*args, model: torch.nn.Module, export_path: str = "export_file
     with open(os.path.join(export_path, "dynamo.pbtxt"), "w") as f:
         f.write(pbtxt.graphdef(graph))  # TorchAir's format: TensorFlow's GraphDef text
     warnings.warn(f"op_sdk.dynamo_export: wrote {os.path.join(export_path, 'dynamo.pbtxt')} (the "
-                  f"GE graph as protobuf text); {air} is not written: GE's serialized model is "
+                  f"GE graph in TorchAir's pbtxt format); {air} is not written: GE's serialized model is "
                   f"made by CANN's graph engine, which this machine does not have",
                   stacklevel=2)
 
