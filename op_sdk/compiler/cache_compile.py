@@ -661,10 +661,12 @@ def readable_cache(cache_bin: str, print_output: bool = True, file: str | None =
     out = io.StringIO()
     dis.dis(_unpatch_class_consts(marshal.loads(artefact["bytecode"])), file=out)
     stored = graph.get("compiled")
-    compile_line = (f"stored compile: yes, called for the inputs where {stored['guards']}"
-                    + (f" and arguments {stored['fixed']} (index, value)" if stored["fixed"] else "")
-                    if stored is not None else
-                    f"stored compile: no ({graph.get('not_bundled', 'compiled on load')})")
+    if stored is None:
+        compile_line = f"stored compile: no ({graph.get('not_bundled', 'compiled on load')})"
+    else:
+        compile_line = f"stored compile: yes, called for the inputs where {stored['guards']}"
+        if stored["fixed"]:
+            compile_line += f" and arguments {stored['fixed']} (index, value)"
     lines = ["=" * 100, _meta_text(artefact["meta"]), _title("graph module"), graph["code"],
              _title("inputs"), *graph["inputs"], compile_line, _title("compile options"),
              artefact["options"], _title("caller frame"), out.getvalue()]

@@ -233,11 +233,18 @@ def get_npu_backend_ex(*, compiler_config: CompilerConfig | None = None,
                        custom_decompositions: dict | None = None) -> NpuBackend:
     """npugraph_ex's ``get_npu_backend(*, compiler_config=None, custom_decompositions={})``:
     op_sdk's backend for its CompilerConfig."""
-    config = compiler_config if compiler_config is not None else CompilerConfig()
+    ours = op_sdk_config(compiler_config, "npugraph_ex.get_npu_backend: compiler_config")
+    return get_npu_backend(ours, custom_decompositions)
+
+
+def op_sdk_config(config: CompilerConfig | None, what: str) -> OpSdkConfig:
+    """op_sdk's config for npugraph_ex's ``config`` (its default when None); ``what`` names
+    the argument in the TypeError raised for anything else."""
+    config = config if config is not None else CompilerConfig()
     if not isinstance(config, CompilerConfig):
-        raise TypeError(f"npugraph_ex.get_npu_backend: compiler_config must be an "
-                        f"npugraph_ex CompilerConfig, got {type(config).__name__}")
-    return get_npu_backend(config.to_op_sdk(), custom_decompositions)
+        raise TypeError(f"{what} must be an npugraph_ex CompilerConfig, got "
+                        f"{type(config).__name__}")
+    return config.to_op_sdk()
 
 
 def get_compiler_ex(compiler_config: CompilerConfig | None = None) -> NpuFxCompiler:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from op_sdk.compiler import cache_compile as _cache
-from op_sdk.compiler.npugraph_ex import CompilerConfig, config_from_options
+from op_sdk.compiler.npugraph_ex import CompilerConfig, config_from_options, op_sdk_config
 
 __all__ = ["cache_compile", "readable_cache"]
 
@@ -24,9 +24,7 @@ def cache_compile(func, *, config: CompilerConfig | None = None, dynamic: bool =
         raise ValueError("npugraph_ex.inference.cache_compile: give config or options, not both")
     if config is None:
         config = config_from_options(options)
-    elif not isinstance(config, CompilerConfig):
-        raise TypeError(f"npugraph_ex.inference.cache_compile: config must be an npugraph_ex "
-                        f"CompilerConfig, got {type(config).__name__}")
-    return _cache.cache_compile(func, config=config.to_op_sdk(), dynamic=dynamic,
-                                cache_dir=cache_dir, global_rank=global_rank, tp_rank=tp_rank,
-                                pp_rank=pp_rank, custom_decompositions=custom_decompositions)
+    ours = op_sdk_config(config, "npugraph_ex.inference.cache_compile: config")
+    return _cache.cache_compile(func, config=ours, dynamic=dynamic, cache_dir=cache_dir,
+                                global_rank=global_rank, tp_rank=tp_rank, pp_rank=pp_rank,
+                                custom_decompositions=custom_decompositions)
