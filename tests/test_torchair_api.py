@@ -37,15 +37,15 @@ PUBLIC = {
                      "op_never_timeout", "data_dump"],
     "op_sdk.npugraph_ex": ["CompilerConfig", "compile_fx", "get_compiler", "get_npu_backend",
                            "register_replacement"],
+    "op_sdk.tools.gegraph_check.align_trace": ["align_trace_json"],
+    "op_sdk.tools.gegraph_check.deadlock_check": ["deadlock_check"],
+    "op_sdk.tools.gegraph_check.filter_operators": ["filter_comm_ops"],
 }
 # the rest of TorchAir's list: not provided yet (docs/torchair.md, "Not provided")
 NOT_PROVIDED = {
     "op_sdk.ops": ["npu_create_tagged_event", "npu_tagged_event_record", "npu_tagged_event_wait",
                    "npu_record_tagged_stream", "npu_fused_infer_attention_score",
                    "npu_fused_infer_attention_score_v2"],
-    "op_sdk.tools.gegraph_check.align_trace": ["align_trace_json"],
-    "op_sdk.tools.gegraph_check.deadlock_check": ["deadlock_check"],
-    "op_sdk.tools.gegraph_check.filter_operators": ["filter_comm_ops"],
 }
 
 
