@@ -7,13 +7,27 @@
     wait_tensor(Tensor self, Tensor dependency) -> Tensor
     print(Tensor[] tensors, str msg_format, str placeholder, int summarize_size,
           bool tensor_detail) -> None               torchair.ops.npu_print's
+    tagged_event_record(str tag, bool created_inside=False) -> ()
+    tagged_event_wait(str tag, bool created_inside=False) -> ()
+    record_tagged_stream(Tensor input, str tag) -> ()
+    record_tagged_stream_(Tensor(a!) input, str tag) -> ()    torchair.ops' tagged events
 
 The schemas are TorchAir's (torchair/scope/_scope.py, torchair/ops/_record_wait.py,
-torchair/scope/_wait_tensor.py). Called outside a compiled graph they change nothing: the
+torchair/scope/_wait_tensor.py, torchair/ops/_tagged_event.py). Called outside a compiled graph they change nothing: the
 program runs in order, on the current stream, which is the single-stream result the scopes
 must not change. Inside a graph compiled by ``op_sdk.get_npu_backend`` the executor reads
 them (op_sdk/compiler/streams.py): the nodes between ``scope_enter(["_user_stream_label"],
 [name])`` and ``scope_exit`` run on the stream ``name``.
+
+A tagged event (``create_tagged_event(tag)``, torchair.ops.npu_create_tagged_event) names an
+ordering point by a string: inside a compiled graph, a ``tagged_event_wait(tag)`` runs after
+the last ``tagged_event_record(tag)`` issued before it in the graph (the executor makes it a
+cross-stream dependency). Outside a graph, and across graphs, there is nothing to wait for:
+eager work runs in order on the caller's stream, and a compiled graph's streams all join the
+caller's stream before its call returns, so every record issued earlier has completed.
+``record_tagged_stream`` (keep a tensor's memory for a stream that uses it) is what the
+executors do for every tensor used on another stream than its producer's, so it changes
+nothing either. The tags are process-wide, as TorchAir's are.
 
 Every one of them is marked side-effecting (``torch.fx.node.has_side_effect``), so dead-code
 elimination keeps them, and so does Inductor (its scheduler keeps side-effecting extern
@@ -27,20 +41,27 @@ torch_npu is not installed (TorchAir, which torch_npu carries, owns it otherwise
 
 from __future__ import annotations
 
+import threading
+
 import torch
 from torch.fx.node import has_side_effect
 
-__all__ = ["define", "AIR_SCOPE_OPS", "scope_op_names"]
+__all__ = ["define", "AIR_SCOPE_OPS", "AIR_EVENT_OPS", "scope_op_names", "TaggedEvent",
+           "create_tagged_event", "tag_of"]
 
 _LIB: list[torch.library.Library] = []
 
 # The operators the stream executor and the well-formedness check read.
 AIR_SCOPE_OPS = ("scope_enter", "scope_exit", "record", "wait", "wait_tensor")
+# ... and the tagged-event ones (torchair.ops.npu_tagged_event_record / wait /
+# npu_record_tagged_stream)
+AIR_EVENT_OPS = ("tagged_event_record", "tagged_event_wait", "record_tagged_stream",
+                 "record_tagged_stream_")
 
 
 def scope_op_names() -> set[str]:
     """The ``str(node.target)`` of each scope operator's default overload."""
-    return {f"air.{name}.default" for name in AIR_SCOPE_OPS}
+    return {f"air.{name}.default" for name in AIR_SCOPE_OPS + AIR_EVENT_OPS}
 
 
 def _has(name: str) -> bool:
@@ -84,6 +105,67 @@ def _wait_tensor_fake(self: torch.Tensor, dependency: torch.Tensor) -> torch.Ten
     return torch.empty_like(self)
 
 
+# -- tagged events ---------------------------------------------------------------------------
+
+
+class TaggedEvent:
+    """The event ``torchair.ops.npu_create_tagged_event(tag)`` returns: a named ordering
+    point that graphs record and wait for (module docstring)."""
+
+    def __init__(self, tag: str):
+        self.tag = tag
+
+    def __repr__(self) -> str:
+        return f"TaggedEvent(tag={self.tag!r})"
+
+
+_TAGGED: dict[str, TaggedEvent] = {}
+_TAGGED_LOCK = threading.Lock()
+
+
+def create_tagged_event(tag: str) -> TaggedEvent:
+    if not isinstance(tag, str):
+        raise TypeError(f"npu_create_tagged_event: tag must be a str, got {type(tag).__name__}")
+    with _TAGGED_LOCK:
+        if tag in _TAGGED:
+            raise ValueError(f"tagged event tag {tag} is already in use")
+        event = _TAGGED[tag] = TaggedEvent(tag)
+        return event
+
+
+def tag_of(event) -> str:
+    """The tag of an event ``create_tagged_event`` made (ValueError otherwise)."""
+    if not isinstance(event, TaggedEvent):
+        raise ValueError(f"tagged event {event} is not in use: create it with "
+                         f"npu_create_tagged_event(tag)")
+    return event.tag
+
+
+def check_tag(tag: str, what: str) -> None:
+    """AssertionError (TorchAir's words) when no tagged event has this tag."""
+    if tag not in _TAGGED:
+        raise AssertionError(f"tagged event is None while tag is {tag}, tagged event {what} "
+                             f"failed, please make sure you have created tag {tag} with "
+                             f"npu_create_tagged_event API.")
+
+
+def _tagged_event_record(tag: str, created_inside: bool = False) -> None:
+    check_tag(tag, "record")
+
+
+def _tagged_event_wait(tag: str, created_inside: bool = False) -> None:
+    check_tag(tag, "wait")
+
+
+def _record_tagged_stream(input: torch.Tensor, tag: str) -> None:
+    return None
+
+
+def _record_tagged_stream_functional(input: torch.Tensor, tag: str) -> None:
+    # keeping memory for a stream mutates nothing: the out-of-place operator, no copy back
+    torch.ops.air.record_tagged_stream(input, tag)
+
+
 _SCHEMAS = {
     "scope_enter": ("scope_enter(str[] keys, str[] values, bool need_execute=False) -> None",
                     _scope_enter, _scope_enter),
@@ -92,6 +174,14 @@ _SCHEMAS = {
     "wait": ("wait(Tensor[] x) -> ()", _wait, _wait),
     "wait_tensor": ("wait_tensor(Tensor self, Tensor dependency) -> Tensor", _wait_tensor,
                     _wait_tensor_fake),
+    "tagged_event_record": ("tagged_event_record(str tag, bool created_inside=False) -> ()",
+                            _tagged_event_record, _tagged_event_record),
+    "tagged_event_wait": ("tagged_event_wait(str tag, bool created_inside=False) -> ()",
+                          _tagged_event_wait, _tagged_event_wait),
+    "record_tagged_stream": ("record_tagged_stream(Tensor input, str tag) -> ()",
+                             _record_tagged_stream, _record_tagged_stream),
+    "record_tagged_stream_": ("record_tagged_stream_(Tensor(a!) input, str tag) -> ()",
+                              _record_tagged_stream, _record_tagged_stream),
 }
 
 
@@ -181,8 +271,10 @@ def define(torch_npu_installed: bool) -> list[str]:
         # one kernel for every backend (CPU, CUDA, and Meta for the ones without tensors)
         lib.impl(name, kernel, "CompositeExplicitAutograd")
         torch.library.register_fake(f"air::{name}", fake, lib=lib)
+        if name == "record_tagged_stream_":
+            lib.impl(name, _record_tagged_stream_functional, "Functionalize")
         defined.append(name)
-    for name in AIR_SCOPE_OPS:
+    for name in AIR_SCOPE_OPS + AIR_EVENT_OPS:
         if _has(name) and name != "wait_tensor":
             has_side_effect(getattr(torch.ops.air, name).default)
     if not torch_npu_installed or _has("print"):

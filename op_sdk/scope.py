@@ -15,22 +15,89 @@ from __future__ import annotations
 import torch
 
 __all__ = ["npu_stream_switch", "npu_wait_tensor", "super_kernel", "limit_core_num",
-           "op_never_timeout", "data_dump", "STREAM_LABEL"]
+           "op_never_timeout", "data_dump", "STREAM_LABEL", "capped_threads", "merged",
+           "regions"]
 
 STREAM_LABEL = "_user_stream_label"
 
 
+_STREAM_KEYS = (STREAM_LABEL, "_user_stream_priority", "_enable_inner_parallel")
+
+
+def merged(stack: list[dict[str, str]]) -> dict[str, str]:
+    """The scope attributes an operator inside the scopes ``stack`` (outermost first)
+    carries, as TorchAir sets them: inner scopes override outer ones; a ``super_kernel``
+    scope of None or "" removes an enclosing super kernel's two attributes, and sets none
+    of its own scope's."""
+    out: dict[str, str] = {}
+    for attrs in stack:
+        for key, value in attrs.items():
+            if key == "_super_kernel_scope" and value == "":
+                out.pop("_super_kernel_scope", None)
+                out.pop("_super_kernel_options", None)
+                break
+            out[key] = value
+    return out
+
+
+def regions(attrs: dict[str, str]) -> list[str]:
+    """The TorchAir scopes (other than stream switches) that ``merged`` attributes put an
+    operator in, as the compile report names them."""
+    out = []
+    if "_super_kernel_scope" in attrs:
+        options = attrs.get("_super_kernel_options", "")
+        out.append(f"super_kernel {attrs['_super_kernel_scope']!r}"
+                   + (f" options {options!r}" if options else ""))
+    if "_op_aicore_num" in attrs:
+        out.append(f"limit_core_num({attrs['_op_aicore_num']}, "
+                   f"{attrs.get('_op_vectorcore_num', '0')})")
+    if attrs.get("_op_exec_never_timeout") == "True":
+        out.append("op_never_timeout")
+    if attrs.get("torchair_enable_data_dump") == "True":
+        out.append("data_dump")
+    return out
+
+
+class capped_threads:
+    """Runs the ``with`` block with at most ``cap`` intra-op threads on this thread (None:
+    unchanged), then gives the count back (limit_core_num's meaning on CPU)."""
+
+    def __init__(self, cap: int | None):
+        self.cap = cap
+        self.before: list[int | None] = []
+
+    def __enter__(self):
+        before = torch.get_num_threads() if self.cap is not None else None
+        if before is not None and self.cap < before:
+            torch.set_num_threads(self.cap)
+        else:
+            before = None
+        self.before.append(before)
+        return self
+
+    def __exit__(self, *exc):
+        before = self.before.pop()
+        if before is not None:
+            torch.set_num_threads(before)
+        return False
+
+
 class _Scope:
-    def __init__(self, attrs: list[tuple[str, str]]):
+    def __init__(self, attrs: list[tuple[str, str]], threads: int | None = None):
         self.attrs = attrs
+        self.threads = capped_threads(threads) if threads is not None else None
 
     def __enter__(self):
         keys = [k for k, _ in self.attrs]
         values = [v for _, v in self.attrs]
+        if self.threads is not None and not torch.compiler.is_compiling():
+            self.threads.__enter__()   # eager: the block's operators run capped
         return torch.ops.air.scope_enter(keys, values)
 
     def __exit__(self, *exc):
         torch.ops.air.scope_exit()
+        if self.threads is not None and not torch.compiler.is_compiling():
+            self.threads.__exit__(*exc)
         return False
 
 
@@ -67,14 +134,17 @@ def limit_core_num(op_aicore_num: int, op_vectorcore_num: int) -> _Scope:
     """TorchAir's (and npugraph_ex's) ``scope.limit_core_num``: the operators inside use at
     most ``op_aicore_num`` AI Cores and ``op_vectorcore_num`` Vector Cores on the NPU
     (``[1, max]`` and ``[0, max]``: 0 where the chip has no Vector Core). Recorded as TorchAir
-    records it (``_op_aicore_num`` / ``_op_vectorcore_num`` on the GE graph's operators); the
-    CPU executor does not cap its threads per region."""
+    records it (``_op_aicore_num`` / ``_op_vectorcore_num`` on the GE graph's operators). On
+    CPU the operators inside run with at most ``op_aicore_num`` intra-op threads: eagerly,
+    and in graphs compiled by op_sdk's backend (the stream executor caps each node of the
+    region; max-autotune compiles the region as a partition of its own whose kernels are
+    generated for that many threads); on CUDA it changes nothing."""
     for name, value, low in (("op_aicore_num", op_aicore_num, 1),
                              ("op_vectorcore_num", op_vectorcore_num, 0)):
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
             raise ValueError(f"limit_core_num: {name} must be an int >= {low}, got {value!r}")
     return _Scope([("_op_aicore_num", str(op_aicore_num)),
-                   ("_op_vectorcore_num", str(op_vectorcore_num))])
+                   ("_op_vectorcore_num", str(op_vectorcore_num))], threads=op_aicore_num)
 
 
 def op_never_timeout(enable: bool = True) -> _Scope:

@@ -133,6 +133,31 @@ def _unquote(s: str) -> str:
     return s[1:-1]
 
 
+def parse_graphdef(text: str, raw: bool = False) -> dict:
+    """A ``.pbtxt`` in TorchAir's format (TensorFlow's GraphDef text: dynamo_export's
+    dynamo.pbtxt, the "pbtxt" graph dumps): {node name: {"op", "input": [...], "attr": {key:
+    the attribute's GE text, parsed (``raw``: as text)}}}, in the file's order."""
+    import ast
+
+    nodes = {}
+    for block in text.split("node {\n")[1:]:
+        lines = block.splitlines()
+        node = {"input": [], "attr": {}}
+        for i, line in enumerate(lines):
+            if line.startswith("    name: "):
+                name = ast.literal_eval(line.split(": ", 1)[1])
+            elif line.startswith("    op: "):
+                node["op"] = ast.literal_eval(line.split(": ", 1)[1])
+            elif line.startswith("    input: "):
+                node["input"].append(ast.literal_eval(line.split(": ", 1)[1]))
+            elif line == "    attr {":
+                key = ast.literal_eval(lines[i + 1].strip().split(": ", 1)[1])
+                value = ast.literal_eval("b" + lines[i + 3].strip().split(": ", 1)[1]).decode()
+                node["attr"][key] = value if raw else parse_pbtxt(value)
+        nodes[name] = node
+    return nodes
+
+
 def check_text(graph: GeGraph) -> dict:
     """The graph's GE IR text read back: the same ops, inputs, descriptors and attributes."""
     model = parse_pbtxt(graph.model_pbtxt("m"))
@@ -406,8 +431,7 @@ def test_pbtxt_dump_of_a_compile(tmp_path, mode):
     files = sorted(tmp_path.iterdir())
     assert len(files) == 1 and files[0].suffix == ".pbtxt", files  # one, after the last pass
     assert "_ge_rank_0_pid_" in files[0].name
-    model = parse_pbtxt(files[0].read_text())
-    types = [_unquote(op["type"][0]) for op in model["graph"][0]["op"]]
+    types = [n["op"] for n in parse_graphdef(files[0].read_text()).values()]
     assert "AddRmsNormDynamicQuant" in types  # the fusion fired before the dump
     assert "AddRmsNorm" not in types and "DynamicQuant" not in types
     assert types.count("Data") == 3 and types[-1] == "NetOutput"
@@ -441,8 +465,7 @@ def demo_dump(tmp_path_factory):
 def test_demo_model_pbtxt(demo_dump):
     (file,) = demo_dump
     text = pathlib.Path(file).read_text()
-    model = parse_pbtxt(text)
-    types = [_unquote(op["type"][0]) for op in model["graph"][0]["op"]]
+    types = [n["op"] for n in parse_graphdef(text).values()]
     for fused in ("AddRmsNormDynamicQuant", "QuantBatchMatmulV3", "TransposeBatchMatMul"):
         assert fused in types, (fused, sorted(set(types)))
     assert types[-1] == "NetOutput"
@@ -453,8 +476,11 @@ def test_demo_model_pbtxt(demo_dump):
 
 @pytest.mark.torch_npu_real
 def test_ge_schema_parses_dumps(demo_dump, tmp_path):
-    """The demo's dump and a dump of every sample call, parsed by the GE schema of the
-    torch-npu wheel (ge_ir.proto's ModelDef, TorchAir's generated module)."""
+    """The demo's dump (TorchAir's GraphDef form: each attribute's text parsed as GE's
+    AttrDef, each descriptor's as its TensorDescriptor) and a dump of every sample call
+    (GE's ModelDef text), parsed by the GE schema of the torch-npu wheel (ge_ir.proto,
+    TorchAir's generated module)."""
+    import json
     from tests.npu.ge_schema import prepare_protobuf
     from tests.npu.torch_npu_env import prepare
 
@@ -464,7 +490,9 @@ def test_ge_schema_parses_dumps(demo_dump, tmp_path):
     protobuf, why = prepare_protobuf()
     if protobuf is None:
         pytest.skip(why)
-    files = list(demo_dump)
+    demo = tmp_path / "demo.json"
+    demo.write_text(json.dumps(parse_graphdef(pathlib.Path(demo_dump[0]).read_text(), raw=True)))
+    files = [str(demo)]
     for i, (name, args, kwargs) in enumerate(gather("samples")):
         if _qualname(name) in NO_CONVERTER:
             continue
@@ -479,9 +507,18 @@ def test_ge_schema_parses_dumps(demo_dump, tmp_path):
         "import json, sys, torch, torch_npu\n"
         "assert torch.npu.is_available() is False\n"
         "from google.protobuf import text_format\n"
-        "from torchair._ge_concrete_graph.ge_ir_pb2 import ModelDef\n"
+        "from torchair._ge_concrete_graph.ge_ir_pb2 import AttrDef, ModelDef, TensorDescriptor\n"
         "out = {}\n"
         "for f in sys.argv[1:]:\n"
+        "    if f.endswith('.json'):\n"
+        "        out[f] = []\n"
+        "        for node in json.load(open(f)).values():\n"
+        "            for key, text in node['attr'].items():\n"
+        "                text_format.Parse(text, TensorDescriptor() if key[:3] in ('[i]', '[o]')\n"
+        "                                  else AttrDef())\n"
+        "            out[f].append((node['op'], [k[3:] for k in node['attr'] if k[:3] == '[i]'],\n"
+        "                           sum(k[:3] == '[o]' for k in node['attr'])))\n"
+        "        continue\n"
         "    m = text_format.Parse(open(f).read(), ModelDef())\n"
         "    out[f] = [(op.type, [d.name for d in op.input_desc], len(op.output_desc))\n"
         "              for op in m.graph[0].op]\n"
@@ -489,11 +526,10 @@ def test_ge_schema_parses_dumps(demo_dump, tmp_path):
     res = subprocess.run([sys.executable, "-c", script, *files], capture_output=True, text=True,
                          env=env.environ([protobuf]), timeout=600)
     assert res.returncode == 0, res.stderr[-4000:]
-    import json
 
     parsed = json.loads(res.stdout.strip().splitlines()[-1])
     assert len(parsed) == len(files) > 20
-    demo_types = {t for t, _, _ in parsed[demo_dump[0]]}
+    demo_types = {t for t, _, _ in parsed[str(demo)]}
     assert {"AddRmsNormDynamicQuant", "QuantBatchMatmulV3", "TransposeBatchMatMul"} <= demo_types
     for f, ops in parsed.items():
         if f in demo_dump:

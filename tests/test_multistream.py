@@ -707,7 +707,7 @@ def test_dumps_show_the_streams(tmp_path, mode):
     """The manual's example with its graph dumps: "pbtxt" writes the converted graph with
     TorchAir's stream attribute on the scope's operators and the wait as a control edge;
     "txt" marks each node of the scope with its stream."""
-    from tests.test_converters import parse_pbtxt
+    from tests.test_converters import parse_graphdef
 
     for kind in ("pbtxt", "txt"):
         cfg = op_sdk.CompilerConfig()
@@ -723,17 +723,15 @@ def test_dumps_show_the_streams(tmp_path, mode):
         for a, b in zip(opt(x), model(x)):
             torch.testing.assert_close(a, b)
     (pb,) = (tmp_path / "pbtxt").iterdir()
-    ops = parse_pbtxt(pb.read_text())["graph"][0]["op"]
-    by_type = {op["type"][0].strip('"'): op for op in ops}
-    label = {op["type"][0].strip('"'): [a["value"][0]["s"][0] for a in op.get("attr", [])
-                                        if a["key"][0] == '"_user_stream_label"'] for op in ops}
-    assert label["MatMulV2"] == ['"stream_1"']
-    assert label["Sub"] == [] and label["Add"] == []
-    abs_op = [op for op in ops if op["type"][0] == '"OpSdkUnconverted"'
-              and '"aten.abs.default"' in str(op["attr"])]
+    nodes = parse_graphdef(pb.read_text())      # TorchAir's form (its convert_to_pbtxt)
+    by_type = {node["op"]: node for node in nodes.values()}
+    label = {node["op"]: node["attr"].get("_user_stream_label") for node in nodes.values()}
+    assert label["MatMulV2"] == {"s": ['"stream_1"']}
+    assert label["Sub"] is None and label["Add"] is None
+    abs_op = [name for name, node in nodes.items() if node["op"] == "OpSdkUnconverted"
+              and '"aten.abs.default"' in str(node["attr"])]
     assert len(abs_op) == 1
-    abs_name = abs_op[0]["name"][0].strip('"')
-    assert f'"{abs_name}:-1"' in by_type["Sub"]["input"]  # wait: after the recorded abs
+    assert f"^{abs_op[0]}" in by_type["Sub"]["input"]  # wait: after the recorded abs
     txt = [f for f in (tmp_path / "txt").iterdir() if "post_grad_custom_post_pass_after" in f.name]
     assert txt, sorted(p.name for p in (tmp_path / "txt").iterdir())
     listing = txt[0].read_text()
@@ -969,6 +967,35 @@ def test_torchair_scopes_are_recorded_on_the_ge_operators():
         got = torch.compile(_scoped, backend=op_sdk.get_npu_backend(compiler_config=cfg))(x, w)
         torch.testing.assert_close(got, _scoped(x, w))
     torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_report_shows_the_torchair_scope_regions(mode, tmp_path):
+    """Each TorchAir scope is a region of the compile report (summary, JSON, HTML and
+    Markdown pages): its operators, the same the GE graph marks."""
+    from op_sdk.app.report_page import render_html, render_markdown
+    from op_sdk.app.report import scope_data
+
+    opt, backend = _compile(_scoped, mode)
+    x, w = torch.randn(3, 3), torch.randn(3, 3)
+    opt(x, w)
+    explanation = op_sdk.explain(backend)
+    graph = explanation.reports[-1].graphs[0]
+    assert list(graph.scopes) == ["super_kernel 'sk1' options 'stream-fusion=1'",
+                                  "limit_core_num(4, 8)", "op_never_timeout", "data_dump"]
+    assert len(graph.scopes["super_kernel 'sk1' options 'stream-fusion=1'"]) == 1  # the mm
+    assert graph.scopes["limit_core_num(4, 8)"] == graph.scopes["op_never_timeout"]
+    assert len(graph.scopes["data_dump"]) == 1
+    text = explanation.summary()
+    assert "  scopes:\n    super_kernel 'sk1' options 'stream-fusion=1': " in text
+    data = explanation.to_dict()["compiles"][-1]["graphs"][0]
+    assert data["scopes"] == graph.scopes
+    from op_sdk.compiler.report import GraphReport
+
+    assert GraphReport.from_dict(graph.to_dict()).scopes == graph.scopes
+    page = {"title": "t", "scopes": scope_data(explanation)}
+    assert "<h2>Scopes</h2>" in render_html(page) and "limit_core_num(4, 8)" in render_html(page)
+    assert "## Scopes" in render_markdown(page)
 
 
 def test_torchair_scope_arguments_are_checked():

@@ -18,7 +18,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 import op_sdk as torchair
 from op_sdk import ge
 from op_sdk.converters import ConversionError, GeGraph, convert_fx
-from tests.test_converters import _unquote, check_text, parse_pbtxt
+from tests.test_converters import _unquote, check_text, parse_graphdef
 
 # TorchAir's public-API names (tests/st/allowlist_for_publicAPI.json at fced8842), module by
 # module, with torchair -> op_sdk; "npugraph_ex" is op_sdk.npugraph_ex
@@ -32,7 +32,8 @@ PUBLIC = {
                        "ListFloat", "ListInt", "ListListFloat", "ListListInt", "ListStr", "Str"],
     "op_sdk.inference": ["set_dim_gears", "cache_compile", "readable_cache"],
     "op_sdk.llm_datadist": ["create_npu_tensors"],
-    "op_sdk.ops": ["npu_print", "record", "wait"],
+    "op_sdk.ops": ["npu_print", "record", "wait", "npu_create_tagged_event",
+                   "npu_tagged_event_record", "npu_tagged_event_wait", "npu_record_tagged_stream"],
     "op_sdk.scope": ["npu_wait_tensor", "npu_stream_switch", "super_kernel", "limit_core_num",
                      "op_never_timeout", "data_dump"],
     "op_sdk.npugraph_ex": ["CompilerConfig", "compile_fx", "get_compiler", "get_npu_backend",
@@ -43,9 +44,7 @@ PUBLIC = {
 }
 # the rest of TorchAir's list: not provided yet (docs/torchair.md, "Not provided")
 NOT_PROVIDED = {
-    "op_sdk.ops": ["npu_create_tagged_event", "npu_tagged_event_record", "npu_tagged_event_wait",
-                   "npu_record_tagged_stream", "npu_fused_infer_attention_score",
-                   "npu_fused_infer_attention_score_v2"],
+    "op_sdk.ops": ["npu_fused_infer_attention_score", "npu_fused_infer_attention_score_v2"],
 }
 
 
@@ -254,7 +253,7 @@ def test_datatype_format_tensorspec_as_torchair():
     assert (spec.dtype, spec.size, spec.rank) == (ge.DataType.DT_BF16, [2, 5], 2)
     assert repr(spec) == "TensorSpec(dtype=DT_BF16, size=[2, 5])"
     gm = make_fx(lambda x: x * 2, tracing_mode="symbolic")(torch.randn(3, 4))
-    dyn = next(iter(gm.graph.find_nodes(op="placeholder"))).meta["val"]
+    dyn = next(iter(gm.graph.findparse_graphdef(op="placeholder"))).meta["val"]
     assert isinstance(dyn.shape[0], torch.SymInt)
     spec = ge.TensorSpec(dyn)
     assert spec.rank == 2 and spec.dtype == ge.DataType.DT_FLOAT
@@ -374,30 +373,6 @@ class _Export(torch.nn.Module):
         return x + y + self.p1 + self.p2 + self.b
 
 
-def _nodes(text):
-    """dynamo.pbtxt in TorchAir's format (TensorFlow's GraphDef text): {node name: {"op",
-    "input": [...], "attr": {key: the attribute's GE text, parsed}}}."""
-    import ast
-
-    nodes = {}
-    for block in text.split("node {\n")[1:]:
-        lines = block.splitlines()
-        node = {"input": [], "attr": {}}
-        for i, line in enumerate(lines):
-            if line.startswith("    name: "):
-                name = ast.literal_eval(line.split(": ", 1)[1])
-            elif line.startswith("    op: "):
-                node["op"] = ast.literal_eval(line.split(": ", 1)[1])
-            elif line.startswith("    input: "):
-                node["input"].append(ast.literal_eval(line.split(": ", 1)[1]))
-            elif line == "    attr {":
-                key = ast.literal_eval(lines[i + 1].strip().split(": ", 1)[1])
-                raw = ast.literal_eval("b" + lines[i + 3].strip().split(": ", 1)[1])
-                node["attr"][key] = parse_pbtxt(raw.decode())
-        nodes[name] = node
-    return nodes
-
-
 def test_dynamo_export_writes_the_ge_graph_with_the_weights(tmp_path):
     model = _Export()
     x, y = torch.randn(2, 4), torch.randn(2, 4)
@@ -408,7 +383,7 @@ def test_dynamo_export_writes_the_ge_graph_with_the_weights(tmp_path):
     assert sorted(os.listdir(path)) == ["dynamo.pbtxt"]
     text = (path / "dynamo.pbtxt").read_text()
     assert text.startswith('node {\n    name: "')  # TorchAir's format
-    nodes = _nodes(text)
+    nodes = parse_graphdef(text)
     types = [n["op"] for n in nodes.values()]
     assert types.count("Data") == 2 and types[-1] == "NetOutput"
     assert text.count('op: "Data"') == 2
@@ -452,7 +427,7 @@ def test_dynamo_export_records_the_module_stack(tmp_path, record):
     with pytest.warns(UserWarning, match=r"\.air is not written"):
         torchair.dynamo_export(torch.randn(2, 4), torch.randn(2, 4), model=_Outer(),
                                export_path=str(tmp_path), dynamic=False, config=config)
-    nodes = _nodes((tmp_path / "dynamo.pbtxt").read_text())
+    nodes = parse_graphdef((tmp_path / "dynamo.pbtxt").read_text())
     recorded = {name: _unquote(n["attr"]["nn_module_stack"]["s"][0])
                 for name, n in nodes.items() if "nn_module_stack" in n["attr"]}
     if not record:
@@ -480,7 +455,7 @@ def test_dynamo_export_runs_no_operator(tmp_path, dtype):
         torchair.dynamo_export(x, x.clone(), model=_Add(), export_path=str(tmp_path),
                                dynamic=False)
     text = (tmp_path / "dynamo.pbtxt").read_text()
-    types = [n["op"] for n in _nodes(text).values()]
+    types = [n["op"] for n in parse_graphdef(text).values()]
     assert types.count("Data") == 2 and "Add" in types
     assert text.count("dtype: DT_" + str(dtype).split(".")[-1].upper()) >= 3
 

@@ -38,6 +38,13 @@ def stream_data(explanation) -> list[dict]:
     return out
 
 
+def scope_data(explanation) -> list[dict]:
+    """The report's "scopes" entries: one per graph with TorchAir scope regions
+    (super_kernel, limit_core_num, op_never_timeout, data_dump), each region's operators."""
+    return [{"graph": f"compile #{r.index} {g.graph} graph", "regions": dict(g.scopes)}
+            for r in explanation.reports for g in r.graphs if g.scopes]
+
+
 def trace_data(fn, out_dir: str) -> dict:
     """Profile one call of ``fn`` into ``out_dir``/trace.json; the report's "trace" entry."""
     from op_sdk.app.trace import thread_summary, write_trace
@@ -144,6 +151,7 @@ def run_report(cfg: DecoderConfig, out_dir: str, batch: int = 1, tokens: int = 8
                     for k, v in g.fusions_skipped.items()},
         "dumps": [{"name": os.path.relpath(p, out_dir), "text": _read(p)} for p in dumps[:8]],
         "streams": stream_data(explanation),
+        "scopes": scope_data(explanation),
         "trace": traced,
     }
     html_path = os.path.join(out_dir, "report.html")

@@ -4,6 +4,7 @@ no scripts, no network) and as Markdown with Mermaid diagrams.
 Input is plain data (see ``op_sdk.compiler.explain.report_data``):
 ``{"title", "facts": {k: v}, "fusions": [rows], "regions": [region], "near_misses": [..],
 "dumps": [{"name", "text"}], "streams": [{"graph", "execution", "nodes": {node: stream}}],
+"scopes": [{"graph", "regions": {region: [node]}}],
 "trace": {"path", "threads": {tid: {"streams", "ops", "busy_us"}}, "overlap_us"} or None}`` where a region is ``{"fusion", "variant", "before": graph,
 "after": graph}`` and a graph is ``{"nodes": [{"id", "label", "kind"}], "edges": [[src, dst]]}``
 with kind one of "input", "op", "fused", "output".
@@ -187,7 +188,7 @@ def _context(data: dict, pictures) -> dict:
             "fusions": data.get("fusions", []), "regions": regions,
             "skipped": data.get("skipped", {}), "near_misses": data.get("near_misses", []),
             "dumps": data.get("dumps", []), "streams": data.get("streams", []),
-            "trace": data.get("trace")}
+            "scopes": data.get("scopes", []), "trace": data.get("trace")}
 
 
 def render_html(data: dict) -> str:

@@ -8,12 +8,14 @@ backend receives it, before AOTAutograd and its decompositions) and
 is warned about and the compile goes on.
 "txt" writes the FX IR listing with shapes, "py" the GraphModule's Python code, both
 before and after each pass; a node inside an air stream scope is marked with its stream. "pbtxt" writes, once per graph after the last pass, the graph
-converted to Ascend IR by op_sdk's GE converters (op_sdk.converters) as the graph engine's
-(GE) protobuf text, a ``ge.proto.ModelDef``: the fused operators as their Ascend IR types
-with their prototypes' input / output / attribute names, each operator of a stream scope
-with its ``_user_stream_label`` attribute as TorchAir writes it; a node with no converter is
-written as an ``OpSdkUnconverted`` placeholder (attribute ``_fx_target`` names it) and
-listed in a comment at the top of the file.
+converted to Ascend IR by op_sdk's GE converters (op_sdk.converters) in TorchAir's format
+(its ``convert_to_pbtxt``: TensorFlow's GraphDef text, each operator a node whose GE
+attributes and descriptors are held as their GE protobuf text; op_sdk.converters.pbtxt.
+graphdef): the fused operators as their Ascend IR types with their prototypes' input /
+output / attribute names, each operator of a stream scope with its ``_user_stream_label``
+attribute as TorchAir writes it; a node with no converter is written as an
+``OpSdkUnconverted`` placeholder (attribute ``_fx_target`` names it) and listed in a
+comment at the top of the file.
 """  # noqa: E501
 
 from __future__ import annotations
@@ -80,9 +82,9 @@ class GraphDumper:
             return None
         os.makedirs(self.path, exist_ok=True)
         if self.type == "pbtxt":
-            from op_sdk.converters import convert_fx
+            from op_sdk.converters import convert_fx, pbtxt
 
-            text = convert_fx(gm, name, strict=False).model_pbtxt(name)
+            text = pbtxt.graphdef(convert_fx(gm, name, strict=False))
         elif self.type == "py":
             gm.recompile()
             text = _stream_header(gm.graph) + gm.print_readable(

@@ -65,6 +65,7 @@ class Segment:
     outputs: list[Node]                # its values read elsewhere
     writes: bool                       # holds a node that writes memory
     gm: GraphModule | None = None
+    cap: int | None = None             # its limit_core_num region's thread cap
 
     @property
     def name(self) -> str:
@@ -119,6 +120,7 @@ def split(gm: GraphModule) -> tuple[Graph, list[Segment]]:
     graph = gm.graph
     _getitems_after_their_source(graph)
     stream = streams.stream_of(graph)
+    caps = streams.thread_caps(graph)
     runs: list[list[Node]] = []
     current: list[Node] | None = None
     for node in graph.nodes:
@@ -140,7 +142,7 @@ def split(gm: GraphModule) -> tuple[Graph, list[Segment]]:
                                     if d not in members and d.op != "get_attr"))
         outputs = [n for n in nodes if any(u not in members for u in n.users)]
         seg = Segment(i, stream[nodes[0]], nodes, inputs, outputs,
-                      writes=any(streams.writes(n) for n in nodes))
+                      writes=any(streams.writes(n) for n in nodes), cap=caps.get(nodes[0]))
         seg.gm = _segment_module(gm, seg)
         segments.append(seg)
         for n in nodes:
@@ -269,10 +271,12 @@ def compile_partitions(gm: GraphModule, example_inputs: Sequence[Any], kwargs: d
             if strides is not None:
                 strides.clear()
             # Inductor's CPU kernels fix their OpenMP thread count when generated: a side
-            # stream's get its worker's (OP_SDK_STREAM_THREADS), as its ATen calls do
-            threads = ({"cpp.threads": streams.stream_threads()}
-                       if seg.stream != streams.MAIN else {})
-            with inductor_config.patch(threads):
+            # stream's get its worker's (OP_SDK_STREAM_THREADS), as its ATen calls do; a
+            # limit_core_num region's at most its cap
+            threads = streams.stream_threads() if seg.stream != streams.MAIN else None
+            if seg.cap is not None:
+                threads = min(seg.cap, threads or torch.get_num_threads())
+            with inductor_config.patch({"cpp.threads": threads} if threads else {}):
                 launches[seg.index].compiled = compile_fx_inner(seg.gm, example, **part)
     if strides is not None:
         strides.clear()
@@ -280,6 +284,6 @@ def compile_partitions(gm: GraphModule, example_inputs: Sequence[Any], kwargs: d
             strides.append(tuple(value.stride()) if isinstance(value, torch.Tensor) else None)
     outer = GraphModule(gm, outer)
     program = streams.executor_for(outer, example_inputs)
-    if program is None:  # pragma: no cover - a request is raised for several streams only
-        raise AssertionError("op_sdk: a partitioned graph with a single stream")
+    if program is None:  # pragma: no cover - a request is raised only where one is needed
+        raise AssertionError("op_sdk: a partitioned graph that needs no stream program")
     return StreamPartitionedCode(program, segments)

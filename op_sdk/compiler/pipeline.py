@@ -224,9 +224,11 @@ class PassPipeline:
             return
         stream_plan = streams.plan(gm.graph)  # checks the scopes
         report.streams = stream_plan.by_name()
+        report.scopes = streams.scope_regions(gm.graph)
         if not report.executor.startswith("inductor") or STAGES[-1] not in stages:
             return
-        if len(stream_plan.streams) > 1:
+        values = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
+        if streams.needs_program(stream_plan, streams.on_cuda(values) is not None):
             from op_sdk.compiler.partitions import PartitionRequest
 
             if not report.executor.endswith(PARTITIONED):

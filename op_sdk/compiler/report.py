@@ -69,6 +69,9 @@ class GraphReport:
     # node name -> stream, for graphs with air stream scopes (op_sdk/compiler/streams.py);
     # empty when the graph runs on one stream
     streams: dict[str, str] = dataclasses.field(default_factory=dict)
+    # TorchAir scope region (super_kernel 'name', limit_core_num(a, v), op_never_timeout,
+    # data_dump) -> its operators (op_sdk/compiler/streams.py, scope_regions)
+    scopes: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
     # -- recording (called by the pattern machinery) --------------------------------------
 
@@ -175,6 +178,10 @@ class GraphReport:
             lines.append(f"  streams ({self.stream_execution}):")
             for stream, nodes in self.nodes_by_stream().items():
                 lines.append(f"    {stream}: {', '.join(nodes)}")
+        if self.scopes:
+            lines.append("  scopes:")
+            for region, nodes in self.scopes.items():
+                lines.append(f"    {region}: {', '.join(nodes)}")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -191,6 +198,7 @@ class GraphReport:
                         for (f, v), e in sorted(self.effects.items())],
             "regions": list(self.regions),
             "streams": dict(self.streams),
+            "scopes": {k: list(v) for k, v in self.scopes.items()},
         }
 
     @classmethod
@@ -206,7 +214,8 @@ class GraphReport:
                    near_misses=[NearMiss(**m) for m in d["near_misses"]],
                    fusions_enabled=tuple(d["fusions_enabled"]),
                    fusions_skipped=dict(d["fusions_skipped"]), effects=effects,
-                   regions=list(d["regions"]), streams=dict(d["streams"]))
+                   regions=list(d["regions"]), streams=dict(d["streams"]),
+                   scopes={k: list(v) for k, v in d.get("scopes", {}).items()})
 
     def nodes_by_stream(self) -> dict[str, list[str]]:
         """Stream -> its nodes (graph order), the main stream first."""

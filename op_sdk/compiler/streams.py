@@ -5,7 +5,11 @@ the nodes between an enter whose keys hold ``_user_stream_label`` and its exit b
 the stream named by that label's value (scopes nest; an enter without the label keeps the
 enclosing stream; outside every scope a node is on the main stream, the caller's).
 ``air.record()`` is an event on its node's stream, ``air.wait([tokens])`` makes its
-stream wait for those events, ``air.wait_tensor(t, dep)`` is ``t`` read after ``dep``.
+stream wait for those events, ``air.wait_tensor(t, dep)`` is ``t`` read after ``dep``;
+``air.tagged_event_wait(tag)`` makes its stream wait for the last
+``air.tagged_event_record(tag)`` before it in the graph (none: nothing to wait for, the
+record of an earlier call or of eager code has completed), and ``air.record_tagged_stream``
+changes nothing (the executors keep every tensor for the streams that use it).
 
 ``check(graph)`` rejects malformed scopes (an exit without an enter, an enter never
 exited, a wait on something that is not a record or a record that comes after it, a node
@@ -48,9 +52,14 @@ from typing import Any
 import torch
 from torch.fx import Graph, GraphModule, Node
 
+from op_sdk import _air
+from op_sdk.scope import capped_threads, merged, regions
+
 __all__ = ["ScopeError", "MAIN", "check", "stream_of", "has_streams", "plan", "StreamPlan",
            "CpuStreamProgram", "CudaStreamProgram", "lower_for_inductor", "stream_threads",
-           "worker_threads", "writes", "is_scope_op"]
+           "worker_threads", "writes", "is_scope_op", "thread_caps", "scope_attributes",
+           "scope_regions",
+           "executor_for", "needs_program", "on_cuda"]
 
 MAIN = "main"                       # the caller's stream
 LABEL = "_user_stream_label"
@@ -58,7 +67,10 @@ LABEL = "_user_stream_label"
 _ENTER, _EXIT, _RECORD, _WAIT, _WAIT_TENSOR = (
     "air.scope_enter.default", "air.scope_exit.default", "air.record.default",
     "air.wait.default", "air.wait_tensor.default")
-_SCOPE_OPS = (_ENTER, _EXIT, _RECORD, _WAIT, _WAIT_TENSOR)
+_TAG_RECORD, _TAG_WAIT = "air.tagged_event_record.default", "air.tagged_event_wait.default"
+_TAG_STREAM = ("air.record_tagged_stream.default", "air.record_tagged_stream_.default")
+_TAGGED = (_TAG_RECORD, _TAG_WAIT) + _TAG_STREAM
+_SCOPE_OPS = (_ENTER, _EXIT, _RECORD, _WAIT, _WAIT_TENSOR) + _TAGGED
 
 
 class ScopeError(RuntimeError):
@@ -84,6 +96,10 @@ def _label(node: Node) -> str | None:
         raise ScopeError(f"op_sdk: {node.name} (torch.ops.air.scope_enter): the stream label "
                          f"{LABEL} must be a non-empty str, got {value!r}")
     return value
+
+
+def _tag(node: Node) -> str:
+    return node.kwargs.get("tag", node.args[0] if node.args else None)
 
 
 def has_streams(graph: Graph) -> bool:
@@ -117,10 +133,55 @@ def check(graph: Graph) -> None:
                     raise ScopeError(f"op_sdk: {node.name} (torch.ops.air.wait) waits for "
                                      f"{getattr(token, 'name', token)!r}, which is not a "
                                      "torch.ops.air.record node")
+        elif kind in (_TAG_RECORD, _TAG_WAIT):
+            try:
+                _air.check_tag(_tag(node), "record" if kind == _TAG_RECORD else "wait")
+            except AssertionError as e:
+                raise ScopeError(f"op_sdk: {node.name} ({node.target}): {e}") from None
     if stack:
         names = ", ".join(f"{n.name} {list(n.args[1]) if len(n.args) > 1 else ''}" for n in stack)
         raise ScopeError(f"op_sdk: torch.ops.air.scope_enter without a matching scope_exit: "
                          f"{names}")
+
+
+CORE_LIMIT = "_op_aicore_num"      # limit_core_num's key: its region's thread cap on CPU
+
+
+def scope_attributes(graph: Graph) -> dict[Node, dict[str, str]]:
+    """Each operator's scope attributes (``op_sdk.scope.merged`` of the scopes around it);
+    only the operators inside a scope that sets one."""
+    out: dict[Node, dict[str, str]] = {}
+    stack: list[dict[str, str]] = []
+    for node in graph.nodes:
+        kind = _kind(node)
+        if kind == _ENTER:
+            keys = list(node.kwargs.get("keys", node.args[0] if node.args else []))
+            values = list(node.kwargs.get("values", node.args[1] if len(node.args) > 1 else []))
+            stack.append(dict(zip(keys, values)))
+        elif kind == _EXIT:
+            if stack:
+                stack.pop()
+        elif stack and node.op == "call_function" and kind not in _SCOPE_OPS:
+            attrs = merged(stack)
+            if attrs:
+                out[node] = attrs
+    return out
+
+
+def thread_caps(graph: Graph) -> dict[Node, int]:
+    """The operators inside a ``limit_core_num`` scope, each with its innermost scope's
+    ``op_aicore_num``: the most intra-op threads it runs with on CPU."""
+    return {n: int(a[CORE_LIMIT]) for n, a in scope_attributes(graph).items() if CORE_LIMIT in a}
+
+
+def scope_regions(graph: Graph) -> dict[str, list[str]]:
+    """TorchAir scope region (``op_sdk.scope.regions``'s name) -> its operators' names, in
+    graph order: the compile report's "scopes"."""
+    out: dict[str, list[str]] = {}
+    for node, attrs in scope_attributes(graph).items():
+        for region in regions(attrs):
+            out.setdefault(region, []).append(node.name)
+    return out
 
 
 def stream_of(graph: Graph) -> dict[Node, str]:
@@ -146,8 +207,8 @@ def stream_of(graph: Graph) -> dict[Node, str]:
 def writes(node: Node) -> bool:
     """Whether the node writes memory: a mutating schema (such as the ``copy_`` of an input
     mutation), or a compiled partition holding one (partitions.py)."""
-    if node.op != "call_function":
-        return False
+    if node.op != "call_function" or _kind(node) in _TAGGED:
+        return False                   # record_tagged_stream_'s (a!) writes nothing
     if getattr(node.target, "op_sdk_writes", False):
         return True
     schema = getattr(node.target, "_schema", None)
@@ -169,6 +230,7 @@ class StreamPlan:
     signals: set[Node]                 # nodes some other stream waits for
     streams: list[str]                 # MAIN first, then the side streams in order of appearance
     users: dict[Node, int] = dataclasses.field(default_factory=dict)  # node -> its users
+    caps: dict[Node, int] = dataclasses.field(default_factory=dict)   # limit_core_num's
 
     def by_name(self) -> dict[str, str]:
         """Node name -> stream, for the graph's call_function nodes (the report's map)."""
@@ -190,9 +252,16 @@ def plan(graph: Graph) -> StreamPlan:
     deps: dict[Node, list[Node]] = {}
     barrier: Node | None = None        # the last node that writes memory
     after_barrier: dict[str, Node] = {}
+    tagged: dict[str, Node] = {}       # the last tagged record of each tag so far
     for node in nodes:
         mine = stream[node]
         need: list[Node] = []
+        if _kind(node) == _TAG_RECORD:
+            tagged[_tag(node)] = node
+        elif _kind(node) == _TAG_WAIT and _tag(node) in tagged:
+            record = tagged[_tag(node)]
+            if stream[record] != mine:
+                need.append(record)
         if barrier is not None and stream[barrier] != mine and after_barrier.get(mine) is not barrier:
             need.append(barrier)       # what comes after a write sees it, on every stream
             after_barrier[mine] = barrier
@@ -210,7 +279,7 @@ def plan(graph: Graph) -> StreamPlan:
             barrier = node
     signals = {d for ds in deps.values() for d in ds}
     users = {n: len(n.users) for n in nodes if n.op != "output"}
-    return StreamPlan(nodes, stream, deps, signals, streams, users)
+    return StreamPlan(nodes, stream, deps, signals, streams, users, thread_caps(graph))
 
 
 def _fetch(env: dict, arg):
@@ -220,7 +289,7 @@ def _fetch(env: dict, arg):
 def _run_node(node: Node, env: dict) -> None:
     if node.op == "call_function":
         kind = _kind(node)
-        if kind in (_ENTER, _EXIT, _RECORD, _WAIT):
+        if kind in (_ENTER, _EXIT, _RECORD, _WAIT) + _TAGGED:
             # the executor does what they stand for; the token is an empty tensor
             env[node] = torch.empty(0) if kind == _RECORD else None
             return
@@ -376,7 +445,8 @@ class CpuStreamProgram:
                             end.wait()
                         self._raise(call)
                         return _fetch(call.env, node.args[0])
-                    _run_node(node, call.env)
+                    with capped_threads(p.caps.get(node)):
+                        _run_node(node, call.env)
                     self._signal(call, node)
                     call.release(node)
         except BaseException as exc:
@@ -396,7 +466,8 @@ class CpuStreamProgram:
                 with torch.set_grad_enabled(grad), record_function(f"op_sdk.stream:{name}"):
                     for node in nodes:
                         self._wait(call, node)
-                        _run_node(node, call.env)
+                        with capped_threads(self.plan.caps.get(node)):
+                            _run_node(node, call.env)
                         self._signal(call, node)
                         call.release(node)
             except BaseException as exc:
@@ -519,7 +590,7 @@ def lower_for_inductor(graph: Graph) -> None:
             node.replace_all_uses_with(clone)
             graph.erase_node(node)
     for node in reversed(list(graph.nodes)):
-        if _kind(node) in (_ENTER, _EXIT, _WAIT):
+        if _kind(node) in (_ENTER, _EXIT, _WAIT) + _TAGGED:
             graph.erase_node(node)
     for node in reversed(list(graph.nodes)):
         if _kind(node) == _RECORD:
@@ -530,15 +601,26 @@ def lower_for_inductor(graph: Graph) -> None:
             graph.erase_node(node)
 
 
+def on_cuda(values: Sequence[Any]) -> torch.device | None:
+    return next((x.device for x in values
+                 if isinstance(x, torch.Tensor) and x.device.type == "cuda"), None)
+
+
+def needs_program(p: StreamPlan, cuda: bool) -> bool:
+    """Whether a graph with this plan runs on a stream program: it has several streams, or,
+    on CPU, ``limit_core_num`` regions (their thread caps)."""
+    return len(p.streams) > 1 or (bool(p.caps) and not cuda)
+
+
 def executor_for(gm: GraphModule, example_inputs: Sequence[Any]):
-    """The stream program for ``gm`` (None when it has no stream scope)."""
+    """The stream program for ``gm`` (None when it has no stream scope, or one stream and,
+    on CPU, no thread cap)."""
     if not has_streams(gm.graph):
         return None
     p = plan(gm.graph)
-    if len(p.streams) == 1:
+    cuda = on_cuda(example_inputs)
+    if not needs_program(p, cuda is not None):
         return None
-    cuda = next((x.device for x in example_inputs
-                 if isinstance(x, torch.Tensor) and x.device.type == "cuda"), None)
     if cuda is not None:
         return CudaStreamProgram(gm, cuda, p)
     return CpuStreamProgram(gm, p)

@@ -37,6 +37,7 @@ from op_sdk.converters.graph import _shape, desc_from_value
 from op_sdk.converters.ir import IrAttr, IrInput, IrPrototype, register_prototype
 from op_sdk.converters.registry import _CONVERTERS, load_slices, register_fx_node_ge_converter
 from op_sdk.converters.spec import GeIr
+from op_sdk.scope import merged
 
 __all__ = ["ge", "register_fx_node_ge_converter", "converter_for", "converters", "convert_fx",
            "register_with_torchair", "GeGraph", "Tensor", "OpDef", "Desc", "ConversionError",
@@ -153,7 +154,8 @@ def _target_name(target) -> str:
 
 
 _AIR = ("air.scope_enter.default", "air.scope_exit.default", "air.record.default",
-        "air.wait.default")
+        "air.wait.default", "air.tagged_event_record.default", "air.tagged_event_wait.default",
+        "air.record_tagged_stream.default", "air.record_tagged_stream_.default")
 _BOOL_SCOPE_ATTRS = ("_op_exec_never_timeout", "_enable_inner_parallel")
 
 
@@ -164,12 +166,15 @@ class _Streams:
     an enclosing super kernel's two attributes, and the rest of its own scope's);
     ``record`` is a control edge from the last operator converted on the current stream,
     and ``wait`` adds those edges (``"<op>:-1"`` inputs) to the next operator converted on
-    its stream."""
+    its stream. A tagged record / wait is the same edge, from the operator before the last
+    record of its tag (TorchAir's converter refuses them: it runs tagged events in ACL
+    graphs only); ``record_tagged_stream`` adds nothing."""
 
     def __init__(self):
         self.stack: list[dict] = []
         self.last: dict[str, OpDef] = {}
         self.pending: dict[str, list[str]] = {}
+        self.tagged: dict[str, str | None] = {}
 
     def current(self) -> str:
         for attrs in reversed(self.stack):
@@ -184,9 +189,18 @@ class _Streams:
             if not self.stack:
                 raise ConversionError("GE conversion: air.scope_exit without a scope_enter")
             self.stack.pop()
-        elif target == "air.record.default":
+        elif target in ("air.record.default", "air.tagged_event_record.default"):
             last = self.last.get(self.current())
-            return f"{last.name}:-1" if last is not None else None
+            edge = f"{last.name}:-1" if last is not None else None
+            if target == "air.tagged_event_record.default":
+                self.tagged[args[0]] = edge
+                return None
+            return edge
+        elif target == "air.tagged_event_wait.default":
+            if self.tagged.get(args[0]):
+                self.pending.setdefault(self.current(), []).append(self.tagged[args[0]])
+        elif target.startswith("air.record_tagged_stream"):
+            pass
         else:  # wait
             edges = [t for t in args[0] if isinstance(t, str)]
             edges += [f"{t.op.name}:-1" for t in args[0] if isinstance(t, Tensor)]
@@ -197,15 +211,11 @@ class _Streams:
         if not ops:
             return
         stream = self.current()
+        attrs = merged(self.stack)
         for op in ops:
-            for attrs in self.stack:
-                for key, v in attrs.items():
-                    if key == "_super_kernel_scope" and v == "":  # out of any super kernel
-                        op.attrs.pop("_super_kernel_scope", None)
-                        op.attrs.pop("_super_kernel_options", None)
-                        break
-                    op.attrs[key] = ("Bool", v == "True") if key in _BOOL_SCOPE_ATTRS \
-                        else ("String", str(v))
+            for key, v in attrs.items():
+                op.attrs[key] = ("Bool", v == "True") if key in _BOOL_SCOPE_ATTRS \
+                    else ("String", str(v))
         edges = self.pending.pop(stream, [])
         ops[0].inputs.extend(e for e in edges if e not in ops[0].inputs)
         self.last[stream] = ops[-1]

@@ -195,8 +195,9 @@ def graphdef(graph) -> str:
     control edge ``"x:-1"`` as ``"^x"``), each GE attribute as a string attribute holding
     the AttrDef's protobuf text, and each input / output descriptor as the string attribute
     ``[i]<name>`` / ``[o]<name>`` holding the TensorDescriptor's text (the strings as Python
-    writes bytes), indented by four spaces as TorchAir's writer indents."""
-    lines: list[str] = []
+    writes bytes), indented by four spaces as TorchAir's writer indents. The graph's notes
+    (its unconverted nodes) come first, as ``#`` comment lines."""
+    lines: list[str] = [f"# {line}" for note in graph.notes for line in str(note).splitlines()]
 
     def put(depth: int, text: str) -> None:
         lines.append("    " * depth + text)

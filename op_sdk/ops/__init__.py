@@ -40,6 +40,45 @@ def wait(tensors: list):
     return torch.ops.air.wait(list(tensors))
 
 
+def npu_create_tagged_event(tag: str):
+    """``torchair.ops.npu_create_tagged_event``: a process-wide event named ``tag`` (a str
+    no other tagged event has; ValueError otherwise), for the graphs to record and wait for
+    (op_sdk/_air.py, "tagged event")."""
+    from op_sdk import _air
+
+    return _air.create_tagged_event(tag)
+
+
+def npu_tagged_event_record(event):
+    """``torchair.ops.npu_tagged_event_record``: marks this point of the current stream as
+    ``event``'s (``torch.ops.air.tagged_event_record``)."""
+    import torch
+
+    from op_sdk import _air
+
+    return torch.ops.air.tagged_event_record(_air.tag_of(event))
+
+
+def npu_tagged_event_wait(event):
+    """``torchair.ops.npu_tagged_event_wait``: the current stream's work after this waits
+    for ``event``'s last record before it in the graph (``torch.ops.air.tagged_event_wait``)."""
+    import torch
+
+    from op_sdk import _air
+
+    return torch.ops.air.tagged_event_wait(_air.tag_of(event))
+
+
+def npu_record_tagged_stream(input, tagged_stream: str):
+    """``torchair.ops.npu_record_tagged_stream``: ``input`` is used on the stream
+    ``tagged_stream`` ("default": the caller's); op_sdk's executors keep every tensor used on
+    another stream than its producer's for that stream already, so this changes nothing
+    (``torch.ops.air.record_tagged_stream_``, recorded in the graph)."""
+    import torch
+
+    return torch.ops.air.record_tagged_stream_(input, tagged_stream)
+
+
 def npu_print(*args, summarize_size: int = 3, tensor_detail: bool = False) -> None:
     """``torchair.ops.npu_print``: prints ``args`` (tensors and str / bool / int / float, in
     order, space-separated) when the program runs: eager, and inside a graph compiled by
