@@ -439,6 +439,41 @@ def test_pbtxt_dump_of_a_compile(tmp_path, mode):
     torch._dynamo.reset()
 
 
+def test_pbtxt_dump_keeps_symbolic_sizes_and_every_dtype_torchair_maps(tmp_path):
+    """A dynamic compile's dump writes its symbolic sizes as -1 without specialising them
+    (a second size reuses the graph: one compile, one dump); the dtypes TorchAir maps to GE
+    (complex32, float8_e8m0fnu among them) are written."""
+    from torch._dynamo.utils import counters
+    from torch._inductor import config as iconfig
+
+    cfg = op_sdk.CompilerConfig()
+    cfg.debug.graph_dump.type = "pbtxt"
+    cfg.debug.graph_dump.path = str(tmp_path)
+    backend = op_sdk.get_npu_backend(compiler_config=cfg)
+    torch._dynamo.reset()
+    counters.clear()
+    with iconfig.patch(fx_graph_cache=False):
+        f = torch.compile(lambda x, y: x * 2 + y, backend=backend, dynamic=True)
+        for n in (3, 4, 6):
+            f(torch.randn(n, 5), torch.randn(n, 5))
+        assert counters["stats"]["unique_graphs"] == 1
+        (dump,) = tmp_path.iterdir()
+        nodes = parse_graphdef(dump.read_text())
+        tensor_data = [n for n in nodes.values() if n["op"] == "Data"
+                       and n["attr"]["[o]y"]["shape"][0] != {}]
+        assert len(tensor_data) == 2
+        assert all(n["attr"]["[o]y"]["shape"][0]["dim"] == ["-1", "-1"] for n in tensor_data)
+        dump.unlink()
+        g = torch.compile(lambda x: (x.to(torch.complex32), x.to(torch.float8_e8m0fnu)),
+                          backend=backend, dynamic=False)
+        g(torch.rand(3) + 0.5)
+    (dump,) = tmp_path.iterdir()
+    dtypes = {n["attr"]["[o]y"]["dtype"][0] for n in parse_graphdef(dump.read_text()).values()
+              if "[o]y" in n["attr"]}
+    assert {"DT_COMPLEX32", "DT_FLOAT8_E8M0"} <= dtypes
+    torch._dynamo.reset()
+
+
 def _demo_dump(path: pathlib.Path) -> list[str]:
     """A max-autotune compile of the embedded demo model (frozen parameters, as the demo
     runs it; two layers to keep it short) dumped as "pbtxt"."""

@@ -253,7 +253,7 @@ def test_datatype_format_tensorspec_as_torchair():
     assert (spec.dtype, spec.size, spec.rank) == (ge.DataType.DT_BF16, [2, 5], 2)
     assert repr(spec) == "TensorSpec(dtype=DT_BF16, size=[2, 5])"
     gm = make_fx(lambda x: x * 2, tracing_mode="symbolic")(torch.randn(3, 4))
-    dyn = next(iter(gm.graph.findparse_graphdef(op="placeholder"))).meta["val"]
+    dyn = next(iter(gm.graph.find_nodes(op="placeholder"))).meta["val"]
     assert isinstance(dyn.shape[0], torch.SymInt)
     spec = ge.TensorSpec(dyn)
     assert spec.rank == 2 and spec.dtype == ge.DataType.DT_FLOAT

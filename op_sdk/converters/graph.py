@@ -216,13 +216,11 @@ class GeGraph:
 def _shape(shape) -> tuple[int, ...] | None:
     if shape is None:
         return None
-    dims = []
-    for d in shape:
-        try:
-            dims.append(int(d))
-        except (TypeError, ValueError):  # a symbolic size: unknown at compile time
-            dims.append(-1)
-    return tuple(dims)
+    from torch.fx.experimental.symbolic_shapes import is_concrete_int
+
+    # a symbolic size is unknown at compile time: -1, read without int(), which would
+    # specialise it to its hint (a guard: the next size recompiles)
+    return tuple(int(d) if is_concrete_int(d) else -1 for d in shape)
 
 
 def desc_from_value(value, name: str = "") -> Desc:

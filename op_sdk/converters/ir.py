@@ -82,7 +82,8 @@ _TORCH_TO_GE = {
     torch.float8_e5m2: "DT_FLOAT8_E5M2", torch.float8_e4m3fn: "DT_FLOAT8_E4M3FN",
     torch.qint8: "DT_QINT8", torch.quint8: "DT_QUINT8", torch.qint32: "DT_QINT32",
     torch.quint4x2: "DT_INT4", torch.uint16: "DT_UINT16", torch.uint32: "DT_UINT32",
-    torch.uint64: "DT_UINT64",
+    torch.uint64: "DT_UINT64", torch.complex32: "DT_COMPLEX32",
+    torch.float8_e8m0fnu: "DT_FLOAT8_E8M0",
 }
 
 
