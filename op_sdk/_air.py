@@ -13,11 +13,12 @@
     record_tagged_stream_(Tensor(a!) input, str tag) -> ()    torchair.ops' tagged events
 
 The schemas are TorchAir's (torchair/scope/_scope.py, torchair/ops/_record_wait.py,
-torchair/scope/_wait_tensor.py, torchair/ops/_tagged_event.py). Called outside a compiled graph they change nothing: the
-program runs in order, on the current stream, which is the single-stream result the scopes
-must not change. Inside a graph compiled by ``op_sdk.get_npu_backend`` the executor reads
-them (op_sdk/compiler/streams.py): the nodes between ``scope_enter(["_user_stream_label"],
-[name])`` and ``scope_exit`` run on the stream ``name``.
+torchair/scope/_wait_tensor.py, torchair/ops/_tagged_event.py). Called outside a compiled
+graph they change nothing: the program runs in order, on the current stream, which is the
+single-stream result the scopes must not change. Inside a graph compiled by
+``op_sdk.get_npu_backend`` the executor reads them (op_sdk/compiler/streams.py): the nodes
+between ``scope_enter(["_user_stream_label"], [name])`` and ``scope_exit`` run on the stream
+``name``.
 
 A tagged event (``create_tagged_event(tag)``, torchair.ops.npu_create_tagged_event) names an
 ordering point by a string: inside a compiled graph, a ``tagged_event_wait(tag)`` runs after

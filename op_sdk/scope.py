@@ -21,9 +21,6 @@ __all__ = ["npu_stream_switch", "npu_wait_tensor", "super_kernel", "limit_core_n
 STREAM_LABEL = "_user_stream_label"
 
 
-_STREAM_KEYS = (STREAM_LABEL, "_user_stream_priority", "_enable_inner_parallel")
-
-
 def merged(stack: list[dict[str, str]]) -> dict[str, str]:
     """The scope attributes an operator inside the scopes ``stack`` (outermost first)
     carries, as TorchAir sets them: inner scopes override outer ones; a ``super_kernel``

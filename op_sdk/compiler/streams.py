@@ -58,8 +58,7 @@ from op_sdk.scope import capped_threads, merged, regions
 __all__ = ["ScopeError", "MAIN", "check", "stream_of", "has_streams", "plan", "StreamPlan",
            "CpuStreamProgram", "CudaStreamProgram", "lower_for_inductor", "stream_threads",
            "worker_threads", "writes", "is_scope_op", "thread_caps", "scope_attributes",
-           "scope_regions",
-           "executor_for", "needs_program", "on_cuda"]
+           "scope_regions", "executor_for", "needs_program", "on_cuda"]
 
 MAIN = "main"                       # the caller's stream
 LABEL = "_user_stream_label"

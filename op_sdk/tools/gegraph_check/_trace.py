@@ -4,6 +4,7 @@ how many AI vector cores a task holds. One rule each, used by all three tools.""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 
@@ -126,3 +127,15 @@ def default_output(path, suffix: str) -> str:
 def report_merged(merged, out) -> None:
     for source, target in merged:
         print(f"Merged stream: {source} -> {target}", file=out)
+
+
+def command_line(description: str, output_help: str,
+                 input_help: str = "the trace") -> argparse.ArgumentParser:
+    """The arguments all three commands take, as TorchAir's scripts take them: the input,
+    ``-o / --output`` and ``--merge-gap``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("input", help=input_help)
+    parser.add_argument("-o", "--output", default=None, help=output_help)
+    parser.add_argument("--merge-gap", type=float, default=0.0,
+                        help="gap put before a merged virtual stream's tasks (default 0.0)")
+    return parser

@@ -16,7 +16,6 @@ run after it) has no layout: it raises, naming the waits.
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from collections import deque
@@ -138,13 +137,9 @@ def align_trace_json(input, output=None, merge_gap: float = 0.0) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description="Align the synchronisation tasks of an NPU "
-                                                 "task trace for chrome://tracing.")
-    parser.add_argument("input", help="the trace")
-    parser.add_argument("-o", "--output", help="output path (default: <input>.aligned.json)")
-    parser.add_argument("--merge-gap", type=float, default=0.0,
-                        help="gap put before a merged virtual stream's tasks (default 0.0)")
-    args = parser.parse_args(argv)
+    args = _trace.command_line("Align the synchronisation tasks of an NPU task trace for "
+                               "chrome://tracing.",
+                               "output path (default: <input>.aligned.json)").parse_args(argv)
     align_trace_json(args.input, args.output, args.merge_gap)
 
 

@@ -19,7 +19,6 @@ deadlock of its own, with the waits on the cycle.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 from collections import deque
@@ -168,14 +167,12 @@ def deadlock_check(input_path, output_path=None, aivec_total: int = 48,
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description="Detect AIVEC deadlock risks in an NPU task "
-                                                 "trace (Chrome tracing JSON).")
-    parser.add_argument("input", help="the trace (raw, filtered or aligned)")
-    parser.add_argument("-o", "--output", help="output path (written when risks are found)")
+    parser = _trace.command_line("Detect AIVEC deadlock risks in an NPU task trace (Chrome "
+                                 "tracing JSON).",
+                                 "output path (written when risks are found)",
+                                 "the trace (raw, filtered or aligned)")
     parser.add_argument("--aivec-total", type=int, default=48,
                         help="AI vector cores of the device (default 48)")
-    parser.add_argument("--merge-gap", type=float, default=0.0,
-                        help="gap put before a merged virtual stream's tasks (default 0.0)")
     args = parser.parse_args(argv)
     deadlock_check(args.input, args.output, args.aivec_total, args.merge_gap)
 

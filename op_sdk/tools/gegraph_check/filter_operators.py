@@ -10,7 +10,6 @@ once, the precondition of the deadlock ``deadlock_check`` looks for).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections import Counter, defaultdict
 
@@ -63,14 +62,10 @@ def filter_comm_ops(input_path, output_path=None, merge_gap: float = 0.0) -> str
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description="Keep the synchronisation and communication "
-                                                 "tasks of an NPU task trace (Chrome tracing JSON).")
-    parser.add_argument("input", help="the trace")
-    parser.add_argument("-o", "--output", default=None,
-                        help="output path (default: the input's name + _filtered)")
-    parser.add_argument("--merge-gap", type=float, default=0.0,
-                        help="gap put before a merged virtual stream's tasks (default 0.0)")
-    args = parser.parse_args(argv)
+    args = _trace.command_line("Keep the synchronisation and communication tasks of an NPU "
+                               "task trace (Chrome tracing JSON).",
+                               "output path (default: the input's name + _filtered)"
+                               ).parse_args(argv)
     filter_comm_ops(args.input, args.output, args.merge_gap)
 
 
