@@ -125,6 +125,9 @@ def install() -> None:
                                f"before the first import of {root}")
     if not installed():
         sys.meta_path.insert(0, _FINDER)
+    from op_sdk.compiler import collectives
+
+    collectives.install()  # what importing TorchAir does: send / recv / ... traceable
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from op_sdk.compiler import executors, gears, record_store
+from op_sdk.compiler import collectives, executors, gears, record_store
 from op_sdk.library import inline_calls
 from op_sdk.compiler.config import CompilerConfig
 from op_sdk.compiler.dump import GraphDumper, check_dump_type
@@ -59,6 +59,8 @@ class NpuBackend:
             raise TypeError(f"op_sdk.get_npu_backend: compiler_config must be an "
                             f"op_sdk.CompilerConfig, got {type(config).__name__}")
         check_dump_type(config.debug.graph_dump.type.value)
+        # torch.distributed's send / recv / broadcast / all_to_all traced as TorchAir maps them
+        collectives.install()
         ignored = config.ineffective_options()
         if ignored:
             warnings.warn("op_sdk.get_npu_backend: these options configure Ascend's graph "

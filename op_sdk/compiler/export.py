@@ -122,7 +122,12 @@ def dynamo_export(*args, model: torch.nn.Module, export_path: str = "export_file
 def patch_for_hcom() -> None:
     """TorchAir's ``patch_for_hcom``: with torch >= 2.3.1 TorchAir itself says it is not
     needed (Dynamo traces torch.distributed's collectives as functional collectives), and
-    off the NPU there are no HCCL collectives to patch in: it warns so and changes nothing."""
+    off the NPU there are no HCCL collectives to patch in: it warns so, and installs the
+    traceable-collective remaps TorchAir installs on import (op_sdk.compiler.collectives)."""
+    from op_sdk.compiler import collectives
+
+    collectives.install()
     log.warning("For versions 2.3.1 and above of PyTorch, there is no need to call "
                 "patch_for_hcom anymore (op_sdk: torch.distributed's collectives are traced "
-                "as they are; nothing is patched).")
+                "as functional collectives, send / recv / broadcast / all_to_all as TorchAir "
+                "maps them; nothing else is patched).")
