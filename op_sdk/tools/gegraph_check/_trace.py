@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections import deque
 
 RECORD_PREFIXES = ("EVENT_RECORD_", "MEM_WRITE_VALUE_")
 WAIT_PREFIXES = ("EVENT_WAIT_", "MEM_WAIT_VALUE_")
@@ -79,6 +80,27 @@ def aivec(event: dict) -> int:
     if kind == "KERNEL_MIX_AIC":
         return 0 if args.get("Task Ration", -1) == 0 else 2 * blocks
     return 0
+
+
+def dependency_order(preds: dict) -> tuple[list, set]:
+    """The keys of ``preds`` ({task: the tasks it runs after}) in an order where each comes
+    after its predecessors, and those that never run (on a cycle of waits, or after one)."""
+    users: dict = {}
+    indegree = {}
+    for task, before in preds.items():
+        indegree[task] = len(before)
+        for p in before:
+            users.setdefault(p, []).append(task)
+    ready = deque(t for t, n in indegree.items() if n == 0)
+    order = []
+    while ready:
+        task = ready.popleft()
+        order.append(task)
+        for u in users.get(task, ()):
+            indegree[u] -= 1
+            if indegree[u] == 0:
+                ready.append(u)
+    return order, {t for t, n in indegree.items() if n > 0}
 
 
 def _stream_number(tid):

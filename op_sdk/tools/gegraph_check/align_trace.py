@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 import sys
-from collections import deque
 from pathlib import Path
 
 from . import _trace
@@ -59,19 +58,11 @@ def _align(events: list):
                 pairs.setdefault(found[1], {})[found[0]] = i
     pairs = {h: (p["record"], p["wait"]) for h, p in pairs.items() if len(p) == 2}
     record_of = {w: r for r, w in pairs.values() if events[r]["tid"] != events[w]["tid"]}
-    users: dict = {}
-    indegree = {}
-    for order in streams.values():
-        for i in order:
-            preds = [p for p in (previous.get(i), record_of.get(i)) if p is not None]
-            indegree[i] = len(preds)
-            for p in preds:
-                users.setdefault(p, []).append(i)
-    ready = deque(i for i, n in indegree.items() if n == 0)
-    done = 0
-    while ready:
-        i = ready.popleft()
-        ev, done = events[i], done + 1
+    preds = {i: [p for p in (previous.get(i), record_of.get(i)) if p is not None]
+             for order in streams.values() for i in order}
+    layout, never = _trace.dependency_order(preds)
+    for i in layout:
+        ev = events[i]
         ev["dur"] = ev.get("dur", 0)
         ev["ts"] = events[previous[i]]["ts"] + events[previous[i]]["dur"] + _GAP if i in previous else 0.0
         if i in record_of:
@@ -79,12 +70,8 @@ def _align(events: list):
             end = record["ts"] + record["dur"]
             if ev["ts"] < end - _EPS:
                 ev["dur"] = end - ev["ts"]
-        for u in users.get(i, ()):
-            indegree[u] -= 1
-            if indegree[u] == 0:
-                ready.append(u)
-    if done < len(indegree):
-        stuck = [events[w]["name"] for w in record_of if indegree[w] > 0]
+    if never:
+        stuck = [events[w]["name"] for w in record_of if w in never]
         raise ValueError(f"{_TOOL}: the trace's waits form a cycle (each waits for a record "
                          f"that runs only after it), so it has no layout: {stuck}")
     same, skipped, flows = [], [], []

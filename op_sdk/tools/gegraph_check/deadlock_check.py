@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections import deque
 
 from . import _trace
 
@@ -69,28 +68,17 @@ def _clocks(streams: dict[str, list[dict]]):
     for handle, wait in waits.items():
         if handle in records and records[handle] != wait:
             after[wait] = records[handle]
-    users: dict = {}
-    indegree = {}
-    for s, tasks in streams.items():
-        for pos in range(len(tasks)):
-            preds = ([(s, pos - 1)] if pos else []) + ([after[(s, pos)]] if (s, pos) in after else [])
-            indegree[(s, pos)] = len(preds)
-            for p in preds:
-                users.setdefault(p, []).append((s, pos))
+    preds = {(s, pos): ([(s, pos - 1)] if pos else []) + ([after[(s, pos)]] if (s, pos) in after else [])
+             for s, tasks in streams.items() for pos in range(len(tasks))}
+    order, never = _trace.dependency_order(preds)
     clocks = {}
-    ready = deque(t for t, n in indegree.items() if n == 0)
-    while ready:
-        s, pos = task = ready.popleft()
+    for task in order:
         clock = [-1] * len(index)
-        for p in ([(s, pos - 1)] if pos else []) + ([after[task]] if task in after else []):
+        for p in preds[task]:
             clock = [max(a, b) for a, b in zip(clock, clocks[p])]
-        clock[index[s]] = pos
+        clock[index[task[0]]] = task[1]
         clocks[task] = clock
-        for u in users.get(task, ()):
-            indegree[u] -= 1
-            if indegree[u] == 0:
-                ready.append(u)
-    stuck = sorted(w for w in after if w not in clocks)
+    stuck = sorted(w for w in after if w in never)
     return clocks, index, stuck
 
 
