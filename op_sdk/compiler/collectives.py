@@ -31,7 +31,7 @@ import torch.distributed as dist
 if dist.is_available():
     import torch.distributed._functional_collectives as funcol
 
-__all__ = ["install", "REMAPS"]
+__all__ = ["install"]
 
 
 def _group(group, group_peer, peer):
@@ -132,9 +132,6 @@ def _define() -> None:
 def _remaps() -> dict:
     return {dist.send: op_sdk_send, dist.recv: op_sdk_recv, dist.broadcast: op_sdk_broadcast,
             dist.all_to_all: op_sdk_all_to_all}
-
-
-REMAPS = ("send", "recv", "broadcast", "all_to_all")
 
 
 def install() -> bool:

@@ -69,7 +69,7 @@ _ENTER, _EXIT, _RECORD, _WAIT, _WAIT_TENSOR = (
 _TAG_RECORD, _TAG_WAIT = "air.tagged_event_record.default", "air.tagged_event_wait.default"
 _TAG_STREAM = ("air.record_tagged_stream.default", "air.record_tagged_stream_.default")
 _TAGGED = (_TAG_RECORD, _TAG_WAIT) + _TAG_STREAM
-_SCOPE_OPS = (_ENTER, _EXIT, _RECORD, _WAIT, _WAIT_TENSOR) + _TAGGED
+_SCOPE_OPS = frozenset(_air.scope_op_names())    # the five above and the tagged ones
 
 
 class ScopeError(RuntimeError):
@@ -80,11 +80,16 @@ def _kind(node: Node) -> str:
     return str(node.target) if node.op == "call_function" else ""
 
 
-def _label(node: Node) -> str | None:
-    """The stream an enter node switches to, or None when it carries no stream label."""
+def _keys_values(node: Node) -> tuple[list, list]:
+    """An enter node's scope keys and values."""
     keys = node.kwargs.get("keys", node.args[0] if node.args else [])
     values = node.kwargs.get("values", node.args[1] if len(node.args) > 1 else [])
-    keys, values = list(keys), list(values)
+    return list(keys), list(values)
+
+
+def _label(node: Node) -> str | None:
+    """The stream an enter node switches to, or None when it carries no stream label."""
+    keys, values = _keys_values(node)
     if len(keys) != len(values):
         raise ScopeError(f"op_sdk: {node.name} (torch.ops.air.scope_enter) has {len(keys)} keys "
                          f"{keys} but {len(values)} values {values}; they must pair up")
@@ -154,9 +159,7 @@ def scope_attributes(graph: Graph) -> dict[Node, dict[str, str]]:
     for node in graph.nodes:
         kind = _kind(node)
         if kind == _ENTER:
-            keys = list(node.kwargs.get("keys", node.args[0] if node.args else []))
-            values = list(node.kwargs.get("values", node.args[1] if len(node.args) > 1 else []))
-            stack.append(dict(zip(keys, values)))
+            stack.append(dict(zip(*_keys_values(node))))
         elif kind == _EXIT:
             if stack:
                 stack.pop()

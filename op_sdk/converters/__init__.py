@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from op_sdk import _air
 from op_sdk import library as _library
 from op_sdk.converters import ir
 from op_sdk.converters.graph import ConversionError, Desc, GeGraph, OpDef, Tensor, ge
@@ -153,9 +154,8 @@ def _target_name(target) -> str:
     return getattr(target, "__name__", str(target))
 
 
-_AIR = ("air.scope_enter.default", "air.scope_exit.default", "air.record.default",
-        "air.wait.default", "air.tagged_event_record.default", "air.tagged_event_wait.default",
-        "air.record_tagged_stream.default", "air.record_tagged_stream_.default")
+# the air operators converted as attributes and control edges (wait_tensor has a converter)
+_AIR = frozenset(_air.scope_op_names()) - {"air.wait_tensor.default"}
 _BOOL_SCOPE_ATTRS = ("_op_exec_never_timeout", "_enable_inner_parallel")
 
 

@@ -167,11 +167,14 @@ def _op(w: _Writer, op) -> None:
     w.close()
 
 
+def _note_lines(graph) -> list[str]:
+    """The graph's notes (its unconverted nodes) as ``#`` comment lines."""
+    return [f"# {line}" for note in graph.notes for line in str(note).splitlines()]
+
+
 def model(graph, name: str) -> str:
     w = _Writer()
-    for note in graph.notes:
-        for line in str(note).splitlines():
-            w.lines.append(f"# {line}")
+    w.lines.extend(_note_lines(graph))
     w.field("name", quote(name))
     w.open("graph")
     w.field("name", quote(graph.name))
@@ -197,7 +200,7 @@ def graphdef(graph) -> str:
     ``[i]<name>`` / ``[o]<name>`` holding the TensorDescriptor's text (the strings as Python
     writes bytes), indented by four spaces as TorchAir's writer indents. The graph's notes
     (its unconverted nodes) come first, as ``#`` comment lines."""
-    lines: list[str] = [f"# {line}" for note in graph.notes for line in str(note).splitlines()]
+    lines: list[str] = _note_lines(graph)
 
     def put(depth: int, text: str) -> None:
         lines.append("    " * depth + text)
