@@ -4,6 +4,9 @@
     python -m op_sdk.as_torchair -m module [args...]      (e.g. -m pytest tests/)
 
 or, in a program, ``op_sdk.as_torchair.install()`` before the first ``import torchair``.
+The command also resolves the names in the Python processes the script starts
+(torch.multiprocessing.spawn's workers, a ``subprocess`` running Python): it puts
+op_sdk/_alias on their PYTHONPATH; ``install()`` changes this process only.
 
 The names resolve to what docs/torchair.md lists: ``torchair`` is op_sdk, ``torchair.<name>``
 op_sdk's module of that name (``torchair.ge``, ``torchair.inference``, ``torchair.scope``,
@@ -130,6 +133,21 @@ def install() -> None:
     collectives.install()  # what importing TorchAir does: send / recv / ... traceable
 
 
+# put on PYTHONPATH by main(), for the processes the script starts (op_sdk._alias)
+STAND_IN_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_alias")
+
+
+def _replace_stand_in(name: str) -> None:
+    """Called by op_sdk._alias's ``torchair`` / ``npugraph_ex`` packages when a process
+    imports them from STAND_IN_PATH: install the alias and put op_sdk's module in their
+    place (the import statement returns what sys.modules then holds)."""
+    if name not in _ROOTS:  # imported as op_sdk._alias.<name>: nothing to stand for
+        return
+    del sys.modules[name]
+    install()
+    sys.modules[name] = importlib.import_module(name)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     usage = "usage: python -m op_sdk.as_torchair (script.py | -m module) [args...]"
@@ -137,6 +155,11 @@ def main(argv: list[str] | None = None) -> None:
         print(__doc__.split("\n\n", 2)[1] if args else usage)
         raise SystemExit(0 if args else 2)
     install()
+    # the processes the script starts resolve the names too (a Python subprocess reads
+    # PYTHONPATH; multiprocessing's spawned workers start with this process's sys.path)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (STAND_IN_PATH, os.environ.get("PYTHONPATH")) if p)
+    sys.path.append(STAND_IN_PATH)  # (here the alias resolves the names first)
     if args[0] == "-m":
         if len(args) < 2:
             raise SystemExit(usage)
