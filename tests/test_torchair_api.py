@@ -297,7 +297,10 @@ def test_meta_outputs_are_tensorspecs_with_ge_codes():
     assert isinstance(spec, ge.TensorSpec) and spec.dtype == ge.DataType.DT_FLOAT16
     scale = _op(g, "Scale2")
     assert scale.attrs["dst"] == ("DataType", ge.DataType.DT_FLOAT16)
-    assert scale.output_desc[0].dtype == "DT_FLOAT16" and scale.output_desc[0].shape == (3, 4)
+    # as TorchAir: the operator's output carries its dtype, no shape; the graph output both
+    assert scale.output_desc[0].dtype == "DT_FLOAT16" and scale.output_desc[0].shape is None
+    out = _op(g, "NetOutput").input_desc[0]
+    assert (out.dtype, out.shape) == ("DT_FLOAT16", (3, 4))
     check_text(g)
 
 

@@ -411,7 +411,10 @@ class CompilerConfig(ConfigSection):
                 False, _BOOL, doc="dynamo_export: each operator of the exported graph carries "
                                   "its FX node's nn_module_stack as the string attribute "
                                   "nn_module_stack (TorchAir's)"),
-            auto_atc_config_generated=_ge(False, _BOOL),
+            auto_atc_config_generated=OptionValue(
+                False, _BOOL, doc="dynamo_export in a process group whose graph has "
+                                  "collectives: rank 0 writes ATC's model_relation_config.json "
+                                  "and numa_config.json into the export path (TorchAir's)"),
             enable_lite_export=_ge(False, _BOOL)))
         self._add("export", export)
         self._add("dump_config", _section(  # TorchAir's _DataDumpConfig, its rules and words

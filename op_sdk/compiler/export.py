@@ -17,6 +17,8 @@ nothing is returned.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import os
 import warnings
@@ -53,6 +55,7 @@ class _Exporter(NpuBackend):
     def __call__(self, gm, example_inputs):
         report, pipeline = self._begin()
         self.inputs = list(example_inputs)
+        self.names = [_source_name(n) for n in gm.graph.nodes if n.op == "placeholder"]
         self._lifted = sum(1 for _ in gm.parameters()) + sum(1 for _ in gm.buffers())
         return self._aot(gm, example_inputs, pipeline, report)
 
@@ -68,6 +71,104 @@ class _Exporter(NpuBackend):
 
 class _Exported(Exception):
     """The graph is kept: the model's call ends here (TorchAir's ExportSuccess)."""
+
+
+# GE's serialized graph is a protobuf message, at most 2 GiB; as TorchAir, 200 MiB are kept
+# free, and a graph whose weights would take it past the rest holds them in files
+MAX_GRAPH_BYTES = (2048 - 200) * 1024 * 1024
+
+
+def _rank_directory(export_path: str) -> str:
+    """As TorchAir: in a process group, each rank exports into ``{export_path}/rank_{rank}``."""
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return os.path.join(export_path, f"rank_{dist.get_rank()}")
+    return export_path
+
+
+def _externalize_weights(graph, weight_names: set[str], directory: str) -> bool:
+    """TorchAir's weight externalisation: when the graph with its weights' bytes would be
+    larger than MAX_GRAPH_BYTES, each weight Const becomes a FileConstant (its shape, dtype
+    and ``file_path`` ``{directory}/{name, dots as underscores}``) and its bytes are
+    written to that file, in row-major order. Returns whether it did."""
+    from op_sdk.converters import ir, pbtxt
+
+    consts = [op for op in graph.ops if op.type == "Const" and op.name in weight_names]
+    if not consts:
+        return False
+    values = {op.name: op.attrs["value"] for op in consts}
+    weight_bytes = sum(len(v[1][1] or b"") for v in values.values())
+    for op in consts:  # the graph's own size: without the weights' bytes
+        op.attrs["value"] = ("Tensor", (values[op.name][1][0], None))
+    graph_bytes = len(pbtxt.graphdef(graph).encode())
+    externalize = weight_bytes + graph_bytes > MAX_GRAPH_BYTES
+    log.info("export: graph %d bytes, weights %d bytes (%d weights), limit %d: weights "
+             "externalized: %s", graph_bytes, weight_bytes, len(consts), MAX_GRAPH_BYTES,
+             externalize)
+    for op in consts:
+        desc, data = values[op.name][1]
+        if not externalize:
+            op.attrs["value"] = values[op.name]
+            continue
+        path = os.path.join(directory, op.name.replace(".", "_"))
+        with open(path, "wb") as f:
+            f.write(data or b"")
+        op.type = "FileConstant"
+        op.attrs = {"file_path": ("String", path),
+                    "shape": ("ListInt", list(desc.shape or ())),
+                    "dtype": ("Type", ir.GE_DTYPE[desc.dtype])}
+        op.output_desc = [dataclasses.replace(desc, name="y")]
+    return externalize
+
+
+def _write_atc_config(export_path: str, export_name: str, groups: dict) -> None:
+    """TorchAir's ATC configuration of a multi-rank export, written by rank 0 when the graph
+    has collectives: ``model_relation_config.json`` (each rank's model ``{name}{rank}.air``
+    deployed on device ``0:0:{rank}``, its instance id, the communication groups with their
+    ranks) and ``numa_config.json`` (one node holding every rank's device)."""
+    dist = torch.distributed
+    if not (dist.is_available() and dist.is_initialized()) or not groups or dist.get_rank() != 0:
+        return
+    ranks = dist.get_process_group_ranks(dist.distributed_c10d._get_default_group())
+    relation = {
+        "deploy_config": [{"submodel_name": f"{export_name}{r}.air",
+                           "deploy_device_id_list": f"0:0:{r}"} for r in ranks],
+        "model_name_to_instance_id": [{"submodel_name": f"{export_name}{r}.air",
+                                       "model_instance_id": r} for r in ranks],
+        "comm_group": [{"group_name": name, "group_rank_list": str(list(group_ranks))}
+                       for name, (group_ranks, _) in groups.items()],
+        "rank_table": [{"rank_id": r, "model_instance_id": r} for r in ranks],
+    }
+    numa = {"cluster": [{"cluster_nodes": [{"node_id": 0, "node_type": "ATLAS800",
+                                            "ipaddr": "127.0.0.1", "port": 29500,
+                                            "item_list": [{"item_id": r} for r in ranks]}],
+                         "nodes_toplogy": {}}],
+            "item_def": [{"item_type": "Ascend910"}],
+            "node_def": [{"item": [{"item_type": "Ascend910"}]}]}
+    log.info("dynamo_export: ATC configuration for %d ranks written to %s", len(ranks), export_path)
+    for name, content in (("model_relation_config.json", relation), ("numa_config.json", numa)):
+        with open(os.path.join(export_path, name), "w") as f:
+            json.dump(content, f, indent=4, ensure_ascii=False)
+
+
+def _source_name(node: torch.fx.Node) -> str | None:
+    """The name TorchAir gives the Data of a graph input: the model's argument (a local)
+    or global variable it comes from."""
+    from torch._dynamo.source import GlobalSource, LocalSource
+
+    source = getattr(node.meta.get("grapharg"), "source", None)
+    if isinstance(source, LocalSource):
+        return source.local_name
+    if isinstance(source, GlobalSource):
+        return source.global_name
+    return None
+
+
+def _ref_data_name(t: torch.Tensor) -> str:
+    """TorchAir's name of the RefData of an input the model writes: its shape, stride,
+    storage offset and the Python id of the tensor passed."""
+    return "_".join(["RefData", *map(str, t.shape), *map(str, t.stride()),
+                     str(t.storage_offset()), str(id(t))])
 
 
 def dynamo_export(*args, model: torch.nn.Module, export_path: str = "export_file",
@@ -109,11 +210,18 @@ def dynamo_export(*args, model: torch.nn.Module, export_path: str = "export_file
         if isinstance(t, torch.Tensor) and id(t) in weights:
             constants[lifted + i] = (weights[id(t)], t)
     graph = convert_fx(gm, export_name, strict=False, constants=constants,
-                       module_stack=bool(config.export.experimental.enable_record_nn_module_stack.value))
-    os.makedirs(export_path, exist_ok=True)
-    with open(os.path.join(export_path, "dynamo.pbtxt"), "w") as f:
+                       module_stack=bool(config.export.experimental.enable_record_nn_module_stack.value),
+                       ref_data=lambda position: _ref_data_name(exporter.inputs[position - lifted]),
+                       input_names={lifted + i: n for i, n in enumerate(exporter.names) if n})
+    directory = _rank_directory(export_path)
+    os.makedirs(directory, exist_ok=True)
+    _externalize_weights(graph, {n for n, _ in constants.values()}, directory)
+    if config.export.experimental.auto_atc_config_generated.value:
+        _write_atc_config(export_path, export_name, graph.process_groups)
+    dump = os.path.join(directory, "dynamo.pbtxt")
+    with open(dump, "w") as f:
         f.write(pbtxt.graphdef(graph))  # TorchAir's format: TensorFlow's GraphDef text
-    warnings.warn(f"op_sdk.dynamo_export: wrote {os.path.join(export_path, 'dynamo.pbtxt')} (the "
+    warnings.warn(f"op_sdk.dynamo_export: wrote {dump} (the "
                   f"GE graph in TorchAir's pbtxt format); {air} is not written: GE's serialized model is "
                   f"made by CANN's graph engine, which this machine does not have",
                   stacklevel=2)

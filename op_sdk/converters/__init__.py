@@ -34,7 +34,7 @@ from op_sdk import _air
 from op_sdk import library as _library
 from op_sdk.converters import ir
 from op_sdk.converters.graph import ConversionError, Desc, GeGraph, OpDef, Tensor, ge
-from op_sdk.converters.graph import _shape, desc_from_value
+from op_sdk.converters.graph import desc_from_value
 from op_sdk.converters.ir import IrAttr, IrInput, IrPrototype, register_prototype
 from op_sdk.converters.registry import _CONVERTERS, load_slices, register_fx_node_ge_converter
 from op_sdk.converters.spec import GeIr
@@ -73,8 +73,7 @@ class TensorSpec:
             self._torch_dtype = meta_output.dtype
             self._symsize = list(meta_output.size())
         elif isinstance(meta_output, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-            self._torch_dtype = {torch.SymInt: torch.int64, torch.SymFloat: torch.float32,
-                                 torch.SymBool: torch.bool}[type(meta_output)]
+            self._torch_dtype = _SYMBOLIC[type(meta_output)]
             self._symsize = []
         else:
             self._torch_dtype, self._symsize = None, None
@@ -120,18 +119,23 @@ def _flat_tensors(value) -> list:
     return [value] if isinstance(value, Tensor) else []
 
 
+# a symbolic scalar's dtype in the graph (TorchAir's: sizes are int64)
+_SYMBOLIC = {torch.SymInt: torch.int64, torch.SymFloat: torch.float32, torch.SymBool: torch.bool}
+
+
 def _fill_descs(result, value) -> None:
-    """Dtype and shape of each converted output from the FX node's value, where the
-    converter left them open."""
+    """The dtype of each converted output from the FX node's value, where the converter left
+    it open. As TorchAir, an operator's output descriptor carries no shape (the graph engine
+    infers shapes); the graph's inputs, constants and outputs (NetOutput) carry theirs."""
     outs = result if isinstance(result, (tuple, list)) else (result,)
     vals = value if isinstance(value, (tuple, list)) else (value,)
     for t, v in zip(outs, vals):
         if isinstance(t, Tensor) and isinstance(v, torch.Tensor):
-            d = t.desc
-            if d.dtype == "DT_UNDEFINED":
-                d.dtype = ir.proto_dtype(v.dtype)
-            if d.shape is None:
-                d.shape = _shape(v.shape)
+            t.op.values.setdefault(t.index, v)
+            if t.desc.dtype == "DT_UNDEFINED":
+                t.desc.dtype = ir.proto_dtype(v.dtype)
+        elif isinstance(t, Tensor) and type(v) in _SYMBOLIC and t.desc.dtype == "DT_UNDEFINED":
+            t.desc.dtype = ir.proto_dtype(_SYMBOLIC[type(v)])  # a size computed in the graph
 
 
 def _placeholder(g: GeGraph, node: torch.fx.Node, args: list) -> Any:
@@ -221,9 +225,41 @@ class _Streams:
         self.last[stream] = ops[-1]
 
 
+class _SizeOf:
+    """A SymInt input that is a size of a tensor input: written, on its first use, as
+    ``Gather(Shape(tensor), dim)`` (TorchAir reads such a size from its tensor, not as a
+    graph input of its own)."""
+
+    def __init__(self, node: torch.fx.Node, dim: int):
+        self.node, self.dim = node, dim
+
+
+def _sizes_of_inputs(gm: torch.fx.GraphModule, skip: set[int]) -> dict:
+    """{symbol: (tensor placeholder, dim)}: the first tensor input (not a constant) having
+    each plain symbol as a size."""
+    found: dict = {}
+    for position, node in enumerate(n for n in gm.graph.nodes if n.op == "placeholder"):
+        val = node.meta.get("val")
+        if position in skip or not isinstance(val, torch.Tensor):
+            continue
+        for dim, d in enumerate(val.shape):
+            if isinstance(d, torch.SymInt) and d.node.expr.is_Symbol:
+                found.setdefault(d.node.expr, (node, dim))
+    return found
+
+
+def _mutated_inputs(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
+    """The inputs written back by the graph (AOTAutograd's ``copy_(input, value)``)."""
+    return {n.args[0] for n in gm.graph.nodes if n.op == "call_function"
+            and n.target is torch.ops.aten.copy_.default
+            and isinstance(n.args[0], torch.fx.Node) and n.args[0].op == "placeholder"}
+
+
 def convert_fx(gm: torch.fx.GraphModule, name: str = "graph", *, strict: bool = True,
                constants: dict[int, tuple[str, torch.Tensor]] | None = None,
-               module_stack: bool = False) -> GeGraph:
+               module_stack: bool = False,
+               ref_data: Callable[[int], str] | None = None,
+               input_names: dict[int, str] | None = None) -> GeGraph:
     """The FX graph ``gm`` (nodes with ``meta["val"]``, as Dynamo / AOTAutograd make them)
     as a GE graph. ``strict``: a node with no converter raises :class:`ConversionError`
     naming it; otherwise it becomes an :data:`UNCONVERTED` placeholder node and is listed
@@ -231,14 +267,30 @@ def convert_fx(gm: torch.fx.GraphModule, name: str = "graph", *, strict: bool = 
     (a model's weights) are written as Const nodes of that name holding the tensor's bytes;
     the other placeholders are the graph's Data inputs, indexed in order. ``module_stack``:
     each operator converted from a node carries the node's ``nn_module_stack`` (as its
-    string, TorchAir's ``export.experimental.enable_record_nn_module_stack``)."""
+    string, TorchAir's ``export.experimental.enable_record_nn_module_stack``).
+
+    Symbolic sizes as TorchAir writes them: a SymInt input that is a size of a tensor input
+    is ``Gather(Shape(tensor), dim)``, made where it is first used; any other is a scalar
+    int64 Data; a list of sizes holding a symbolic one is a ``Pack``; a SymInt output is
+    not a graph output. As TorchAir's graph passes then do, a Pack of symbolic-size Data
+    only becomes one Data of the packed sizes (one per distinct list), and Data nodes
+    nothing reads are removed, the rest renumbered in order. ``ref_data`` {input position ->
+    name}: the inputs the graph writes back (its ``copy_(input, value)``) are ``RefData``
+    nodes of that name (TorchAir's export), and the write-back is the value itself.
+    ``input_names`` {input position: name}: the names of those inputs' Data nodes (else the
+    FX placeholder's)."""
     load_slices()
     env: dict[torch.fx.Node, Any] = {}
     missing: dict[str, int] = {}
 
     def value(a):
         if isinstance(a, torch.fx.Node):
-            return env[a]
+            v = env[a]
+            if isinstance(v, _SizeOf):  # a size of an input tensor, made on its first use
+                v = env[a] = ge.Gather(ge.Shape(value(v.node), dtype=ir.GE_DTYPE["DT_INT64"]),
+                                       ge.Const(v.dim, dtype=torch.int64))
+                v.desc.dtype, v.desc.shape = "DT_INT64", ()
+            return v
         if isinstance(a, (list, tuple)):
             return type(a)(value(v) for v in a)
         if isinstance(a, dict):
@@ -247,9 +299,26 @@ def convert_fx(gm: torch.fx.GraphModule, name: str = "graph", *, strict: bool = 
 
     streams = _Streams()
     constants = constants or {}
+    sizes = _sizes_of_inputs(gm, set(constants))
+    refs = _mutated_inputs(gm) if ref_data is not None else set()
+    sym_data: set[str] = set()
     with GeGraph(name) as g:
         index = position = 0
         for node in gm.graph.nodes:
+            if node in refs or (node.op == "call_function" and node.target is
+                                torch.ops.aten.copy_.default and node.args[0] in refs):
+                if node.op == "placeholder":  # an input written back: RefData
+                    data = g.data(index, _val_dtype(node), node.meta["val"].shape,
+                                  name=ref_data(position))
+                    data.op.type = "RefData"
+                    data.op.attrs["_origin_data_name"] = (
+                        "String", (input_names or {}).get(position, node.name))
+                    env[node] = data
+                    index += 1
+                    position += 1
+                else:  # the write-back: its value is the graph's result
+                    env[node] = value(node.args[1])
+                continue
             if node.op == "call_function" and str(node.target) in _AIR:
                 env[node] = streams.handle(str(node.target), value(list(node.args)))
                 continue
@@ -259,11 +328,17 @@ def convert_fx(gm: torch.fx.GraphModule, name: str = "graph", *, strict: bool = 
                 weight, tensor = constants[position]
                 position += 1
                 env[node] = g.const(tensor.dtype, tensor.shape, weight, tensor.detach().cpu())
+            elif node.op == "placeholder" and isinstance(val, torch.SymInt) \
+                    and val.node.expr in sizes:
+                position += 1
+                env[node] = _SizeOf(*sizes[val.node.expr])
             elif node.op == "placeholder":
                 position += 1
-                dtype = val.dtype if isinstance(val, torch.Tensor) else torch.int64
                 shape = val.shape if isinstance(val, torch.Tensor) else ()
-                env[node] = g.data(index, dtype, shape, name=node.name)
+                env[node] = g.data(index, _val_dtype(node), shape,
+                                   name=(input_names or {}).get(position - 1, node.name))
+                if not isinstance(val, torch.Tensor):
+                    sym_data.add(env[node].op.name)
                 index += 1
             elif node.op == "get_attr":
                 obj = gm
@@ -303,19 +378,51 @@ def convert_fx(gm: torch.fx.GraphModule, name: str = "graph", *, strict: bool = 
             elif node.op == "output":
                 outs = node.args[0]
                 flat = outs if isinstance(outs, (list, tuple)) else [outs]
-                g.net_output([env[o] if isinstance(o, torch.fx.Node)
-                              and isinstance(env[o], Tensor) else None for o in flat])
+                results = [value(o) if isinstance(o, torch.fx.Node) else None for o in flat]
+                g.net_output([r if isinstance(r, Tensor) and isinstance(
+                    o.meta.get("val"), torch.Tensor) else None for o, r in zip(flat, results)],
+                    [o.meta.get("val") if isinstance(o, torch.fx.Node) else None for o in flat])
             else:
                 raise ConversionError(f"GE conversion: FX node '{node.name}' ({node.op}) "
                                       f"cannot be converted")
+    _packed_sizes_as_data(g, sym_data)
     used = {i.rsplit(":", 1)[0] for op in g.ops for i in op.inputs}  # (control edges too)
-    g.ops = [op for op in g.ops if op.type != "Const" or op.name in used]  # unread constants
+    # unread constants and inputs; the inputs left renumbered in order
+    g.ops = [op for op in g.ops if op.type not in ("Const", "Data") or op.name in used]
+    for i, op in enumerate(op for op in g.ops if op.type in ("Data", "RefData")):
+        op.attrs["index"] = ("Int", i)
     if missing:
         g.notes.append(f"{sum(missing.values())} node(s) with no GE converter, written as "
                        f"{UNCONVERTED} placeholders: " +
                        ", ".join(f"{k} x{v}" for k, v in sorted(missing.items())))
     g.unconverted = missing
     return g
+
+
+def _val_dtype(node: torch.fx.Node) -> torch.dtype:
+    """The dtype of a placeholder's Data: its tensor's, int64 for a symbolic size."""
+    val = node.meta.get("val")
+    return val.dtype if isinstance(val, torch.Tensor) else torch.int64
+
+
+def _packed_sizes_as_data(g: GeGraph, sym_data: set[str]) -> None:
+    """TorchAir's ``optimize_sym_pack``: a Pack whose every input is a symbolic-size Data
+    (sizes the host knows) becomes one more Data holding the packed sizes; Packs of the
+    same inputs share it."""
+    made: dict[tuple[str, ...], Tensor] = {}
+    renamed: dict[str, str] = {}
+    index = sum(1 for op in g.ops if op.type in ("Data", "RefData"))
+    for op in [op for op in g.ops if op.type == "Pack"]:
+        if not op.inputs or not all(i.endswith(":0") and i[:-2] in sym_data for i in op.inputs):
+            continue
+        key = tuple(op.inputs)
+        if key not in made:
+            made[key] = g.data(index, torch.int64, (len(key),))
+            index += 1
+        renamed[f"{op.name}:0"] = made[key].tensor
+        g.ops.remove(op)
+    for op in g.ops:
+        op.inputs = [renamed.get(i, i) for i in op.inputs]
 
 
 def register_with_torchair() -> list:

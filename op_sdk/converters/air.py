@@ -21,7 +21,6 @@ if hasattr(torch.ops.air, "wait_tensor"):
 
 # -- air.print (op_sdk.ops.npu_print) -> StringFormat + PrintV2, as TorchAir converts it -------
 
-ir.declare("Shape", "x", "y", [("dtype", "Int", 3)], source="ops-math")
 ir.declare("StringFormat", "x*", "y", [("template", "String", "%s"),
                                        ("placeholder", "String", "%s"), ("summarize", "Int", 3)],
            source="ops-math")

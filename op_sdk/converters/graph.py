@@ -53,6 +53,8 @@ class OpDef:
     input_desc: list[Desc] = dataclasses.field(default_factory=list)
     output_desc: list[Desc] = dataclasses.field(default_factory=list)
     attrs: dict[str, tuple[str, Any]] = dataclasses.field(default_factory=dict)  # name -> (type, value)
+    # output index -> the FX node's value it computes (its meta; not written)
+    values: dict[int, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     def attr_values(self) -> dict[str, Any]:
         return {k: v for k, (_, v) in self.attrs.items()}
@@ -85,14 +87,25 @@ class Tensor:
         return ir.GE_DTYPE.get(self.desc.dtype, ir.GE_DTYPE["DT_UNDEFINED"])
 
     @property
+    def meta(self) -> Any:
+        """The FX node's value this output computes (TorchAir's ``Tensor.meta``), if known."""
+        return self.op.values.get(self.index)
+
+    def _shape(self) -> tuple | None:
+        if self.desc.shape is not None:
+            return self.desc.shape
+        return _shape(self.meta.shape) if isinstance(self.meta, torch.Tensor) else None
+
+    @property
     def rank(self) -> int:
-        if self.desc.shape is None:
+        shape = self._shape()
+        if shape is None:
             raise ConversionError(f"GE conversion: the rank of {self.tensor} is unknown")
-        return len(self.desc.shape)
+        return len(shape)
 
     @property
     def symsize(self) -> list[int]:
-        return list(self.desc.shape or ())
+        return list(self._shape() or ())
 
     def __repr__(self) -> str:
         return f"Tensor({self.tensor}, {self.desc.dtype}, {self.desc.shape})"
@@ -135,6 +148,8 @@ class GeGraph:
         self._taken: set[str] = set()       # every node name in the graph
         self._next: dict[str, int] = {}     # base name -> the next suffix to try
         self.notes: list[str] = []  # comments written at the top of the pbtxt
+        # the process groups the graph's collectives use: {GE group name: (ranks, tag)}
+        self.process_groups: dict[str, tuple[list[int], str]] = {}
 
     def __enter__(self) -> GeGraph:
         _local.stack = getattr(_local, "stack", []) + [self]
@@ -195,13 +210,18 @@ class GeGraph:
         op = OpDef(self.unique_name(name or "Const"), "Const", [], [], [desc], attrs)
         return Tensor(self.add(op))
 
-    def net_output(self, outputs: Sequence[Tensor | None]) -> OpDef:
+    def net_output(self, outputs: Sequence[Tensor | None], values: Sequence | None = None) -> OpDef:
+        """The graph's outputs; ``values`` (the FX outputs' values) give their shapes."""
         op = OpDef(self.unique_name("NetOutput"), "NetOutput")
         for i, t in enumerate(outputs):
             if t is None:
                 continue
             op.inputs.append(t.tensor)
-            op.input_desc.append(dataclasses.replace(t.desc, name=f"x{i}"))
+            desc = dataclasses.replace(t.desc, name=f"x{i}")
+            v = values[i] if values is not None else None
+            if isinstance(v, torch.Tensor):
+                desc.dtype, desc.shape = ir.proto_dtype(v.dtype), _shape(v.shape)
+            op.input_desc.append(desc)
         return self.add(op)
 
     # -- text ------------------------------------------------------------------------------
@@ -516,8 +536,11 @@ class _Ge:
     @staticmethod
     def Cast(x: Tensor, *, dst_type: int, dependencies=None, node_name: str | None = None) -> Tensor:
         """TorchAir's ``ge.Cast``: ``x`` as the ``ge.DataType`` ``dst_type``."""
-        return build("Cast", x, dst_type=dst_type, dependencies=dependencies,
-                     node_name=node_name)
+        out = build("Cast", x, dst_type=dst_type, dependencies=dependencies,
+                    node_name=node_name)
+        if isinstance(out, Tensor) and isinstance(dst_type, int):  # (op_sdk's builder)
+            out.desc.dtype = ir.ge_name(dst_type) or out.desc.dtype
+        return out
 
     @staticmethod
     def Clone(x: Tensor, *, dependencies=None, node_name: str | None = None) -> Tensor:

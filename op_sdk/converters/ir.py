@@ -102,11 +102,15 @@ def dtype_name(dtype: torch.dtype | str | None) -> str:
 GE_NAME_TO_TORCH = {name: dtype for dtype, name in _TORCH_TO_GE.items()}
 
 
+def ge_name(code: int) -> str | None:
+    """The GE name of a ge::DataType code (None for a number that is none)."""
+    return next((n for n, c in GE_DTYPE.items() if c == code), None)
+
+
 def torch_dtype(code: int | str) -> torch.dtype:
     """The torch dtype of a ge::DataType code or GE name (ValueError for one no torch dtype
     holds)."""
-    name = code if isinstance(code, str) else next(
-        (n for n, c in GE_DTYPE.items() if c == code), "no ge.DataType")
+    name = code if isinstance(code, str) else (ge_name(code) or "no ge.DataType")
     if name in GE_NAME_TO_TORCH:
         return GE_NAME_TO_TORCH[name]
     raise ValueError(f"GE conversion: ge.DataType code {code} ({name}) has no torch dtype")
@@ -230,6 +234,18 @@ PROTOTYPES: dict[str, IrPrototype] = {p.type: p for p in (
     _proto("Sigmoid", "x", "y", source="ops-math"),
     _proto("Swish", "x", "y", [("scale", "Float", 1.0)], source="ops-nn"),
     _proto("Identity", "x", "y", source="ops-math"),
+    _proto("Muls", "x", "y", [("value", "Float")], source="ops-math"),
+    _proto("Shape", "x", "y", [("dtype", "Int", 3)], source="ops-math"),
+    _proto("Gather", "x indices", "y",
+           [("validate_indices", "Bool", True), ("batch_dims", "Int", 0),
+            ("is_preprocessed", "Bool", False), ("negative_index_support", "Bool", False)],
+           source="ops-math"),
+    _proto("Pack", "x*", "y", [("N", "Int"), ("axis", "Int", 0)], source="ops-math"),
+    _proto("Fill", "dims value", "y", source="ops-math"),
+    _proto("ReduceSum", "x axes", "y", [("keep_dims", "Bool", False)], source="ops-math"),
+    _proto("FileConstant", "", "y", [("shape", "ListInt"), ("dtype", "Type"),
+                                     ("file_path", "String", ""), ("file_id", "String", "")],
+           source="ops-math"),
 )}
 
 # the graph engine's own node types (not operator prototypes; written by the builder)

@@ -101,13 +101,13 @@ def _attr(w: _Writer, key: str, typ: str, value) -> None:
 
 def _value_fields(w: _Writer, key: str, typ: str, value) -> None:
     """An AttrDef's fields."""
-    if typ in ("Int", "Type"):
+    if typ == "Int":
         w.field("i", str(int(value)))
     elif typ == "Float":
         w.field("f", _float(value))
     elif typ == "Bool":
         w.field("b", "true" if value else "false")
-    elif typ == "DataType":
+    elif typ in ("DataType", "Type"):  # an IR attribute of type Type: a ge::DataType
         w.field("dt", str(int(value)))
     elif typ == "String":
         w.field("s", quote(value))

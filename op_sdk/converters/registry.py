@@ -7,6 +7,7 @@ op_sdk.converters' graph conversion; it imports nothing of op_sdk but the slice 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +28,8 @@ def load_slices() -> None:
 
 
 _CONVERTERS: dict[Any, Callable] = {}
+# Python's operators, as FX graphs call them on symbolic sizes (converted as TorchAir does)
+SYMBOLIC_ARITHMETIC = (operator.add, operator.sub, operator.mul)
 # the operators whose converter writes what TorchAir's own converter of them writes (TorchAir
 # keeps using its own; tests/npu/real/test_converters.py compares the two)
 _TORCHAIR_HAS_OWN: set[str] = set()
@@ -36,9 +39,10 @@ def register_fx_node_ge_converter(op, *, torchair_has_own: bool = False) -> Call
     """Decorator: ``fn`` converts FX nodes calling ``op`` (an OpOverload). With
     ``torchair_has_own=True`` the converter declares that TorchAir converts ``op`` itself and
     that this one writes the same GE operator (checked against TorchAir's)."""
-    if not isinstance(op, torch._ops.OpOverload):
+    if not isinstance(op, torch._ops.OpOverload) and op not in SYMBOLIC_ARITHMETIC:
         raise TypeError(f"register_fx_node_ge_converter: expected an OpOverload such as "
-                        f"torch.ops.npu.x.default, got {op!r}")
+                        f"torch.ops.npu.x.default (or operator.add / sub / mul, the "
+                        f"arithmetic on symbolic sizes), got {op!r}")
 
     def register(fn: Callable) -> Callable:
         _CONVERTERS[op] = fn

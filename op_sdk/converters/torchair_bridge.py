@@ -261,7 +261,7 @@ def register(converters: dict) -> list:
     _DONE = True
     done = []
     for op, fn in converters.items():
-        if op.namespace in ("aten", "prims"):
+        if not isinstance(op, torch._ops.OpOverload) or op.namespace in ("aten", "prims"):
             continue  # TorchAir converts ATen itself
         if op.namespace == "op_sdk" and not _has_npu_kernel(op):
             continue  # op_sdk's CPU-only operators (weight prepacking) never reach an NPU graph
