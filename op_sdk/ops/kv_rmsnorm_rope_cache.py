@@ -32,7 +32,9 @@ binding / Meta functions:
   no mutation (torch_npu's NPU kernel also writes its inputs in place, which its schema does
   not say); npu_kv_rmsnorm_rope_cache_v2 declares it and writes them in place. k_rope and
   c_kv are always computed (the NPU writes them only with is_output_kv in a paged mode).
-* Native CPU kernel: csrc/kv_rmsnorm_rope_cache.cpp (contiguous calls; the rest here).
+* Native CPU kernel: csrc/kv_rmsnorm_rope_cache.cpp (contiguous calls; the rest here). CUDA
+  kernel: Triton, op_sdk/triton_kernels/kv_cache.py (every form; the cache rows each token
+  writes decided here, ``written_rows``, so that the kernel's stores never race).
 * Not taken (errors naming the argument): ``v`` (aclnnKvRmsNormRopeCacheV2's form),
   ``k_rope_offset`` / ``c_kv_offset`` (torch_npu: "not supported yet"), cache dtype codes
   other than the cache's own (``k_cache_dtype`` / ``ckv_cache_dtype`` of the v2 pair).
@@ -47,6 +49,7 @@ from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
 from op_sdk.ops._common import CODE_OF, bench_randn, check, dtype_value_str, quantize_round
 from op_sdk.ops.rotary_mul import rotated
+from op_sdk.triton_kernels import TritonKernel
 
 OP = "npu_kv_rmsnorm_rope_cache"
 DTYPES = (torch.float16, torch.bfloat16)
@@ -201,30 +204,37 @@ def _cache_values(v32, rounded, scale):
     return quantize_round(v32 * scale.float(), -128.0, 127.0, torch.int8)
 
 
-def scattered(cache, vals, slots, form):
-    """A copy of ``cache`` with each token's values (rows of B * S) at its slot, in the
-    cache's layout; the last token of a repeated slot is written."""
-    buf = cache.contiguous().clone()
-    width = cache.shape[-1]
-    flat_slots = slots.reshape(-1)
-    rows = vals.reshape(-1, width)
+def written_rows(slots, form):
+    """Each token's row in its cache's (rows, width) view, in (b, s) order (Norm: batch b's
+    row ``b * cache_length + slot``; paged: the slot), -1 where nothing is written: a
+    negative index, or a later token writing the same row (the last one is written). No
+    value is read back to the host: the CUDA kernel's stores, one per row, take it as is."""
+    flat = slots.reshape(-1)
+    total = form.slots
     if form.mode == "Norm":
         batch = torch.arange(form.b, device=slots.device).repeat_interleave(form.s)
-        flat_slots = torch.where(flat_slots >= 0, batch * form.slots + flat_slots, flat_slots)
-    keep = flat_slots >= 0
-    if keep.any():
-        order = torch.arange(flat_slots.numel(), device=slots.device)
-        last = torch.full((int(flat_slots.max()) + 1,), -1, dtype=torch.int64,
-                          device=slots.device)
-        last.scatter_reduce_(0, flat_slots[keep], order[keep], "amax")
-        keep &= last[flat_slots.clamp(min=0)] == order
-        dst, src = flat_slots[keep], rows[keep]
-        if form.nz:
-            c0 = c0_of(cache)
-            nz = buf.view(-1, width // c0, form.block_size, c0)
-            nz[dst // form.block_size, :, dst % form.block_size] = src.view(-1, width // c0, c0)
-        else:
-            buf.view(-1, width)[dst] = src
+        flat = torch.where(flat >= 0, batch * form.slots + flat, flat)
+        total = form.b * form.slots
+    order = torch.arange(flat.numel(), device=slots.device)
+    at = torch.where(flat >= 0, flat, total)  # (row `total`: the tokens written nowhere)
+    last = torch.full((total + 1,), -1, dtype=torch.int64, device=slots.device)
+    last.scatter_reduce_(0, at, order, "amax")
+    return torch.where((flat >= 0) & (last[at] == order), flat, -1)
+
+
+def scattered(cache, vals, rows, form):
+    """A copy of ``cache`` with each token's values (rows of B * S) at its row ``rows``
+    (``written_rows``), in the cache's layout."""
+    buf = cache.contiguous().clone()
+    width = cache.shape[-1]
+    keep = rows >= 0
+    dst, src = rows[keep], vals.reshape(-1, width)[keep]
+    if form.nz:
+        c0 = c0_of(cache)
+        nz = buf.view(-1, width // c0, form.block_size, c0)
+        nz[dst // form.block_size, :, dst % form.block_size] = src.view(-1, width // c0, c0)
+    else:
+        buf.view(-1, width)[dst] = src
     return torch.empty_like(cache).copy_(buf)
 
 
@@ -234,10 +244,26 @@ def _compute(op, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale, c
     b, _, s, _ = kv.shape
     k_rope = kv.new_empty((b, 1, s, form.dk)).copy_(k32)
     c_kv = kv.new_empty((b, 1, s, form.dv)).copy_(v32)
-    slots = slots_of(op, index, form)
-    k_out = scattered(k_cache, _cache_values(k32, k_rope, k_rope_scale), slots, form)
-    v_out = scattered(ckv_cache, _cache_values(v32, c_kv, c_kv_scale), slots, form)
+    rows = written_rows(slots_of(op, index, form), form)
+    k_out = scattered(k_cache, _cache_values(k32, k_rope, k_rope_scale), rows, form)
+    v_out = scattered(ckv_cache, _cache_values(v32, c_kv, c_kv_scale), rows, form)
     return k_out, v_out, k_rope, c_kv
+
+
+def _cuda(op, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale, c_kv_scale,
+          epsilon, form):
+    """The CUDA kernel (Triton, op_sdk/triton_kernels/kv_cache.py: the norm, the rotation and
+    both caches' stores in one pass); rows too long for it run the reference's arithmetic."""
+    from op_sdk.triton_kernels import kv_cache
+
+    if not kv_cache.covers(form.dv, form.dk):
+        return _compute(op, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale,
+                        c_kv_scale, epsilon, form)
+    rows = written_rows(slots_of(op, index, form), form)
+    return kv_cache.run(kv, gamma, cos, sin, epsilon, rows,
+                        k_rope_scale, c_kv_scale, _outputs_fake(kv, k_cache, ckv_cache, form),
+                        k_cache, ckv_cache, nz=form.nz, block_size=form.block_size,
+                        k_c0=c0_of(k_cache), v_c0=c0_of(ckv_cache))
 
 
 def _outputs_fake(kv, k_cache, ckv_cache, form):
@@ -268,6 +294,17 @@ def kv_rmsnorm_rope_cache_fake(kv, gamma, cos, sin, index, k_cache, ckv_cache, *
     return _outputs_fake(kv, k_cache, ckv_cache, form)
 
 
+def kv_rmsnorm_rope_cache_cuda(kv, gamma, cos, sin, index, k_cache, ckv_cache, *,
+                               k_rope_scale=None, c_kv_scale=None, k_rope_offset=None,
+                               c_kv_offset=None, v=None, epsilon=1e-5, cache_mode="Norm",
+                               is_output_kv=False):
+    form = check_kv_rmsnorm_rope_cache(OP, kv, gamma, cos, sin, index, k_cache, ckv_cache,
+                                       k_rope_scale, c_kv_scale, k_rope_offset, c_kv_offset, v,
+                                       epsilon, cache_mode, is_output_kv)
+    return _cuda(OP, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale, c_kv_scale,
+                 epsilon, form)
+
+
 OP_V2 = "npu_kv_rmsnorm_rope_cache_v2_functional"
 
 
@@ -275,7 +312,8 @@ def _v2(run, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale, c_kv_
         k_rope_offset, c_kv_offset, v, epsilon, cache_mode, is_output_kv, k_cache_dtype,
         ckv_cache_dtype):
     """The v2 pair's results, (k_rope, c_kv, k_cache updated, ckv_cache updated), from
-    ``run`` (the reference's arithmetic or the fake's shapes) under the v2 name."""
+    ``run`` (the reference's arithmetic, the CUDA kernel's or the fake's shapes) under the v2
+    name."""
     form = check_kv_rmsnorm_rope_cache(OP_V2, kv, gamma, cos, sin, index, k_cache, ckv_cache,
                                        k_rope_scale, c_kv_scale, k_rope_offset, c_kv_offset, v,
                                        epsilon, cache_mode, is_output_kv, k_cache_dtype,
@@ -283,8 +321,9 @@ def _v2(run, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale, c_kv_
     if run == "fake":
         k_out, v_out, k_rope, c_kv = _outputs_fake(kv, k_cache, ckv_cache, form)
     else:
-        k_out, v_out, k_rope, c_kv = _compute(OP_V2, kv, gamma, cos, sin, index, k_cache,
-                                              ckv_cache, k_rope_scale, c_kv_scale, epsilon, form)
+        k_out, v_out, k_rope, c_kv = (_cuda if run == "cuda" else _compute)(
+            OP_V2, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale, c_kv_scale,
+            epsilon, form)
     return k_rope, c_kv, k_out, v_out
 
 
@@ -302,6 +341,15 @@ def kv_rmsnorm_rope_cache_v2_functional_fake(
         k_rope_offset=None, c_kv_offset=None, v=None, epsilon=1e-5, cache_mode="Norm",
         is_output_kv=False, k_cache_dtype=None, ckv_cache_dtype=None):
     return _v2("fake", kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale,
+               c_kv_scale, k_rope_offset, c_kv_offset, v, epsilon, cache_mode, is_output_kv,
+               k_cache_dtype, ckv_cache_dtype)
+
+
+def kv_rmsnorm_rope_cache_v2_functional_cuda(
+        kv, gamma, cos, sin, index, k_cache, ckv_cache, *, k_rope_scale=None, c_kv_scale=None,
+        k_rope_offset=None, c_kv_offset=None, v=None, epsilon=1e-5, cache_mode="Norm",
+        is_output_kv=False, k_cache_dtype=None, ckv_cache_dtype=None):
+    return _v2("cuda", kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale,
                c_kv_scale, k_rope_offset, c_kv_offset, v, epsilon, cache_mode, is_output_kv,
                k_cache_dtype, ckv_cache_dtype)
 
@@ -359,6 +407,10 @@ npu_kv_rmsnorm_rope_cache = define_op(
     "-> (Tensor, Tensor, Tensor, Tensor)",
     reference=kv_rmsnorm_rope_cache_reference, fake=kv_rmsnorm_rope_cache_fake,
     native=("cpu",), reference_op=True,  # the launcher routes other forms here
+    kernels={"cuda": TritonKernel(kv_rmsnorm_rope_cache_cuda)},
+    # one call under torch.compile on CUDA too: the launcher checks index's values (a read
+    # back to the host, which a traced graph cannot hold)
+    inline=False,
     # the API on copies of the caches, returned (the schema declares no mutation)
     aclnn=AclnnBinding("aclnnKvRmsNormRopeCache",
                        outputs=("k_cache", "ckv_cache", "k_rope", "c_kv"),
@@ -387,6 +439,7 @@ npu_kv_rmsnorm_rope_cache_v2_functional = define_op(
     reference=kv_rmsnorm_rope_cache_v2_functional_reference,
     fake=kv_rmsnorm_rope_cache_v2_functional_fake,
     native=("cpu",), reference_op=True,
+    kernels={"cuda": TritonKernel(kv_rmsnorm_rope_cache_v2_functional_cuda)}, inline=False,
     aclnn=AclnnBinding("aclnnKvRmsNormRopeCache",
                        outputs=("k_rope", "c_kv", "k_cache", "ckv_cache"),
                        rename=_RENAME, copy_of={"k_cache": "k_cache", "ckv_cache": "ckv_cache"},

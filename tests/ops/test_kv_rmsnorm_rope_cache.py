@@ -430,3 +430,15 @@ def test_the_benchmarks_compiled_composite_computes_the_operator():
     # compiled: Inductor's own reduction order, within one step
     for got, w in zip(torch.compile(slice_module.bench_composite)(*args, **kw), want):
         assert _one_step(got, w) and (got != w).float().mean() < 0.02
+
+
+def test_written_rows_keep_one_writer_per_row():
+    """The rows the reference and the CUDA kernel write: -1 indices and all but the last
+    token of a repeated slot write nothing (so no two of the kernel's stores meet), Norm's
+    rows offset by batch."""
+    form = slice_module.Form(2, 4, 32, 16, "PA_BNSD", 16, 32, False, False)
+    slots = torch.tensor([[3, 7, 3, -1], [7, 9, 3, 0]])
+    assert slice_module.written_rows(slots, form).tolist() == [-1, -1, -1, -1, 7, 9, 3, 0]
+    form = slice_module.Form(2, 3, 32, 16, "Norm", 0, 8, False, False)
+    slots = torch.tensor([[5, 5, -1], [5, 0, 0]])
+    assert slice_module.written_rows(slots, form).tolist() == [-1, 5, -1, 13, -1, 8]

@@ -172,6 +172,24 @@ def main() -> int:
             bad = _problems(k.asm["ptx"], rne=True)
             print(f"_swiglu_quant {left} {smooth} {offset} {dynamic} {dtype}: {', '.join(bad) or 'ok'}")
             failed += bool(bad)
+    # npu_kv_rmsnorm_rope_cache: float / int8 caches, row-major / FRACTAL_NZ
+    from op_sdk.triton_kernels import kv_cache
+
+    for dtype in ("bf16", "fp16"):
+        x = f"*{dtype}"
+        for quant, nz in ((False, False), (False, True), (True, False), (True, True)):
+            cache, scale = ("*i8", "*fp32") if quant else (x, x)
+            types = {"kv_ptr": x, "g_ptr": x, "r1_ptr": x, "r2_ptr": x, "dst_ptr": "*i64",
+                     "ks_ptr": scale, "vs_ptr": scale, "kr_ptr": x, "ckv_ptr": x,
+                     "kc_ptr": cache, "vc_ptr": cache, "rows": "i32", "s": "i32", "ct0": "i32",
+                     "ct2": "i32", "ct3": "i32", "inv_dv": "fp32", "eps": "fp32", "bs": "i32"}
+            k = _compile(kv_cache._kv_rmsnorm_rope_cache, types,
+                         {"DV": 512, "DK": 64, "BLOCK_R": 4, "BLOCK_V": 512, "BLOCK_P": 32,
+                          "K_QUANT": quant, "V_QUANT": quant, "NZ": nz, "K_C0": 32 if quant else 16,
+                          "V_C0": 32 if quant else 16, "WIDE": False})
+            bad = _problems(k.asm["ptx"], rne=quant)
+            print(f"_kv_rmsnorm_rope_cache {quant} {nz} {dtype}: {', '.join(bad) or 'ok'}")
+            failed += bool(bad)
     # npu_dequant_swiglu_quant: int32 x with its scales and either bias, float x; each mode
     dq_types = {"ws_ptr": "*fp32", "act_ptr": "*fp32", "bi_ptr": "*i32", "bf_ptr": "*fp32",
                 "qs_ptr": "*fp32", "qo_ptr": "*fp32", "q_ptr": "*i8", "scale_ptr": "*fp32",
@@ -275,7 +293,7 @@ def main() -> int:
 def test_kernels_compile_for_sm90_with_the_contracts_arithmetic():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") == 108, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") == 116, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

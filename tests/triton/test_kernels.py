@@ -607,3 +607,76 @@ def test_apply_rotary_pos_emb_is_bit_exact(dtype, layout, shapes, mode, layout_o
     args, kw = relayout((q, k, c, rand(*shapes[2], dtype=dtype)), {"layout": layout, "rotary_mode": mode},
                         layout_of_q, which=(0,))
     _run(K("npu_apply_rotary_pos_emb"), npu.npu_apply_rotary_pos_emb, args, kw, device, exact=(0, 1))
+
+
+# ---- npu_kv_rmsnorm_rope_cache and its v2 pair: norm, rotation, the caches' stores ---------
+
+def _kv_cache_close(out, ref):
+    """k_rope and the k cache bit for bit (no reduction); c_kv and a float ckv cache within
+    the norm's rounding, an int8 ckv cache within one step (the sum of squares' order)."""
+    k_out, v_out, k_rope, c_kv = out
+    rk, rv, rkr, rckv = ref
+    assert torch.equal(k_rope.isnan(), rkr.isnan()) and torch.equal(k_rope.nan_to_num(), rkr.nan_to_num())
+    assert torch.equal(k_out.isnan(), rk.isnan()) and torch.equal(k_out.nan_to_num(), rk.nan_to_num())
+    assert torch.equal(c_kv.isnan(), rckv.isnan())
+    _norm_rope_close(c_kv.nan_to_num(), rckv.nan_to_num())
+    if v_out.dtype == torch.int8:
+        assert_int_close(v_out, rv)
+    else:
+        assert torch.equal(v_out.isnan(), rv.isnan())
+        _norm_rope_close(v_out.nan_to_num(), rv.nan_to_num())
+
+
+@pytest.mark.parametrize("mode", ["Norm", "PA", "PA_BNSD", "PA_NZ", "PA_BLK_BNSD", "PA_BLK_NZ"])
+@pytest.mark.parametrize("quant", [False, True])
+@pytest.mark.parametrize("dtype", [bf16, fp16])
+def test_kv_rmsnorm_rope_cache(mode, quant, dtype, device):
+    """Every cache mode, int8 and float caches: outputs and caches (untouched rows kept,
+    index -1 skipped) as the reference computes them; odd widths (Dv 40, Dk 24), S = 5
+    with blocks of 32 / 16 (a partial page), cos / sin broadcast over S."""
+    from tests.ops.test_kv_rmsnorm_rope_cache import make
+
+    nz = mode.endswith("NZ")  # (FRACTAL_NZ: widths of whole 32-byte blocks)
+    args, kw = make(mode, b=3, s=5, dv=64 if nz else 40, dk=32 if nz else 24, dtype=dtype,
+                    quant=quant, block_size=32 if quant else 16, blocks=6,
+                    cos_s=1 if mode == "PA" else None)
+    ref = npu.npu_kv_rmsnorm_rope_cache(*args, **kw)
+    dargs, dkw = _to(args, kw, device)
+    out = K("npu_kv_rmsnorm_rope_cache")(*dargs, **dkw)
+    assert [o.shape for o in out] == [r.shape for r in ref]
+    _kv_cache_close([o.cpu() for o in out], ref)
+
+
+def test_kv_rmsnorm_rope_cache_repeated_rows_nonfinite_strided_and_empty(device):
+    """Repeated slots (the last token in (b, s) order is written, as the reference), NaN /
+    inf in kv, a non-contiguous kv and stride-0 cos / sin, the v2 functional pair's order,
+    and an empty batch (the caches returned as copies)."""
+    from tests.ops.test_kv_rmsnorm_rope_cache import make
+
+    args, kw = make("PA_BNSD", b=2, s=4, dv=32, dk=16, block_size=16, blocks=2)
+    kv, gamma, cos, sin, index, kc, vc = args
+    index = torch.tensor([3, 7, 3, -1, 7, 9, 3, 0])
+    kv = kv.transpose(2, 3).contiguous().transpose(2, 3)
+    kv[0, 0, 1, 5], kv[1, 0, 2, 40] = float("nan"), float("inf")
+    cos, sin = cos[:, :, :1].expand(cos.shape), sin[:, :, :1].expand(sin.shape)
+    args = (kv, gamma, cos, sin, index, kc, vc)
+    ref = npu.npu_kv_rmsnorm_rope_cache(*args, **kw)
+    dargs, dkw = _to(args, kw, device)
+    _kv_cache_close([o.cpu() for o in K("npu_kv_rmsnorm_rope_cache")(*dargs, **dkw)], ref)
+    out = K("npu_kv_rmsnorm_rope_cache_v2_functional")(*dargs, **dkw)
+    _kv_cache_close([o.cpu() for o in (out[2], out[3], out[0], out[1])], ref)
+    args, kw = make("PA_BNSD", b=0, s=3, dv=32, dk=16)
+    dargs, dkw = _to(args, kw, device)
+    out = K("npu_kv_rmsnorm_rope_cache")(*dargs, **dkw)
+    assert torch.equal(out[0].cpu(), args[5]) and torch.equal(out[1].cpu(), args[6])
+    assert out[2].shape == (0, 1, 3, 16) and out[3].shape == (0, 1, 3, 32)
+
+
+def test_kv_rmsnorm_rope_cache_rules_name_the_operator_on_cuda_too(device):
+    from tests.ops.test_kv_rmsnorm_rope_cache import make
+
+    args, kw = make("PA_BNSD", b=1, s=2, dv=32, dk=16)
+    args = args[:4] + (torch.tensor([0, 10**6]),) + args[5:]
+    dargs, dkw = _to(args, kw, device)
+    with pytest.raises(RuntimeError, match="npu_kv_rmsnorm_rope_cache.*index"):
+        K("npu_kv_rmsnorm_rope_cache")(*dargs, **dkw)
