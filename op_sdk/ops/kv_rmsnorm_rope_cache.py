@@ -272,86 +272,62 @@ def _outputs_fake(kv, k_cache, ckv_cache, form):
             kv.new_empty((b, 1, s, form.dk)), kv.new_empty((b, 1, s, form.dv)))
 
 
-def kv_rmsnorm_rope_cache_reference(kv, gamma, cos, sin, index, k_cache, ckv_cache, *,
-                                    k_rope_scale=None, c_kv_scale=None, k_rope_offset=None,
-                                    c_kv_offset=None, v=None, epsilon=1e-5, cache_mode="Norm",
-                                    is_output_kv=False):
-    """The ground truth: (k_cache updated, ckv_cache updated, k_rope, c_kv)."""
-    form = check_kv_rmsnorm_rope_cache(OP, kv, gamma, cos, sin, index, k_cache, ckv_cache,
+def _results(op, run, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale,
+             c_kv_scale, k_rope_offset, c_kv_offset, v, epsilon, cache_mode, is_output_kv,
+             k_cache_dtype=None, ckv_cache_dtype=None):
+    """(k_cache updated, ckv_cache updated, k_rope, c_kv) of a call of ``op`` (either form),
+    from ``run``: "reference" (the ground truth), "cuda" (the Triton kernel) or "fake" (the
+    shapes), after the contract's checks."""
+    form = check_kv_rmsnorm_rope_cache(op, kv, gamma, cos, sin, index, k_cache, ckv_cache,
                                        k_rope_scale, c_kv_scale, k_rope_offset, c_kv_offset, v,
-                                       epsilon, cache_mode, is_output_kv)
-    return _compute(OP, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale,
-                    c_kv_scale, epsilon, form)
+                                       epsilon, cache_mode, is_output_kv, k_cache_dtype,
+                                       ckv_cache_dtype)
+    if run == "fake":
+        return _outputs_fake(kv, k_cache, ckv_cache, form)
+    return (_cuda if run == "cuda" else _compute)(op, kv, gamma, cos, sin, index, k_cache,
+                                                  ckv_cache, k_rope_scale, c_kv_scale,
+                                                  epsilon, form)
 
 
-def kv_rmsnorm_rope_cache_fake(kv, gamma, cos, sin, index, k_cache, ckv_cache, *,
-                               k_rope_scale=None, c_kv_scale=None, k_rope_offset=None,
-                               c_kv_offset=None, v=None, epsilon=1e-5, cache_mode="Norm",
-                               is_output_kv=False):
-    form = check_kv_rmsnorm_rope_cache(OP, kv, gamma, cos, sin, index, k_cache, ckv_cache,
-                                       k_rope_scale, c_kv_scale, k_rope_offset, c_kv_offset, v,
-                                       epsilon, cache_mode, is_output_kv)
-    return _outputs_fake(kv, k_cache, ckv_cache, form)
+def _first(run):
+    """npu_kv_rmsnorm_rope_cache's entry point for ``run`` (its schema's arguments)."""
+    def entry(kv, gamma, cos, sin, index, k_cache, ckv_cache, *, k_rope_scale=None,
+              c_kv_scale=None, k_rope_offset=None, c_kv_offset=None, v=None, epsilon=1e-5,
+              cache_mode="Norm", is_output_kv=False):
+        return _results(OP, run, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale,
+                        c_kv_scale, k_rope_offset, c_kv_offset, v, epsilon, cache_mode,
+                        is_output_kv)
+    entry.__name__ = f"kv_rmsnorm_rope_cache_{run}"
+    return entry
 
 
-def kv_rmsnorm_rope_cache_cuda(kv, gamma, cos, sin, index, k_cache, ckv_cache, *,
-                               k_rope_scale=None, c_kv_scale=None, k_rope_offset=None,
-                               c_kv_offset=None, v=None, epsilon=1e-5, cache_mode="Norm",
-                               is_output_kv=False):
-    form = check_kv_rmsnorm_rope_cache(OP, kv, gamma, cos, sin, index, k_cache, ckv_cache,
-                                       k_rope_scale, c_kv_scale, k_rope_offset, c_kv_offset, v,
-                                       epsilon, cache_mode, is_output_kv)
-    return _cuda(OP, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale, c_kv_scale,
-                 epsilon, form)
+# the ground truth: (k_cache updated, ckv_cache updated, k_rope, c_kv)
+kv_rmsnorm_rope_cache_reference = _first("reference")
+kv_rmsnorm_rope_cache_fake = _first("fake")
+kv_rmsnorm_rope_cache_cuda = _first("cuda")
 
 
 OP_V2 = "npu_kv_rmsnorm_rope_cache_v2_functional"
 
 
-def _v2(run, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale, c_kv_scale,
-        k_rope_offset, c_kv_offset, v, epsilon, cache_mode, is_output_kv, k_cache_dtype,
-        ckv_cache_dtype):
-    """The v2 pair's results, (k_rope, c_kv, k_cache updated, ckv_cache updated), from
-    ``run`` (the reference's arithmetic, the CUDA kernel's or the fake's shapes) under the v2
-    name."""
-    form = check_kv_rmsnorm_rope_cache(OP_V2, kv, gamma, cos, sin, index, k_cache, ckv_cache,
-                                       k_rope_scale, c_kv_scale, k_rope_offset, c_kv_offset, v,
-                                       epsilon, cache_mode, is_output_kv, k_cache_dtype,
-                                       ckv_cache_dtype)
-    if run == "fake":
-        k_out, v_out, k_rope, c_kv = _outputs_fake(kv, k_cache, ckv_cache, form)
-    else:
-        k_out, v_out, k_rope, c_kv = (_cuda if run == "cuda" else _compute)(
-            OP_V2, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale, c_kv_scale,
-            epsilon, form)
-    return k_rope, c_kv, k_out, v_out
+def _second(run):
+    """The v2 pair's entry point for ``run``: its results ordered (k_rope, c_kv, k_cache
+    updated, ckv_cache updated), its errors under the v2 name."""
+    def entry(kv, gamma, cos, sin, index, k_cache, ckv_cache, *, k_rope_scale=None,
+              c_kv_scale=None, k_rope_offset=None, c_kv_offset=None, v=None, epsilon=1e-5,
+              cache_mode="Norm", is_output_kv=False, k_cache_dtype=None, ckv_cache_dtype=None):
+        k_out, v_out, k_rope, c_kv = _results(
+            OP_V2, run, kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale,
+            c_kv_scale, k_rope_offset, c_kv_offset, v, epsilon, cache_mode, is_output_kv,
+            k_cache_dtype, ckv_cache_dtype)
+        return k_rope, c_kv, k_out, v_out
+    entry.__name__ = f"kv_rmsnorm_rope_cache_v2_functional_{run}"
+    return entry
 
 
-def kv_rmsnorm_rope_cache_v2_functional_reference(
-        kv, gamma, cos, sin, index, k_cache, ckv_cache, *, k_rope_scale=None, c_kv_scale=None,
-        k_rope_offset=None, c_kv_offset=None, v=None, epsilon=1e-5, cache_mode="Norm",
-        is_output_kv=False, k_cache_dtype=None, ckv_cache_dtype=None):
-    return _v2("reference", kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale,
-               c_kv_scale, k_rope_offset, c_kv_offset, v, epsilon, cache_mode, is_output_kv,
-               k_cache_dtype, ckv_cache_dtype)
-
-
-def kv_rmsnorm_rope_cache_v2_functional_fake(
-        kv, gamma, cos, sin, index, k_cache, ckv_cache, *, k_rope_scale=None, c_kv_scale=None,
-        k_rope_offset=None, c_kv_offset=None, v=None, epsilon=1e-5, cache_mode="Norm",
-        is_output_kv=False, k_cache_dtype=None, ckv_cache_dtype=None):
-    return _v2("fake", kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale,
-               c_kv_scale, k_rope_offset, c_kv_offset, v, epsilon, cache_mode, is_output_kv,
-               k_cache_dtype, ckv_cache_dtype)
-
-
-def kv_rmsnorm_rope_cache_v2_functional_cuda(
-        kv, gamma, cos, sin, index, k_cache, ckv_cache, *, k_rope_scale=None, c_kv_scale=None,
-        k_rope_offset=None, c_kv_offset=None, v=None, epsilon=1e-5, cache_mode="Norm",
-        is_output_kv=False, k_cache_dtype=None, ckv_cache_dtype=None):
-    return _v2("cuda", kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale,
-               c_kv_scale, k_rope_offset, c_kv_offset, v, epsilon, cache_mode, is_output_kv,
-               k_cache_dtype, ckv_cache_dtype)
+kv_rmsnorm_rope_cache_v2_functional_reference = _second("reference")
+kv_rmsnorm_rope_cache_v2_functional_fake = _second("fake")
+kv_rmsnorm_rope_cache_v2_functional_cuda = _second("cuda")
 
 
 def bench_inputs(t, h, dt):
