@@ -38,7 +38,7 @@ def reduction(reduce_op: str) -> str:
     return _REDUCTIONS[name]
 
 
-def group(group_name: str, size: int | None = None) -> str:
+def group(group_name: str) -> str:
     """The GE group name of the process group ``group_name`` names, recorded in the graph
     being built."""
     from torch.distributed import distributed_c10d as c10d_
