@@ -33,7 +33,8 @@ PUBLIC = {
     "op_sdk.inference": ["set_dim_gears", "cache_compile", "readable_cache"],
     "op_sdk.llm_datadist": ["create_npu_tensors"],
     "op_sdk.ops": ["npu_print", "record", "wait", "npu_create_tagged_event",
-                   "npu_tagged_event_record", "npu_tagged_event_wait", "npu_record_tagged_stream"],
+                   "npu_tagged_event_record", "npu_tagged_event_wait", "npu_record_tagged_stream",
+                   "npu_fused_infer_attention_score", "npu_fused_infer_attention_score_v2"],
     "op_sdk.scope": ["npu_wait_tensor", "npu_stream_switch", "super_kernel", "limit_core_num",
                      "op_never_timeout", "data_dump"],
     "op_sdk.npugraph_ex": ["CompilerConfig", "compile_fx", "get_compiler", "get_npu_backend",
@@ -43,9 +44,7 @@ PUBLIC = {
     "op_sdk.tools.gegraph_check.filter_operators": ["filter_comm_ops"],
 }
 # the rest of TorchAir's list: not provided yet (docs/torchair.md, "Not provided")
-NOT_PROVIDED = {
-    "op_sdk.ops": ["npu_fused_infer_attention_score", "npu_fused_infer_attention_score_v2"],
-}
+NOT_PROVIDED: dict[str, list[str]] = {}
 
 
 def _resolve(module: str, name: str):

@@ -66,7 +66,7 @@ def ascendc_kernel(opdef) -> str:
         return "not installed"
     if os.path.isfile(os.path.join(root, opdef.slice, "op_kernel", f"{opdef.slice}.cpp")):
         return "source + CPU-model tested (CANN build: not verified)"
-    if opdef.namespace != "npu":
+    if opdef.namespace == "op_sdk":
         return "none (op_sdk's CPU-only operator)"
     return "CANN's own kernel (none of op_sdk's)"
 
@@ -77,6 +77,8 @@ def opplugin_binding(opdef) -> str:
     if binding is None:
         if opdef.namespace == "op_sdk":
             return "none (op_sdk's CPU-only operator)"
+        if opdef.namespace == "air":
+            return "none (TorchAir's operator: on the NPU only in a GE graph)"
         return "none of op_sdk's (torch_npu's own binding serves it)"
     from op_sdk.npu.binding import source_path
 
@@ -105,6 +107,8 @@ def ge_converter(opdef) -> str:
         return "graph-checked (CPU-only operator: op_sdk's GE graph only)"
     if opdef.qualname in torchair_converts():
         return "graph-checked (= TorchAir's converter, which TorchAir uses)"
+    if opdef.namespace == "air":  # TorchAir's converter: in the module defining the operator
+        return "graph-checked (TorchAir's operator; registered with TorchAir where its own is not loaded)"
     return "graph-checked (registered with TorchAir, which has none)"
 
 

@@ -71,7 +71,8 @@ def render_operator_table() -> str:
                     f"{', '.join(produced.get(d.qualname, []))} | {ascendc_kernel(d)} |")
     return ("Generated from the operator declarations by `op-sdk docs` (schemas: `op-sdk ops "
             "--schemas`). \"reference\": the plain-PyTorch reference is the kernel. The "
-            "`op_sdk::` operators are op_sdk's own (prepacked int8 weights, a norm + RoPE). Ascend C kernel: "
+            "`op_sdk::` operators are op_sdk's own (prepacked int8 weights, a norm + RoPE); the "
+            "`air::` ones TorchAir's forms (torchair.ops). Ascend C kernel: "
             "its verification level (docs/ascendc.md; `op-sdk ops --npu` lists every NPU "
             "deliverable); hardware: not verified for any.\n\n"
             + "\n".join(rows) + "\n")

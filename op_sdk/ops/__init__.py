@@ -118,3 +118,22 @@ def npu_print(*args, summarize_size: int = 3, tensor_detail: bool = False) -> No
     if not _air.PRINT_READY:  # torch_npu is installed: TorchAir's operator, imported now
         _air.define_print(True)
     torch.ops.air.print(tensors, " ".join(parts), placeholder, summarize_size, tensor_detail)
+
+
+def npu_fused_infer_attention_score(*args, **kwargs):
+    """``torchair.ops.npu_fused_infer_attention_score``: TorchAir's operator
+    (``torch.ops.air.npu_fused_infer_attention_score``, its sequence lengths as tensors),
+    computed on every device and in every mode (TorchAir's runs only in a max-autotune
+    graph); see op_sdk/ops/fused_infer_attention_score.py."""
+    import torch
+
+    return torch.ops.air.npu_fused_infer_attention_score(*args, **kwargs)
+
+
+def npu_fused_infer_attention_score_v2(*args, **kwargs):
+    """``torchair.ops.npu_fused_infer_attention_score_v2``: TorchAir's v2 operator
+    (``torch.ops.air.npu_fused_infer_attention_score_v2``), computed on every device and in
+    every mode."""
+    import torch
+
+    return torch.ops.air.npu_fused_infer_attention_score_v2(*args, **kwargs)

@@ -190,6 +190,34 @@ def main() -> int:
             bad = _problems(k.asm["ptx"], rne=quant)
             print(f"_kv_rmsnorm_rope_cache {quant} {nz} {dtype}: {', '.join(bad) or 'ok'}")
             failed += bool(bad)
+    # npu_fused_infer_attention_score: the flash-attention kernel's forms (it compiles; its
+    # arithmetic is the dtype's tolerance, not the separately rounded products checked above)
+    from op_sdk.triton_kernels import attention
+
+    att_ints = ("n1", "group", "band_lo", "band_hi", "block_size", "D", "DV", "DR")
+    att_strides = [p for p in inspect.signature(attention._attention.fn).parameters
+                   if re.fullmatch(r"s[a-z]{1,2}[bsndkc0-9]", p) or p in ("stb", "stc")]
+    for dtype in ("bf16", "fp16"):
+        x = f"*{dtype}"
+        types = {"q_ptr": x, "k_ptr": x, "v_ptr": x, "qr_ptr": x, "kr_ptr": x, "out_ptr": x,
+                 "lse_ptr": "*fp32", "mask_ptr": "*u8", "pse_ptr": x, "sink_ptr": x,
+                 "table_ptr": "*i32", "q_start_ptr": "*i32", "q_len_ptr": "*i32",
+                 "k_start_ptr": "*i32", "k_len_ptr": "*i32", "scale": "fp32",
+                 **{p: "i32" for p in att_ints + tuple(att_strides)}}
+        for rope, mask, band, shift, pse, sink, paged in (
+                (False, False, False, False, False, False, False),
+                (False, True, True, False, True, False, False),
+                (True, False, True, True, False, False, True),
+                (False, False, True, True, False, True, False)):
+            k = _compile(attention._attention, types,
+                         {"BLOCK_M": attention.BLOCK_M, "BLOCK_N": attention.BLOCK_N,
+                          "BLOCK_D": 128, "BLOCK_DV": 128, "BLOCK_DR": 64, "ROPE": rope,
+                          "MASK": mask, "BAND": band, "SHIFT": shift, "PSE": pse, "SINK": sink,
+                          "PAGED": paged, "F32_DOT": False})
+            ok = ".version" in k.asm["ptx"]
+            print(f"_attention {rope} {mask} {band} {shift} {pse} {sink} {paged} {dtype}: "
+                  f"{'ok' if ok else 'no PTX'}")
+            failed += not ok
     # npu_dequant_swiglu_quant: int32 x with its scales and either bias, float x; each mode
     dq_types = {"ws_ptr": "*fp32", "act_ptr": "*fp32", "bi_ptr": "*i32", "bf_ptr": "*fp32",
                 "qs_ptr": "*fp32", "qo_ptr": "*fp32", "q_ptr": "*i8", "scale_ptr": "*fp32",
@@ -293,7 +321,7 @@ def main() -> int:
 def test_kernels_compile_for_sm90_with_the_contracts_arithmetic():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") == 116, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") == 124, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":
