@@ -443,32 +443,65 @@ def _visible(c: Call, f: dict, b: int, sq_b: int, skv_b: int, device) -> torch.T
     return (d >= -c.pre_tokens) & (d <= c.next_tokens)
 
 
+def _grouped(x, n2: int):
+    """(N1, S, D) -> (N2, G * S, D): query head h = kv head * G + g, the G query heads of a
+    key / value head stacked, so that one batched product per kv head serves them (no
+    copy of the keys per query head)."""
+    n1, sq, d = x.shape
+    return x.reshape(n2, (n1 // n2) * sq, d)
+
+
+# query rows per step of the reference: their float32 scores over all heads stay near this
+# many elements (a few MiB, in cache), whatever the sequence lengths
+_SCORES_PER_STEP = 1 << 20
+
+
 def _attend(c: Call, f: dict, q, k, v, qr, kr, pse, vis):
     """One batch: q (N1, Sq, D), k (N2, Skv, D), v (N2, Skv, Dv), qr / kr their rope parts,
     pse (N1, Sq, Skv) or None, vis (Sq, Skv) or None -> out (N1, Sq, Dv), lse (N1, Sq) in
-    float32. The probabilities are float32, rounded to value's dtype for the product with
-    value (float32 accumulation), as op-plugin's golden and the NPU's kernels do; a row that
-    sees no key gives 0 and lse +inf."""
-    g = f["n1"] // f["n2"]
-    s = q.float() @ k.float().repeat_interleave(g, 0).transpose(1, 2)
+    float32, a step of query rows at a time (each row's arithmetic is the same)."""
+    step = max(1, _SCORES_PER_STEP // max(1, f["n1"] * k.shape[1]))
+    kf, vf = k.float(), v.float()
+    krf = None if kr is None else kr.float()
+    if q.shape[1] <= step:
+        return _attend_rows(c, f, q, kf, vf, v.dtype, qr, krf, pse, vis)
+    outs, lses = [], []
+    for i in range(0, q.shape[1], step):
+        rows = slice(i, i + step)
+        o, ls = _attend_rows(c, f, q[:, rows], kf, vf, v.dtype,
+                             None if qr is None else qr[:, rows], krf,
+                             None if pse is None else pse[:, rows],
+                             None if vis is None else vis[rows])
+        outs.append(o)
+        lses.append(ls)
+    return torch.cat(outs, 1), torch.cat(lses, 1)
+
+
+def _attend_rows(c: Call, f: dict, q, k, v, v_dtype, qr, kr, pse, vis):
+    """``_attend`` of some query rows, k / v / kr in float32. The probabilities are float32,
+    rounded to value's dtype for the product with value (float32 accumulation), as
+    op-plugin's golden and the NPU's kernels do; a row that sees no key gives 0 and lse
+    +inf."""
+    n1, n2, sq = f["n1"], f["n2"], q.shape[1]
+    s = _grouped(q.float(), n2) @ k.transpose(1, 2)
     if qr is not None:
-        s = s + qr.float() @ kr.float().repeat_interleave(g, 0).transpose(1, 2)
-    s = s * c.scale
+        s = s + _grouped(qr.float(), n2) @ kr.transpose(1, 2)
+    s = s.reshape(n1, sq, -1) * c.scale
     if pse is not None:
         s = s + pse.float()
     if vis is not None:
         s = s.masked_fill(~vis, float("-inf"))
     if c.learnable_sink is not None:  # one more logit per head (not scaled), of no value
-        sink = c.learnable_sink.float().reshape(-1, 1, 1).expand(s.shape[0], s.shape[1], 1)
+        sink = c.learnable_sink.float().reshape(-1, 1, 1).expand(n1, sq, 1)
         s = torch.cat([s, sink], dim=-1)
     seen = (s != float("-inf")).any(dim=-1, keepdim=True)
     lse = torch.logsumexp(s, dim=-1, keepdim=True)
     p = torch.exp(s - torch.where(seen, lse, torch.zeros_like(lse)))
     if c.learnable_sink is not None:
         p = p[..., :-1]
-    out = p.to(v.dtype).float() @ v.float().repeat_interleave(g, 0)
+    out = _grouped(p.to(v_dtype).float(), n2) @ v
     lse = torch.where(seen, lse, torch.full_like(lse, float("inf")))
-    return out, lse.squeeze(-1)
+    return out.reshape(n1, sq, -1), lse.squeeze(-1)
 
 
 def _spans(c: Call, f: dict):

@@ -571,6 +571,24 @@ def test_empty_inputs():
     assert out.shape == (2, 3, 32) and (out == 0).all()
 
 
+def test_query_rows_in_steps_equal_one_step(monkeypatch):
+    """The reference takes long query blocks a few rows at a time (its scores in cache):
+    the same rows' arithmetic."""
+    from op_sdk.ops import fused_infer_attention_score as fia
+
+    torch.manual_seed(13)
+    q, k, v = rand(2, 4, 37, 16, dtype=bf16), rand(2, 2, 29, 16, dtype=bf16), \
+        rand(2, 2, 29, 16, dtype=bf16)
+    kw = {"num_heads": 4, "num_key_value_heads": 2, "input_layout": "BNSD", "sparse_mode": 3,
+          "atten_mask": causal_mask(), "pse_shift": rand(2, 4, 37, 29, dtype=bf16),
+          "softmax_lse_flag": True}
+    whole = npu.npu_fused_infer_attention_score(q, k, v, **kw)
+    monkeypatch.setattr(fia, "_SCORES_PER_STEP", 4 * 29 * 5)  # 5 rows a step
+    steps = npu.npu_fused_infer_attention_score(q, k, v, **kw)
+    torch.testing.assert_close(steps[0], whole[0], atol=0, rtol=2 ** -7)
+    torch.testing.assert_close(steps[1], whole[1], atol=1e-6, rtol=1e-6)
+
+
 def test_head_dims_of_zero_give_the_meta_shapes():
     q, k = rand(2, 3, 4, 8, dtype=fp16), rand(2, 3, 5, 8, dtype=fp16)
     out, lse = npu.npu_fused_infer_attention_score(q, k, rand(2, 3, 5, 0, dtype=fp16),
