@@ -421,26 +421,41 @@ def _mask_rows(c: Call, f: dict, b: int, sq_b: int, skv_b: int) -> torch.Tensor:
     return m[pick, 0, :sq_b, :skv_b]
 
 
-def _visible(c: Call, f: dict, b: int, sq_b: int, skv_b: int, device) -> torch.Tensor | None:
-    """(sq_b, skv_b) bool, True where query row i sees key j (None: every key)."""
-    i = torch.arange(sq_b, device=device).unsqueeze(1)
-    j = torch.arange(skv_b, device=device).unsqueeze(0)
+def _band(c: Call, f: dict):
+    """How a call masks, by sparse_mode: (the user mask applies, the band (lo, hi) of
+    ``j - i`` (minus Skv - Sq with ``shift``) or None, shift). 0: the mask and, with one,
+    -pre_tokens ... next_tokens from the top left; 1: the mask; 2: causal from the top left;
+    3: causal from the bottom right; 4: -pre_tokens ... next_tokens from the bottom right. A
+    decode call (query length 1, no rope) takes the mask alone."""
+    if f["sq"] == 1 and c.query_rope is None:
+        return c.atten_mask is not None, None, False
+    unbounded = 1 << 62
     mode = c.sparse_mode
-    if f["sq"] == 1 and c.query_rope is None:  # decode: the mask alone
-        return None if c.atten_mask is None else _mask_rows(c, f, b, sq_b, skv_b) == 0
     if mode == 0:
         if c.atten_mask is None:
-            return None
-        return (_mask_rows(c, f, b, sq_b, skv_b) == 0) & (j - i >= -c.pre_tokens) & \
-            (j - i <= c.next_tokens)
+            return False, None, False
+        return True, (-c.pre_tokens, c.next_tokens), False
     if mode == 1:
-        return _mask_rows(c, f, b, sq_b, skv_b) == 0
+        return True, None, False
     if mode == 2:
-        return j <= i
+        return False, (-unbounded, 0), False
     if mode == 3:
-        return j <= i + (skv_b - sq_b)
-    d = j - i - (skv_b - sq_b)  # 4: the band about the bottom-right diagonal
-    return (d >= -c.pre_tokens) & (d <= c.next_tokens)
+        return False, (-unbounded, 0), True
+    return False, (-c.pre_tokens, c.next_tokens), True
+
+
+def _visible(c: Call, f: dict, b: int, sq_b: int, skv_b: int, device) -> torch.Tensor | None:
+    """(sq_b, skv_b) bool, True where query row i sees key j (None: every key): the user
+    mask and the band of ``_band``, the CUDA kernel's too."""
+    use_mask, band, shift = _band(c, f)
+    vis = _mask_rows(c, f, b, sq_b, skv_b) == 0 if use_mask else None
+    if band is not None:
+        i = torch.arange(sq_b, device=device).unsqueeze(1)
+        j = torch.arange(skv_b, device=device).unsqueeze(0)
+        d = j - i - (skv_b - sq_b if shift else 0)
+        in_band = (d >= band[0]) & (d <= band[1])
+        vis = in_band if vis is None else vis & in_band
+    return vis
 
 
 def _grouped(x, n2: int):
@@ -616,26 +631,6 @@ def _compute(c: Call):
             o4[at, q0:q0 + sq_b] = o.transpose(0, 1)
         l3[at, q0:q0 + sq_b] = ls.transpose(0, 1)
     return _results(c, out, lse)
-
-
-def _band(c: Call, f: dict):
-    """The kernel's masking of this call: (mask used, band (lo, hi) or None, shift by
-    Skv - Sq)."""
-    if f["sq"] == 1 and c.query_rope is None:  # decode: the mask alone
-        return c.atten_mask is not None, None, False
-    big = 1 << 62
-    mode = c.sparse_mode
-    if mode == 0:
-        if c.atten_mask is None:
-            return False, None, False
-        return True, (-c.pre_tokens, c.next_tokens), False
-    if mode == 1:
-        return True, None, False
-    if mode == 2:
-        return False, (-big, 0), False
-    if mode == 3:
-        return False, (-big, 0), True
-    return False, (-c.pre_tokens, c.next_tokens), True
 
 
 def _mask3(c: Call, f: dict):
