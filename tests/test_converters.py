@@ -83,9 +83,13 @@ def check_prototypes(graph: GeGraph) -> None:
         proto = ir.prototype(op.type)
         # a dynamic input's tensors are named <input>0, <input>1, ... (TorchAir's names)
         dynamic = {i.name for i in proto.inputs if i.dynamic}
-        names = [d.name.rstrip("0123456789") if d.name.rstrip("0123456789") in dynamic
-                 else d.name for d in op.input_desc]
-        names = [n for i, n in enumerate(names) if n not in names[:i]]
+        names = []
+        for d in op.input_desc:
+            base = d.name.rstrip("0123456789")
+            if base not in dynamic:
+                names.append(d.name)
+            elif not names or names[-1] != base:  # one name per dynamic input
+                names.append(base)
         order = [i.name for i in proto.inputs]
         assert names == [n for n in order if n in names], (op.type, names)
         assert {i.name for i in proto.inputs if not i.optional} <= set(names), (op.type, names)

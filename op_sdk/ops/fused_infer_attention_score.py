@@ -37,7 +37,10 @@ its Meta functions (op_plugin/meta/_meta_registrations.py) and TorchAir's
 
 from __future__ import annotations
 
+import functools
+
 import torch
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from op_sdk.library import define_op
 from op_sdk.ops._common import CODE_OF, check, dtype_value_str, fail
@@ -351,7 +354,7 @@ def output_shapes(c: Call, f: dict):
         t = _sizes(q, f["q_layout"], n1)[0]
         out = (t, n1, out_d) if lay == "TND" else (n1, t, out_d)
         return out, (t, n1, 1)
-    b, s = (1, q.shape[1]) if f["q_layout"] == "NSD" else _sizes(q, f["q_layout"], n1)[:2]
+    b, s = _sizes(q, f["q_layout"], n1)[:2]
     if lay == "BSH":
         h = n1 * dv
         out = (b, s, q.shape[2] if h == 0 or q.shape[2] == 0 else h)
@@ -389,22 +392,35 @@ def _per_batch(c: Call, which: str, lens, b: int, full: int) -> list[int]:
     return vals
 
 
-def _cumulative(c: Call, which: str, lens, total: int) -> list[int]:
-    """Each batch's (start, end) from cumulative lengths (the T layouts)."""
-    vals = _ints(lens)
-    prev = 0
-    for i, x in enumerate(vals):
-        check(prev <= x <= total, c.op, _len_name(c, which),
-              f"must be non-decreasing cumulative lengths in [0, {total}], got {x} at {i}")
-        prev = x
-    return vals
+def _cumulative(c: Call, which: str, lens, total: int) -> tuple[list[int], list[int]]:
+    """Each batch's start row and length from cumulative lengths (the T layouts)."""
+    ends = _ints(lens)
+    starts = [0] + ends[:-1]
+    for i, (s, e) in enumerate(zip(starts, ends)):
+        check(s <= e <= total, c.op, _len_name(c, which),
+              f"must be non-decreasing cumulative lengths in [0, {total}], got {e} at {i}")
+    return starts, [e - s for s, e in zip(starts, ends)]
+
+
+def _causal_mask(device: torch.device) -> torch.Tensor:
+    """The mask sparse_modes 2 / 3 / 4 require, made once per device (only read); under a
+    dispatch mode (a trace) made afresh, not kept (as ops/rotary_mul.py's rotation)."""
+    if _get_current_dispatch_mode() is not None:
+        return _make_causal_mask(device)
+    return _cached_causal_mask(device)
+
+
+def _make_causal_mask(device) -> torch.Tensor:
+    return torch.ones(CAUSAL_MASK_SIZE, CAUSAL_MASK_SIZE, dtype=torch.bool,
+                      device=device).triu_(1)
+
+
+_cached_causal_mask = functools.lru_cache(maxsize=None)(_make_causal_mask)
 
 
 def _check_causal_mask(c: Call) -> None:
     m = c.atten_mask.reshape(CAUSAL_MASK_SIZE, CAUSAL_MASK_SIZE) != 0
-    want = torch.ones(CAUSAL_MASK_SIZE, CAUSAL_MASK_SIZE, dtype=torch.bool,
-                      device=m.device).triu_(1)
-    check(bool(torch.equal(m, want)), c.op, "atten_mask",
+    check(bool(torch.equal(m, _causal_mask(m.device))), c.op, "atten_mask",
           f"must be 1 above the diagonal and 0 elsewhere in sparse_mode {c.sparse_mode} (the "
           "mode computes the mask; torch_npu requires this one)")
 
@@ -525,13 +541,13 @@ def _spans(c: Call, f: dict):
     Starts are rows of the packed T dim (0 in the B layouts and for paged caches)."""
     b = f["b"]
     if f["t_layout"]:
-        qe = _cumulative(c, "q", c.q_lens, _sizes(c.query, f["q_layout"], f["n1"])[0])
-        q_starts, q_lens = [0] + qe[:-1], [e - s for s, e in zip([0] + qe[:-1], qe)]
+        q_starts, q_lens = _cumulative(c, "q", c.q_lens,
+                                       _sizes(c.query, f["q_layout"], f["n1"])[0])
         if f["paged"]:
             k_starts, k_lens = [0] * b, _per_batch(c, "kv", c.kv_lens, b, f["skv"])
         else:
-            ke = _cumulative(c, "kv", c.kv_lens, _sizes(c.key, f["q_layout"], f["n2"])[0])
-            k_starts, k_lens = [0] + ke[:-1], [e - s for s, e in zip([0] + ke[:-1], ke)]
+            k_starts, k_lens = _cumulative(c, "kv", c.kv_lens,
+                                           _sizes(c.key, f["q_layout"], f["n2"])[0])
     else:
         sq, skv = f["sq"], f["skv"]
         q_lens = [sq] * b if c.q_lens is None or sq == 1 else \
