@@ -13,8 +13,11 @@ T (rows) x H (hidden) x dtype:
 
 Every column is timed as the replay of a CUDA graph holding one call
 (``triton.testing.do_bench_cudagraph``, median), so Python and launch overheads are out of
-all four alike; ``fused_launch_us`` also gives the operator called from Python
-(``triton.testing.do_bench``, median, L2 flushed between calls), and ``inlined_launch_us``
+all four alike (except an operator kept one call under torch.compile, ``inline=False``,
+whose launcher and reference check values on the host: its ``fused`` and ``eager`` are
+timed from Python, listed in the row's ``timed_from_python``); ``fused_launch_us`` also
+gives the operator called from Python (``triton.testing.do_bench``, median, L2 flushed
+between calls), and ``inlined_launch_us``
 the operator in a torch.compile'd function called from Python (traced: Inductor's code
 launches the kernel, library.INLINE_DEVICES). GB/s come from an analytic
 byte count: every input read once and every output written once. The GPU's copy bandwidth
@@ -96,6 +99,16 @@ def timed(fn, what: str, rep: int = 30) -> float | None:
         return None
 
 
+def _timed(fn, rep: int, host: bool) -> float:
+    """Microseconds of ``fn``: the median CUDA-graph replay, or with ``host`` (``fn`` reads a
+    value back to the host, which a graph cannot capture) the median call from Python, L2
+    flushed between calls (``do_bench``)."""
+    import triton.testing
+
+    bench = triton.testing.do_bench if host else triton.testing.do_bench_cudagraph
+    return 1e3 * bench(fn, rep=rep, return_mode="median")
+
+
 def write(out: str, result: dict) -> str:
     """``result`` as ``<out>.json`` (its folder made); returns the path."""
     path = out + ".json"
@@ -151,8 +164,10 @@ def run(args) -> dict:
                         for f in fns.values():
                             f()
                         torch.cuda.synchronize()
-                        us = {k: 1e3 * triton.testing.do_bench_cudagraph(
-                            f, rep=args.rep, return_mode="median") for k, f in fns.items()}
+                        # an operator kept one call (inline=False) checks values on the
+                        # host, as its reference does: neither fits in a CUDA graph
+                        host = {"fused", "eager"} if case.opdef.inline is None else set()
+                        us = {k: _timed(f, args.rep, k in host) for k, f in fns.items()}
                         launch = 1e3 * triton.testing.do_bench(fns["fused"], rep=args.rep,
                                                                return_mode="median")
                         inlined(*a, **kw)
@@ -167,7 +182,8 @@ def run(args) -> dict:
                            "fused_pct_of_copy_bw": 100 * nbytes / us["fused"] / 1e3 / bw,
                            "speedup_vs_eager": us["eager"] / us["fused"],
                            "speedup_vs_compiled": us["compiled"] / us["fused"],
-                           "eager_baseline": spec.unfused_name}
+                           "eager_baseline": spec.unfused_name,
+                           "timed_from_python": sorted(host)}
                     rows.append(row)
                     print(f"{row['op']:<31} {row['dtype']:<9} {t:>5} {h:>5} "
                           f"fused {us['fused']:8.1f} us  eager {us['eager']:8.1f}  "

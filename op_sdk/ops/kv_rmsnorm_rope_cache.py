@@ -215,9 +215,17 @@ def written_rows(slots, form):
         batch = torch.arange(form.b, device=slots.device).repeat_interleave(form.s)
         flat = torch.where(flat >= 0, batch * form.slots + flat, flat)
         total = form.b * form.slots
-    order = torch.arange(flat.numel(), device=slots.device)
+    return last_writes(flat, total)
+
+
+def last_writes(flat, total):
+    """Each token's row in [0, total) (``flat``, -1: written nowhere), or -1 where a later
+    token writes the same row: the one rule of a repeated slot (the last token is written),
+    for every KV-cache operator's reference and CUDA kernel. Computed on the device, no read
+    back."""
+    order = torch.arange(flat.numel(), device=flat.device)
     at = torch.where(flat >= 0, flat, total)  # (row `total`: the tokens written nowhere)
-    last = torch.full((total + 1,), -1, dtype=torch.int64, device=slots.device)
+    last = torch.full((total + 1,), -1, dtype=torch.int64, device=flat.device)
     last.scatter_reduce_(0, at, order, "amax")
     return torch.where((flat >= 0) & (last[at] == order), flat, -1)
 

@@ -38,8 +38,9 @@ import torch
 
 from op_sdk.library import Benchmark, define_op
 from op_sdk.ops._common import bench_randn, check, quantize_round
-from op_sdk.ops.kv_rmsnorm_rope_cache import c0_of
+from op_sdk.ops.kv_rmsnorm_rope_cache import c0_of, last_writes
 from op_sdk.ops.rotary_mul import rotated
+from op_sdk.triton_kernels import TritonKernel
 
 OP = "npu_qkv_rms_norm_rope_cache"
 OP_F = "npu_qkv_rms_norm_rope_cache_functional"
@@ -127,40 +128,63 @@ def _cache_values(v32, rounded, scale, offset):
 
 def _scattered(cache, rows, index, blocks, block_size):
     """A copy of the FRACTAL_NZ cache with token t's row (N * D values) at slot index[t]; a
-    negative index writes nothing, a repeated slot keeps the last token."""
+    negative index writes nothing, a repeated slot keeps the last token (``last_writes``)."""
     c0 = cache.shape[-1]
     out = cache.contiguous().clone()
-    keep = index >= 0
-    if keep.any():
-        order = torch.arange(index.numel(), device=index.device)
-        last = torch.full((blocks * block_size,), -1, dtype=torch.int64, device=index.device)
-        last.scatter_reduce_(0, index[keep], order[keep], "amax")
-        keep &= last[index.clamp(min=0)] == order
-        dst, src = index[keep], rows[keep]
-        out[dst // block_size, :, dst % block_size] = src.reshape(src.shape[0], out.shape[1], c0)
+    written = last_writes(index, blocks * block_size)
+    keep = written >= 0
+    dst, src = written[keep], rows[keep]
+    out[dst // block_size, :, dst % block_size] = src.reshape(src.shape[0], out.shape[1], c0)
     return torch.empty_like(cache).copy_(out)
+
+
+def _outputs_fake(qkv, q_out, k_cache, v_cache, t, heads, d, is_output_qkv):
+    """The functional form's allocations: (q, k, v before quantisation, q_out, k_cache,
+    v_cache); the first three 0-dim without is_output_qkv (torch_npu's Meta)."""
+    if is_output_qkv:
+        before = tuple(qkv.new_empty((t, n * d)) for n in heads)
+    else:
+        before = tuple(qkv.new_empty(()) for _ in range(3))
+    return (*before, torch.empty_like(q_out), torch.empty_like(k_cache),
+            torch.empty_like(v_cache))
+
+
+def _per_sequence(cos, b, s):
+    """Whether cos / sin hold a row per sequence (B rows, S > 1; else a row per token)."""
+    return cos.shape[0] == b and s != 1
 
 
 def _functional(op, qkv, q_gamma, k_gamma, cos, sin, index, q_out, k_cache, v_cache, qkv_size,
                 head_nums, k_scale, v_scale, k_offset, v_offset, epsilon, cache_mode,
-                is_output_qkv, fake):
+                is_output_qkv, run):
+    """The functional form's results from ``run``: "reference" (the ground truth), "cuda"
+    (the Triton kernel) or "fake" (the allocations), after the contract's checks."""
     b, s, nq, nk, nv, d, blocks, block_size = check_qkv_rms_norm_rope_cache(
         op, qkv, q_gamma, k_gamma, cos, sin, index, q_out, k_cache, v_cache, qkv_size,
         head_nums, k_scale, v_scale, k_offset, v_offset, epsilon, cache_mode, is_output_qkv)
     t = b * s
-    if fake:
-        q_new, k_new, v_new = (torch.empty_like(q_out), torch.empty_like(k_cache),
-                               torch.empty_like(v_cache))
-        if is_output_qkv:
-            before = tuple(qkv.new_empty((t, n * d)) for n in (nq, nk, nv))
-        else:
-            before = tuple(qkv.new_empty(()) for _ in range(3))
-        return (*before, q_new, k_new, v_new)
+    if run == "fake":
+        return _outputs_fake(qkv, q_out, k_cache, v_cache, t, (nq, nk, nv), d, is_output_qkv)
     check(bool(((index >= -1) & (index < blocks * block_size)).all()), op, "index",
           f"values must lie in [-1, {blocks * block_size}) (-1: not written)")
+    if run == "cuda":
+        from op_sdk.triton_kernels import kv_cache
+
+        if kv_cache.covers_qkv(d):
+            outs = _outputs_fake(qkv, q_out, k_cache, v_cache, t, (nq, nk, nv), d,
+                                 is_output_qkv)
+            done = kv_cache.run_qkv(
+                qkv, q_gamma, k_gamma, cos, sin, epsilon,
+                last_writes(index, blocks * block_size), (k_scale, v_scale),
+                (k_offset, v_offset), outs, k_cache, v_cache, heads=(nq, nk, nv), d=d,
+                per=s if _per_sequence(cos, b, s) else 1, block_size=block_size,
+                k_c0=c0_of(k_cache), v_c0=c0_of(v_cache), out_qkv=is_output_qkv)
+            if not is_output_qkv:  # (the reference's zeros)
+                done = (*(qkv.new_zeros(()) for _ in range(3)), *done[3:])
+            return done
     x = qkv.float().view(b, s, nq + nk + nv, d)
     q, k, v = x.split([nq, nk, nv], dim=2)
-    per = 1 if cos.shape[0] == b and s != 1 else s  # cos per sequence or per token
+    per = 1 if _per_sequence(cos, b, s) else s  # cos rows per sequence
     c = cos.reshape(b, per, 1, d)
     sn = sin.reshape(b, per, 1, d)
     q32 = rotated(_norm(q, q_gamma, epsilon), c, sn, "half").reshape(t, nq * d)
@@ -184,7 +208,7 @@ def qkv_rms_norm_rope_cache_functional_reference(
     """The ground truth: (q, k, v before quantisation, q_out, k_cache, v_cache updated)."""
     return _functional(OP_F, qkv, q_gamma, k_gamma, cos, sin, index, q_out, k_cache, v_cache,
                        qkv_size, head_nums, k_scale, v_scale, k_offset, v_offset, epsilon,
-                       cache_mode, is_output_qkv, fake=False)
+                       cache_mode, is_output_qkv, "reference")
 
 
 def qkv_rms_norm_rope_cache_functional_fake(
@@ -193,7 +217,18 @@ def qkv_rms_norm_rope_cache_functional_fake(
         cache_mode="PA_NZ", is_output_qkv=False):
     return _functional(OP_F, qkv, q_gamma, k_gamma, cos, sin, index, q_out, k_cache, v_cache,
                        qkv_size, head_nums, k_scale, v_scale, k_offset, v_offset, epsilon,
-                       cache_mode, is_output_qkv, fake=True)
+                       cache_mode, is_output_qkv, "fake")
+
+
+def qkv_rms_norm_rope_cache_functional_cuda(
+        qkv, q_gamma, k_gamma, cos, sin, index, q_out, k_cache, v_cache, qkv_size, head_nums, *,
+        k_scale=None, v_scale=None, k_offset=None, v_offset=None, epsilon=1e-6,
+        cache_mode="PA_NZ", is_output_qkv=False):
+    """The CUDA kernel (Triton, op_sdk/triton_kernels/kv_cache.py: the norms, the rotations
+    and both caches' stores in one launch)."""
+    return _functional(OP_F, qkv, q_gamma, k_gamma, cos, sin, index, q_out, k_cache, v_cache,
+                       qkv_size, head_nums, k_scale, v_scale, k_offset, v_offset, epsilon,
+                       cache_mode, is_output_qkv, "cuda")
 
 
 def bench_inputs(t, h, dt):
@@ -246,6 +281,10 @@ npu_qkv_rms_norm_rope_cache_functional = define_op(
     reference=qkv_rms_norm_rope_cache_functional_reference,
     fake=qkv_rms_norm_rope_cache_functional_fake,
     native=("cpu",), reference_op=True,  # the launcher routes other forms here
+    kernels={"cuda": TritonKernel(qkv_rms_norm_rope_cache_functional_cuda)},
+    # one call under torch.compile on CUDA too: the launcher checks index's values (a read
+    # back to the host, which a traced graph cannot hold)
+    inline=False,
     benchmarks=(Benchmark(bench_inputs, composite=bench_composite,
                           shapes=tuple((t, 2560) for t in (1, 16, 257, 4096))),),
     doc="Packed qkv: per-head RMSNorm + RoPE of q and k, q into a copy of q_out, k / v "

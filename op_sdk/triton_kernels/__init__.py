@@ -3,7 +3,8 @@
 The kernels and their launch helpers live here (``norm``: the rms-norm / quantisation row
 kernel; ``swiglu``, ``quantize``, ``rotary``: elementwise kernels on (rows, cols) tiles,
 and npu_swiglu_quant's row kernel in ``swiglu``; ``quant_matmul``: npu_quant_matmul's int8
-GEMM with its dequantising epilogue; ``kv_cache``: npu_kv_rmsnorm_rope_cache's row kernel;
+GEMM with its dequantising epilogue; ``kv_cache``: npu_kv_rmsnorm_rope_cache's and
+npu_qkv_rms_norm_rope_cache's kernels;
 ``attention``: npu_fused_infer_attention_score's flash attention); each operator's slice
 (op_sdk/ops) holds its CUDA launcher, which checks the arguments with the operator's rules,
 allocates the outputs as its fake does, runs the reference for the forms the kernel does not

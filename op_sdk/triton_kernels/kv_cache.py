@@ -135,3 +135,131 @@ def run(kv, gamma, cos, sin, eps, dst, k_scale, v_scale, outs, k_cache, ckv_cach
                K_QUANT=k_scale is not None, V_QUANT=v_scale is not None, NZ=nz, K_C0=k_c0,
                V_C0=v_c0, WIDE=wide, num_warps=4)
     return o.done()
+
+
+@triton.jit
+def _cache_store(c_ptr, s_ptr, o_ptr, v, col, dst, m, bs, hd,
+                 QUANT: tl.constexpr, OFFSET: tl.constexpr, W: tl.constexpr, C0: tl.constexpr):
+    """npu_qkv_rms_norm_rope_cache's store of one head's values ``v`` (float32; columns
+    ``col`` of the head's D, its first column ``hd`` of the cache row's W) at cache row
+    ``dst`` (FRACTAL_NZ): the value rounded to the cache's dtype, or int8 as
+    ``round_half_even(v / scale (+ offset))`` saturated."""
+    at = _cache_offset(dst, hd + col, W, True, C0, bs)
+    if QUANT:
+        q = div(v, tl.load(s_ptr + hd + col, mask=m, other=1.0))
+        if OFFSET:
+            q = q + tl.load(o_ptr + hd + col, mask=m, other=0.0)
+        tl.store(c_ptr + at, store_int8(q), mask=m)
+    else:
+        tl.store(c_ptr + at, v.to(c_ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def _qkv_rms_norm_rope_cache(x_ptr, qg_ptr, kg_ptr, c_ptr, s_ptr, dst_ptr, ks_ptr, vs_ptr,
+                             ko_ptr, vo_ptr, qo_ptr, qr_ptr, kr_ptr, vr_ptr, kc_ptr, vc_ptr,
+                             rows, per, ct0, ct1, eps, bs,
+                             NQ: tl.constexpr, NK: tl.constexpr, NV: tl.constexpr,
+                             D: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_P: tl.constexpr,
+                             K_QUANT: tl.constexpr, V_QUANT: tl.constexpr,
+                             K_OFF: tl.constexpr, V_OFF: tl.constexpr, OUT_QKV: tl.constexpr,
+                             K_C0: tl.constexpr, V_C0: tl.constexpr, WIDE: tl.constexpr):
+    """npu_qkv_rms_norm_rope_cache: a program holds BLOCK_R tokens of one head (axis 1:
+    the q heads, then k's, then v's), the head's halves as the "half" mode's pairs (j, j +
+    D / 2)."""
+    h = tl.program_id(1)
+    r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    if WIDE:
+        r = tl.cast(r, tl.int64)
+    live = r < rows
+    j = tl.arange(0, BLOCK_P)
+    jm = j < D // 2
+    m = live[:, None] & jm[None, :]
+    j2 = j + D // 2
+    xb = r[:, None] * ((NQ + NK + NV) * D) + h * D
+    x1 = tl.load(x_ptr + xb + j[None, :], mask=m, other=0.0).to(tl.float32)
+    x2 = tl.load(x_ptr + xb + j2[None, :], mask=m, other=0.0).to(tl.float32)
+    dst = tl.load(dst_ptr + r, mask=live, other=-1)[:, None]
+    w = m & (dst >= 0)
+    out_ty = x_ptr.dtype.element_ty
+    if h < NQ + NK:
+        # the golden's RMSNorm in float32, x / sqrt(sum(x^2) / D + eps) * gamma (the sum a
+        # tree sum: the reference's order differs), then the "half" rotation
+        if h < NQ:
+            g1 = tl.load(qg_ptr + j, mask=jm, other=0.0)
+            g2 = tl.load(qg_ptr + j2, mask=jm, other=0.0)
+        else:
+            g1 = tl.load(kg_ptr + j, mask=jm, other=0.0)
+            g2 = tl.load(kg_ptr + j2, mask=jm, other=0.0)
+        ss = tl.sum(mul(x1, x1, m), axis=1) + tl.sum(mul(x2, x2, m), axis=1)
+        den = sqrt(div(ss, D * 1.0) + eps)[:, None]
+        n1 = mul(div(x1, den), g1.to(tl.float32)[None, :], m)
+        n2 = mul(div(x2, den), g2.to(tl.float32)[None, :], m)
+        ro = ((r // per) * ct0)[:, None]
+        y1, y2 = _rotate(n1, n2, c_ptr, s_ptr, ro, j, j2, ct1, m)
+        if h < NQ:
+            qb = r[:, None] * (NQ * D) + h * D
+            tl.store(qo_ptr + qb + j[None, :], y1.to(out_ty), mask=m)
+            tl.store(qo_ptr + qb + j2[None, :], y2.to(out_ty), mask=m)
+            if OUT_QKV:
+                tl.store(qr_ptr + qb + j[None, :], y1.to(out_ty), mask=m)
+                tl.store(qr_ptr + qb + j2[None, :], y2.to(out_ty), mask=m)
+        else:
+            hd = (h - NQ) * D
+            if OUT_QKV:
+                kb = r[:, None] * (NK * D) + hd
+                tl.store(kr_ptr + kb + j[None, :], y1.to(out_ty), mask=m)
+                tl.store(kr_ptr + kb + j2[None, :], y2.to(out_ty), mask=m)
+            _cache_store(kc_ptr, ks_ptr, ko_ptr, y1, j[None, :], dst, w, bs, hd, K_QUANT, K_OFF,
+                         NK * D, K_C0)
+            _cache_store(kc_ptr, ks_ptr, ko_ptr, y2, j2[None, :], dst, w, bs, hd, K_QUANT,
+                         K_OFF, NK * D, K_C0)
+    else:
+        # v as it is (its cache values from qkv's own values)
+        hd = (h - NQ - NK) * D
+        if OUT_QKV:
+            vb = r[:, None] * (NV * D) + hd
+            tl.store(vr_ptr + vb + j[None, :], x1.to(out_ty), mask=m)
+            tl.store(vr_ptr + vb + j2[None, :], x2.to(out_ty), mask=m)
+        _cache_store(vc_ptr, vs_ptr, vo_ptr, x1, j[None, :], dst, w, bs, hd, V_QUANT, V_OFF,
+                     NV * D, V_C0)
+        _cache_store(vc_ptr, vs_ptr, vo_ptr, x2, j2[None, :], dst, w, bs, hd, V_QUANT, V_OFF,
+                     NV * D, V_C0)
+
+
+def covers_qkv(d: int) -> bool:
+    """Whether npu_qkv_rms_norm_rope_cache's kernel holds a head (else the reference runs)."""
+    return d <= MAX_ROW
+
+
+def run_qkv(qkv, q_gamma, k_gamma, cos, sin, eps, dst, scales, offsets, outs, k_cache, v_cache,
+            *, heads, d, per, block_size, k_c0, v_c0, out_qkv):
+    """npu_qkv_rms_norm_rope_cache's functional results into ``outs`` = (q, k, v before
+    quantisation (0-dim without ``out_qkv``), q_out, k_cache, v_cache: their fake's
+    allocations) from qkv (T, (Nq + Nk + Nv) * D), ``heads`` (Nq, Nk, Nv), cos / sin (rows
+    of D: token t reads row t // ``per``), ``dst`` (T cache slots, -1: not written),
+    ``scales`` / ``offsets`` (k's, v's; None where not given); the caches start as copies of
+    ``k_cache`` / ``v_cache``. Returns ``outs``."""
+    o = Outputs(*outs)
+    o.bufs[4].copy_(k_cache)
+    o.bufs[5].copy_(v_cache)
+    rows = qkv.shape[0]
+    if rows:
+        nq, nk, nv = heads
+        c, sn = cos, sin
+        if c.stride() != sn.stride():
+            c, sn = c.contiguous(), sn.contiguous()
+        block_p = block_for(d // 2)
+        block_r = max(1, TILE // block_p)
+        wide = max(qkv.numel(), o.bufs[4].numel(), o.bufs[5].numel()) >= 2**31
+        ks, vs = (t.contiguous() if t is not None else q_gamma for t in scales)
+        ko, vo = (t.contiguous() if t is not None else q_gamma for t in offsets)
+        q_r, k_r, v_r = (o.bufs[i] if out_qkv else o.bufs[3] for i in range(3))
+        launch(_qkv_rms_norm_rope_cache, (triton.cdiv(rows, block_r), nq + nk + nv),
+               qkv.contiguous(), q_gamma.contiguous(), k_gamma.contiguous(), c, sn,
+               dst.contiguous(), ks, vs, ko, vo, o.bufs[3], q_r, k_r, v_r, o.bufs[4],
+               o.bufs[5], rows, per, c.stride(0), c.stride(1), float(eps), block_size,
+               NQ=nq, NK=nk, NV=nv, D=d, BLOCK_R=block_r, BLOCK_P=block_p,
+               K_QUANT=scales[0] is not None, V_QUANT=scales[1] is not None,
+               K_OFF=offsets[0] is not None, V_OFF=offsets[1] is not None, OUT_QKV=out_qkv,
+               K_C0=k_c0, V_C0=v_c0, WIDE=wide, num_warps=4)
+    return o.done()

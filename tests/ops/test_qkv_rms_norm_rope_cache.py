@@ -315,3 +315,14 @@ def test_the_benchmarks_compiled_composite_computes_the_operator():
     # compiled: Inductor's own reduction order, within one step
     for g, w in zip(torch.compile(slice_module.bench_composite)(*args, **kw), want[3:]):
         assert _one_step(g, w) and (g != w).float().mean() < 0.02
+
+
+def test_last_writes_keeps_the_last_token_of_a_repeated_slot():
+    """The rule every KV-cache kernel stores by (ops.kv_rmsnorm_rope_cache.last_writes): a
+    token's slot, or -1 where the index is -1 or a later token writes the same slot; one
+    writer per slot, so no two CUDA programs store to one place."""
+    from op_sdk.ops.kv_rmsnorm_rope_cache import last_writes
+
+    got = last_writes(torch.tensor([3, 7, 3, -1, 7, 9, 3, 0]), 10)
+    assert got.tolist() == [-1, -1, -1, -1, 7, 9, 3, 0]
+    assert last_writes(torch.zeros(0, dtype=torch.int64), 4).tolist() == []

@@ -44,3 +44,21 @@ def triton_cases():
         "npu_rotary_mul": ((rand(2, 3, 4, h, dtype=bf16), rand(2, 1, 4, h, dtype=bf16),
                             rand(2, 1, 4, h, dtype=bf16)), {"rotary_mode": "interleave-half"}),
     }
+
+
+def call_cases():
+    """One call of each operator whose Triton launcher reads values back to check them
+    (``inline=False``: one call in a compiled graph on CUDA too)."""
+    from tests.ops import test_fused_infer_attention_score as fias
+    from tests.ops import test_kv_rmsnorm_rope_cache as kvc
+    from tests.ops import test_qkv_rms_norm_rope_cache as qkvc
+
+    att = {name: (args, kw) for name, args, kw in fias.samples()}
+    q_args, q_kw = qkvc.make(quant=True, offset=True)
+    return {
+        "npu_kv_rmsnorm_rope_cache": kvc.make("PA_NZ", dv=64, dk=32, quant=True),
+        "npu_kv_rmsnorm_rope_cache_v2_functional": kvc.make("PA_BNSD", dv=64, dk=32),
+        "npu_qkv_rms_norm_rope_cache_functional": (q_args, dict(q_kw, is_output_qkv=True)),
+        "npu_fused_infer_attention_score": att[fias.V1],
+        "npu_fused_infer_attention_score_v2": att[fias.V2],
+    }

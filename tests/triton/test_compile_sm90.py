@@ -190,6 +190,25 @@ def main() -> int:
             bad = _problems(k.asm["ptx"], rne=quant)
             print(f"_kv_rmsnorm_rope_cache {quant} {nz} {dtype}: {', '.join(bad) or 'ok'}")
             failed += bool(bad)
+    # npu_qkv_rms_norm_rope_cache: float / int8 caches (with offsets), q / k / v out or not
+    for dtype in ("bf16", "fp16"):
+        x = f"*{dtype}"
+        for quant, off, out in ((False, False, False), (False, False, True), (True, False, False),
+                                (True, True, True)):
+            cache, scale = ("*i8", "*fp32") if quant else (x, x)
+            types = {**{p: x for p in ("x_ptr", "qg_ptr", "kg_ptr", "c_ptr", "s_ptr", "qo_ptr",
+                                       "qr_ptr", "kr_ptr", "vr_ptr")},
+                     "dst_ptr": "*i64", "ks_ptr": scale, "vs_ptr": scale, "ko_ptr": scale,
+                     "vo_ptr": scale, "kc_ptr": cache, "vc_ptr": cache, "rows": "i32",
+                     "per": "i32", "ct0": "i32", "ct1": "i32", "eps": "fp32", "bs": "i32"}
+            k = _compile(kv_cache._qkv_rms_norm_rope_cache, types,
+                         {"NQ": 16, "NK": 2, "NV": 2, "D": 128, "BLOCK_R": 32, "BLOCK_P": 64,
+                          "K_QUANT": quant, "V_QUANT": quant, "K_OFF": off, "V_OFF": off,
+                          "OUT_QKV": out, "K_C0": 32 if quant else 16, "V_C0": 32 if quant else 16,
+                          "WIDE": False})
+            bad = _problems(k.asm["ptx"], rne=quant)
+            print(f"_qkv_rms_norm_rope_cache {quant} {off} {out} {dtype}: {', '.join(bad) or 'ok'}")
+            failed += bool(bad)
     # npu_fused_infer_attention_score: the flash-attention kernel's forms (it compiles; its
     # arithmetic is the dtype's tolerance, not the separately rounded products checked above)
     from op_sdk.triton_kernels import attention
@@ -321,7 +340,7 @@ def main() -> int:
 def test_kernels_compile_for_sm90_with_the_contracts_arithmetic():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") == 124, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") == 132, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

@@ -672,6 +672,86 @@ def test_kv_rmsnorm_rope_cache_repeated_rows_nonfinite_strided_and_empty(device)
     assert out[2].shape == (0, 1, 3, 16) and out[3].shape == (0, 1, 3, 32)
 
 
+# ---- npu_qkv_rms_norm_rope_cache: per-head norm and rotation of q / k, the NZ caches' stores
+
+def _qkv_close(out, ref):
+    """v and its cache bit for bit (no arithmetic, or one division); q, k and a float k cache
+    within the norm's rounding (the sum of squares' order), an int8 k cache within one step;
+    NaN where the reference has NaN."""
+    for i, (o, r) in enumerate(zip(out, ref)):
+        o = o.cpu()
+        assert (o.dtype, o.shape) == (r.dtype, r.shape), i
+        if i in (2, 5) or o.dim() == 0:
+            assert torch.equal(o.isnan(), r.isnan()) if o.is_floating_point() else True, i
+            assert torch.equal(o.nan_to_num(), r.nan_to_num()) if o.is_floating_point() \
+                else torch.equal(o, r), i
+        elif o.dtype == torch.int8:
+            assert_int_close(o, r)
+        else:
+            assert torch.equal(o.isnan(), r.isnan()), i
+            _norm_rope_close(o.nan_to_num(), r.nan_to_num())
+
+
+@pytest.mark.parametrize("quant,offset", [(False, False), (True, False), (True, True)])
+@pytest.mark.parametrize("output", [False, True])
+@pytest.mark.parametrize("cos_per_seq", [False, True])
+@pytest.mark.parametrize("dtype", [bf16, fp16])
+def test_qkv_rms_norm_rope_cache(quant, offset, output, cos_per_seq, dtype, device):
+    """Float and int8 caches (with and without offsets), q / k / v returned or not, cos /
+    sin per token or per sequence: every output and both caches (untouched slots kept, an
+    index of -1 skipped) as the reference computes them; a head dim whose half is not a
+    power of two (D 96: 48 pairs), heads (3, 2, 1), S = 5 in blocks of 32 (partial pages)."""
+    from tests.ops.test_qkv_rms_norm_rope_cache import make
+
+    args, kw = make(b=3, s=5, heads=(3, 2, 1), d=96, dtype=dtype, quant=quant, offset=offset,
+                    cos_per_seq=cos_per_seq, blocks=2)
+    kw = dict(kw, is_output_qkv=output)
+    ref = npu.npu_qkv_rms_norm_rope_cache_functional(*args, **kw)
+    dargs, dkw = _to(args, kw, device)
+    out = K("npu_qkv_rms_norm_rope_cache_functional")(*dargs, **dkw)
+    _qkv_close(out, ref)
+    with torch.device("meta"):
+        fake = npu.npu_qkv_rms_norm_rope_cache_functional(*_to(dargs, dkw, "meta")[0],
+                                                          **_to(dargs, dkw, "meta")[1])
+    assert [significant_strides(o) for o in out] == [significant_strides(f) for f in fake]
+
+
+def test_qkv_rms_norm_rope_cache_repeated_slots_nonfinite_strided_and_empty(device):
+    """Repeated slots (the last token in order is written), NaN / inf in q, k and v, a
+    padded (strided) qkv and stride-0 cos / sin, the in-place operator through its
+    functional kernel, and an empty batch (the caches returned as copies)."""
+    from tests.ops.test_qkv_rms_norm_rope_cache import make
+
+    for quant in (False, True):
+        args, kw = make(b=2, s=4, heads=(2, 1, 1), d=32, quant=quant, blocks=1)
+        qkv, qg, kg, cos, sin, index, q_out, kc, vc, size, heads = args
+        index = torch.tensor([3, 7, 3, -1, 7, 9, 3, 0])
+        qkv = torch.cat([qkv, qkv[:, :8]], 1)[:, :128]  # rows padded to 136
+        qkv[1, 5], qkv[2, 70], qkv[3, 100], qkv[5, 110] = (float("nan"), float("inf"),
+                                                           float("-inf"), float("nan"))
+        cos, sin = cos[:1].expand(cos.shape), sin[1:2].expand(sin.shape)
+        args = (qkv, qg, kg, cos, sin, index, q_out, kc, vc, size, heads)
+        kw = dict(kw, is_output_qkv=True)
+        ref = npu.npu_qkv_rms_norm_rope_cache_functional(*args, **kw)
+        dargs, dkw = _to(args, kw, device)
+        _qkv_close(K("npu_qkv_rms_norm_rope_cache_functional")(*dargs, **dkw), ref)
+    args, kw = make(b=0, s=3, heads=(2, 1, 1), d=32)
+    dargs, dkw = _to(args, dict(kw, is_output_qkv=True), device)
+    out = K("npu_qkv_rms_norm_rope_cache_functional")(*dargs, **dkw)
+    assert [tuple(o.shape) for o in out[:4]] == [(0, 64), (0, 32), (0, 32), (0, 64)]
+    assert torch.equal(out[4].cpu(), args[7]) and torch.equal(out[5].cpu(), args[8])
+
+
+def test_qkv_rms_norm_rope_cache_rules_name_the_operator_on_cuda_too(device):
+    from tests.ops.test_qkv_rms_norm_rope_cache import make
+
+    args, kw = make()
+    args = args[:5] + (torch.tensor([0, 1, 2, 3, 4, 10**6]),) + args[6:]
+    dargs, dkw = _to(args, kw, device)
+    with pytest.raises(RuntimeError, match="npu_qkv_rms_norm_rope_cache_functional.*index"):
+        K("npu_qkv_rms_norm_rope_cache_functional")(*dargs, **dkw)
+
+
 def test_kv_rmsnorm_rope_cache_rules_name_the_operator_on_cuda_too(device):
     from tests.ops.test_kv_rmsnorm_rope_cache import make
 
