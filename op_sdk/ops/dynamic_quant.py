@@ -180,9 +180,9 @@ def _dynamic_quant_outputs(input, quant_mode, code):
 
 def dynamic_quant_cuda(input, *, smooth_scales=None, group_index=None, dst_type=None,
                        quant_mode="pertoken", dst_type_max=0.0):
-    """The CUDA kernel (Triton, op_sdk/triton_kernels/norm.py) for int8 per token, with or
-    without smooth_scales; int4 and 8-bit float outputs, the per-tensor / per-channel modes,
-    MoE groups, empty rows and rows longer than its MAX_ROW run the reference."""
+    """The CUDA kernel (Triton, op_sdk/triton_kernels/norm.py) per token, with or without
+    smooth_scales, to int8, int4 or float8; HiFloat8 outputs, the per-tensor / per-channel
+    modes, MoE groups, empty rows and rows longer than its MAX_ROW run the reference."""
     from op_sdk.triton_kernels import norm
 
     kw = {"smooth_scales": smooth_scales, "group_index": group_index, "dst_type": dst_type,
@@ -190,10 +190,11 @@ def dynamic_quant_cuda(input, *, smooth_scales=None, group_index=None, dst_type=
     code = check_dynamic_quant(input, smooth_scales, group_index, dst_type, quant_mode,
                                dst_type_max)
     n = input.shape[-1]
-    if code != INT8 or quant_mode != "pertoken" or group_index is not None or not norm.fits(n):
+    if code not in norm.DYNAMIC_DST or quant_mode != "pertoken" or group_index is not None \
+            or not norm.fits(n):
         return dynamic_quant_reference(input, **kw)
-    return norm.run(_dynamic_quant_outputs(input, quant_mode, code), input, n, quant=2, s1=smooth_scales,
-                    q1=0, c1=1)
+    return norm.run(_dynamic_quant_outputs(input, quant_mode, code), input, n, quant=2,
+                    s1=smooth_scales, q1=0, c1=1, dst=norm.DYNAMIC_DST[code])
 
 
 # the aclnn API the binding calls: its GetWorkspaceSize prototype, as CANN declares it

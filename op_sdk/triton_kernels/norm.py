@@ -16,6 +16,7 @@ outputs as its fake does, picks the forms that run here and calls ``run``.
 
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
 
@@ -27,11 +28,13 @@ from op_sdk.triton_kernels._common import (
     div,
     launch,
     mul,
+    round_saturate,
     row_launch,
     rows_of,
     sqrt,
     store_int8,
 )
+from op_sdk.triton_kernels.mx import _float8
 
 
 @triton.jit
@@ -47,13 +50,44 @@ def _static_branch(v, s_ptr, z_ptr, q_ptr, offs, mask, HAS_Z: tl.constexpr, DIV:
 
 
 @triton.jit
-def _dynamic_branch(v, m_ptr, q_ptr, scale_ptr, row, offs, mask, HAS_M: tl.constexpr):
+def _or(a, b):
+    return a | b
+
+
+@triton.jit
+def _dynamic_branch(v, m_ptr, q_ptr, scale_ptr, row, offs, mask, HAS_M: tl.constexpr,
+                    DST: tl.constexpr, BLOCK: tl.constexpr):
+    # DST: 0 int8, 1 int4 (8 a int32, element 0 in the low nibble), 2 float8_e4m3fn,
+    # 3 float8_e5m2 (their bits, into a uint8 view)
     if HAS_M:
         v = v * tl.load(m_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     amax = absmax(v, mask)
-    inv = tl.where(amax > 0, div(127.0, amax), 0.0)
-    tl.store(q_ptr + offs, store_int8(v * inv), mask=mask)
-    tl.store(scale_ptr + row, div(amax, 127.0))
+    if DST >= 2:
+        # the 950 kernels': scale = amax * fl(1 / max), y = v / scale saturated to +-max
+        # (NaN stays NaN: an inf over an inf amax), a row with no positive scale all 0
+        top: tl.constexpr = 448.0 if DST == 2 else 57344.0
+        scale = amax * div(1.0, top)
+        q = tl.where(scale > 0, div(v, scale), 0.0)
+        nan = q != q
+        w = tl.where(nan, 0.0, tl.minimum(tl.maximum(q, -top), top))
+        if DST == 2:
+            bits = _float8(w, 3, 7)
+        else:
+            bits = _float8(w, 2, 15)
+        tl.store(q_ptr + offs, tl.where(nan, 127, bits).to(tl.uint8), mask=mask)
+        tl.store(scale_ptr + row, scale)
+    else:
+        dmax: tl.constexpr = 7.0 if DST == 1 else 127.0
+        inv = tl.where(amax > 0, div(dmax, amax), 0.0)
+        if DST == 1:
+            nib = round_saturate(v * inv, -8.0, 7.0).to(tl.int32) & 15
+            shift = (tl.arange(0, 8) * 4)[None, :]
+            word = tl.reduce(tl.reshape(nib, (BLOCK // 8, 8)) << shift, 1, _or)
+            at = tl.arange(0, BLOCK // 8)
+            tl.store(q_ptr + at, word, mask=at < tl.sum(mask.to(tl.int32), axis=0) // 8)
+        else:
+            tl.store(q_ptr + offs, store_int8(v * inv), mask=mask)
+        tl.store(scale_ptr + row, div(amax, dmax))
 
 
 @triton.jit
@@ -64,7 +98,7 @@ def _rows(x1_ptr, x2_ptr, g_ptr, b_ptr, y_ptr, yf_ptr, xo_ptr, rstd_ptr,
           YF: tl.constexpr, XO: tl.constexpr, RSTD: tl.constexpr, QUANT: tl.constexpr,
           Q1: tl.constexpr, Q2: tl.constexpr, S1: tl.constexpr, S2: tl.constexpr,
           Z1: tl.constexpr, Z2: tl.constexpr, DIV: tl.constexpr, F16: tl.constexpr,
-          BLOCK: tl.constexpr):
+          DST: tl.constexpr, BLOCK: tl.constexpr):
     # QUANT: 0 none, 1 static (scales s*, zero points z*), 2 dynamic (smooth scales s*,
     # scales out c*); Q1 / Q2: the branch runs
     offs = tl.arange(0, BLOCK)
@@ -101,15 +135,18 @@ def _rows(x1_ptr, x2_ptr, g_ptr, b_ptr, y_ptr, yf_ptr, xo_ptr, rstd_ptr,
             if Q2:
                 _static_branch(v, s2_ptr, z2_ptr, q2_ptr + base, offs, mask, Z2, DIV, F16)
         if QUANT == 2:
+            qbase = base // 8 if DST == 1 else base  # (int4: 8 a word)
             if Q1:
-                _dynamic_branch(v, s1_ptr, q1_ptr + base, c1_ptr, row, offs, mask, S1)
+                _dynamic_branch(v, s1_ptr, q1_ptr + qbase, c1_ptr, row, offs, mask, S1, DST,
+                                BLOCK)
             if Q2:
-                _dynamic_branch(v, s2_ptr, q2_ptr + base, c2_ptr, row, offs, mask, S2)
+                _dynamic_branch(v, s2_ptr, q2_ptr + qbase, c2_ptr, row, offs, mask, S2, DST,
+                                BLOCK)
 
 
 def _launch(x1, n, *, x2=None, gamma=None, beta=None, y=None, yf=None, xo=None, rstd=None,
             quant=0, s1=None, z1=None, q1=None, c1=None, s2=None, z2=None, q2=None, c2=None,
-            div_mode=True, f16=False, eps=1e-6):
+            div_mode=True, f16=False, dst=0, eps=1e-6):
     """Run ``_rows`` over the rows of ``x1`` (every tensor dense, rows of ``n``)."""
     rows = x1.numel() // n
     if rows == 0:
@@ -123,7 +160,8 @@ def _launch(x1, n, *, x2=None, gamma=None, beta=None, y=None, yf=None, xo=None, 
         ADD=x2 is not None, NORM=gamma is not None, BETA=beta is not None, Y=y is not None,
         YF=yf is not None, XO=xo is not None, RSTD=rstd is not None, QUANT=quant,
         Q1=q1 is not None, Q2=q2 is not None, S1=s1 is not None, S2=s2 is not None,
-        Z1=z1 is not None, Z2=z2 is not None, DIV=bool(div_mode), F16=bool(f16), BLOCK=block,
+        Z1=z1 is not None, Z2=z2 is not None, DIV=bool(div_mode), F16=bool(f16), DST=dst,
+        BLOCK=block,
         num_warps=cfg["num_warps"])
 
 
@@ -131,6 +169,16 @@ def fits(n: int) -> bool:
     """Whether rows of ``n`` elements run here (one program holds a row); the operator's
     reference runs the others (empty rows, rows longer than MAX_ROW)."""
     return 0 < n <= MAX_ROW
+
+
+# the dynamic branches' outputs by the operators' codes (ops/_common.py, ops/_formats.py):
+# int8 (int8 / qint8), int4 (quint4x2 / torch_npu.int4), float8_e4m3fn (24 / 292), float8_e5m2 (23 / 291)
+DYNAMIC_DST = {1: 0, 12: 0, 16: 1, 285: 1, 24: 2, 292: 2, 23: 3, 291: 3}
+
+
+def _bits(t):
+    """A float8 output as the uint8 view its bits are stored through."""
+    return t.view(torch.uint8) if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2) else t
 
 
 _INPUTS = ("x2", "gamma", "beta", "s1", "z1", "s2", "z2")
@@ -143,11 +191,13 @@ def run(outs, x1, n, **kw):
     ``gamma``, ``beta``, scales / smooth scales ``s1`` / ``s2``, zero points ``z1`` / ``z2``:
     tensors or None), the outputs (``y``, ``yf``, ``xo``, ``rstd``, ``q1``, ``c1``, ``q2``,
     ``c2``: an index into ``outs`` or None), ``quant``, ``div_mode``, ``f16`` (the static
-    branches round to float16 before the integer rounding), ``eps``."""
+    branches round to float16 before the integer rounding), ``dst`` (the dynamic branches'
+    output: ``DYNAMIC_DST``), ``eps``."""
     out = Outputs(*outs)
     args = {k: (rows_of(v, n) if k == "x2" else v.contiguous()) for k, v in kw.items()
             if k in _INPUTS and v is not None}
-    args.update({k: out.bufs[v] for k, v in kw.items() if k in _OUTPUTS and v is not None})
-    args.update({k: v for k, v in kw.items() if k in ("quant", "div_mode", "f16", "eps")})
+    args.update({k: _bits(out.bufs[v]) for k, v in kw.items()
+                 if k in _OUTPUTS and v is not None})
+    args.update({k: v for k, v in kw.items() if k in ("quant", "div_mode", "f16", "dst", "eps")})
     _launch(rows_of(x1, n), n, **args)
     return out.done()

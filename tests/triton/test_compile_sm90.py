@@ -18,7 +18,8 @@ import pytest
 from tests.triton.child import run_module
 
 OFF = dict(ADD=False, NORM=False, BETA=False, Y=False, YF=False, XO=False, RSTD=False, QUANT=0,
-           Q1=False, Q2=False, S1=False, S2=False, Z1=False, Z2=False, DIV=True, F16=False)
+           Q1=False, Q2=False, S1=False, S2=False, Z1=False, Z2=False, DIV=True, F16=False,
+           DST=0)
 # the switches each launcher of op_sdk/triton_kernels/norm.py sets (norm._launch's keywords)
 ROWS = {
     "rms_norm": dict(NORM=True, Y=True, RSTD=True),
@@ -119,6 +120,16 @@ def main() -> int:
         for name, switches in ROWS.items():
             k = _compile(norm._rows, _rows_types(dtype), dict(OFF, **switches, BLOCK=4096))
             bad = _problems(k.asm["ptx"], rne=switches.get("QUANT", 0) > 0)
+            print(f"_rows {name} {dtype}: {', '.join(bad) or 'ok'}")
+            failed += bool(bad)
+        # the dynamic branch's int4 (packed int32) and float8 (uint8 bits) outputs
+        for name, dst, q in (("dynamic_quant_int4", 1, "*i32"), ("dynamic_quant_e4m3", 2, "*u8"),
+                             ("add_rms_norm_dynamic_quant_e5m2", 3, "*u8"),
+                             ("add_rms_norm_dynamic_quant_int4", 1, "*i32")):
+            switches = dict(ROWS[name.rsplit("_", 1)[0]], DST=dst)
+            k = _compile(norm._rows, dict(_rows_types(dtype), q1_ptr=q, q2_ptr=q),
+                         dict(OFF, **switches, BLOCK=4096))
+            bad = _problems(k.asm["ptx"], rne=dst == 1)
             print(f"_rows {name} {dtype}: {', '.join(bad) or 'ok'}")
             failed += bool(bad)
         x = f"*{dtype}"
@@ -340,7 +351,7 @@ def main() -> int:
 def test_kernels_compile_for_sm90_with_the_contracts_arithmetic():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") == 132, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") == 144, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

@@ -132,6 +132,12 @@ def main() -> int:
         kernels, ops = _summary(_trace(name, args, kw, dynamic_rows=True))
         report(f"{name} traced with dynamic rows", kernels == [KERNEL[name]]
                and not any("npu." in o for o in ops), (kernels, sorted(ops)))
+    # the dynamic branch's int4 / float8 outputs (float8 bits stored through a uint8 view)
+    for dst in (torch.quint4x2, 292, 23):
+        args, kw = triton_cases()["npu_dynamic_quant"]
+        kernels, ops = _summary(_trace("npu_dynamic_quant", args, dict(kw, dst_type=dst)))
+        report(f"npu_dynamic_quant dst_type {dst} traced", kernels == ["_rows"]
+               and not any("npu." in o for o in ops), (kernels, sorted(ops)))
     # a form the kernel does not cover (rows over MAX_ROW): the reference's ATen ops
     n = _common.MAX_ROW + 2
     kernels, ops = _summary(_trace("npu_rms_norm", (rand(2, n, dtype=bf16), rand(n, dtype=bf16)), {}))
@@ -185,7 +191,7 @@ def main() -> int:
 def test_torch_compile_traces_the_operators_on_cuda():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") >= 32, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") >= 35, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

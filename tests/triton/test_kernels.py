@@ -26,6 +26,7 @@ from tests.ops._helpers import (
 )
 
 npu = torch.ops.npu
+FLOAT8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 
 
 def K(name):
@@ -57,6 +58,8 @@ def _run(launcher, op, args, kwargs, device, exact=(), close=()):
         assert (o.dtype, tuple(o.shape)) == (r.dtype, tuple(r.shape)), i
         assert significant_strides(o) == significant_strides(f), (i, o.stride(), f.stride())
         o = o.cpu()
+        if o.dtype in FLOAT8:  # (compared as their values: NaN's bits differ by its sign)
+            o, r = o.float(), r.float()
         if i in exact:
             assert torch.equal(o, r) or (o.is_floating_point() and torch.equal(o.isnan(), r.isnan())
                                          and torch.equal(o.nan_to_num(), r.nan_to_num())), i
@@ -250,8 +253,80 @@ def test_dynamic_quant_rounds_half_to_even_and_handles_nonfinite_rows(device):
     assert out[0][0].cpu().tolist() == [127, 0, 2, 2, 0, -2, -2, 126, -126, 3]
 
 
-@pytest.mark.parametrize("kw", [{"dst_type": 292}, {"quant_mode": "pertensor"},
-                                {"dst_type": torch.quint4x2}])
+# the int4 (8 a int32) and float8 outputs of the dynamic branch, by their codes
+NARROW = [torch.quint4x2, 292, 24, 291, 23]
+
+
+@pytest.mark.parametrize("dst", NARROW)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 96), (7, 136), (2, 3, 40), (0, 16)])
+@pytest.mark.parametrize("smooth", [False, True])
+@pytest.mark.parametrize("layout", ["contiguous", "strided", "broadcast"])
+def test_dynamic_quant_int4_and_float8_are_bit_exact(dst, dtype, shape, smooth, layout, device):
+    """int4: the values 8 a int32, element 0 in the low nibble, amax / 7 scales; float8:
+    scale = amax * fl(1 / max), y = v / scale saturated: the reference's bits (and its
+    shapes: int4's last dim an eighth)."""
+    torch.manual_seed(0)
+    kw = {"smooth_scales": (torch.rand(shape[-1]) + 0.5).to(dtype) if smooth else None,
+          "dst_type": dst}
+    args, kw = relayout((rand(*shape, dtype=dtype, scale=3.0),), kw, layout, which=(0,))
+    _run(K("npu_dynamic_quant"), npu.npu_dynamic_quant, args, kw, device, exact=(0, 1))
+
+
+@pytest.mark.parametrize("dst", [torch.quint4x2, 292, 291])
+def test_dynamic_quant_narrow_outputs_round_and_handle_nonfinite_rows(dst, device):
+    """Halves at the int4 step round to even (amax 7: the multiplier is 1); a zero row gives
+    0 and scale 0; a NaN gives a NaN scale and a row of 0 (no positive scale); an inf gives
+    NaN where it sits in float8 (inf / inf) and 0 in int4 (inf * 7 / inf), the row's finite
+    values 0."""
+    halves = torch.tensor([7.0, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 6.5, -6.5, 3.4999998, -7.0,
+                           5.5, 1e-6, -3.0, 4.5, 0.0])
+    inf, nan = halves.clone(), halves.clone()
+    inf[3], nan[5] = float("inf"), float("nan")
+    rows = torch.stack([halves, torch.zeros(16), nan, inf])
+    out = _run(K("npu_dynamic_quant"), npu.npu_dynamic_quant, (rows,), {"dst_type": dst},
+               device, exact=(0, 1))
+    y = out[0].cpu()
+    if dst == torch.quint4x2:
+        from tests.ops._helpers import unpack_int4
+        assert unpack_int4(y)[0].tolist() == [7, 0, 2, 2, 0, -2, -2, 6, -6, 3, -7, 6, 0, -3, 4, 0]
+        assert unpack_int4(y)[3].tolist() == [0] * 16  # (inf * 0: NaN, stored as 0)
+    else:
+        assert torch.isnan(y[3].float()).tolist() == [False] * 3 + [True] + [False] * 12
+    assert (y[1:3].float() == 0).all() and out[1][1].item() == 0 and out[1][2].isnan().item()
+
+
+@pytest.mark.parametrize("dst", NARROW + [285])
+@pytest.mark.parametrize("dtype", [bf16, fp16])
+@pytest.mark.parametrize("sm2", [False, True])
+def test_add_rms_norm_dynamic_quant_int4_and_float8(dst, dtype, sm2, device):
+    """y1 / y2 in int4 or float8 after the norm: the scales within fp32 rounding of the sum
+    of squares' order, a value within one step of the format where it sits on a rounding
+    boundary; x bit for bit."""
+    torch.manual_seed(0)
+    h = 136
+    kw = {"smooth_scale1": (torch.rand(h) + 0.5).to(dtype),
+          "smooth_scale2": (torch.rand(h) + 0.5).to(dtype) if sm2 else None,
+          "beta": rand(h, dtype=dtype), "y_dtype": dst}
+    args = (rand(3, 5, h, dtype=dtype), rand(3, 5, h, dtype=dtype), rand(h, dtype=dtype))
+    ref = npu.npu_add_rms_norm_dynamic_quant(*args, **kw)
+    dargs, dkw = _to(args, kw, device)
+    out = [o.cpu() for o in K("npu_add_rms_norm_dynamic_quant")(*dargs, **dkw)]
+    assert [(o.dtype, o.shape) for o in out] == [(r.dtype, r.shape) for r in ref]
+    assert torch.equal(out[2], ref[2])
+    for o, r in zip(out[:2], ref[:2]):
+        if o.dtype == torch.int32:
+            from tests.ops._helpers import unpack_int4
+            assert_int_close(unpack_int4(o), unpack_int4(r))
+        else:
+            step = 2.0 ** -(3 if o.dtype == torch.float8_e4m3fn else 2)
+            torch.testing.assert_close(o.float(), r.float(), rtol=step, atol=0.0)
+    for o, r in zip(out[3:], ref[3:]):
+        torch.testing.assert_close(o, r, rtol=1e-6, atol=0.0)
+
+
+@pytest.mark.parametrize("kw", [{"dst_type": 290}, {"quant_mode": "pertensor"},
+                                {"quant_mode": "perchannel"}])
 def test_dynamic_quant_other_forms_run_the_reference(kw, device):
     torch.manual_seed(0)
     _run(K("npu_dynamic_quant"), npu.npu_dynamic_quant, (rand(3, 64, dtype=bf16),), kw, device,
