@@ -38,15 +38,32 @@ from op_sdk.triton_kernels.mx import _float8
 
 
 @triton.jit
+def _store_float8(q_ptr, offs, q, mask, DST: tl.constexpr):
+    """q (fp32) as float8_e4m3fn (DST 2) / float8_e5m2 (3) bits into a uint8 view: saturated
+    to +-max, half to even (``mx._float8``), NaN kept (0x7F)."""
+    top: tl.constexpr = 448.0 if DST == 2 else 57344.0
+    nan = q != q
+    w = tl.where(nan, 0.0, tl.minimum(tl.maximum(q, -top), top))
+    if DST == 2:
+        bits = _float8(w, 3, 7)
+    else:
+        bits = _float8(w, 2, 15)
+    tl.store(q_ptr + offs, tl.where(nan, 127, bits).to(tl.uint8), mask=mask)
+
+
+@triton.jit
 def _static_branch(v, s_ptr, z_ptr, q_ptr, offs, mask, HAS_Z: tl.constexpr, DIV: tl.constexpr,
-                   F16: tl.constexpr):
+                   F16: tl.constexpr, DST: tl.constexpr):
     s = tl.load(s_ptr + offs, mask=mask, other=1.0).to(tl.float32)
     q = div(v, s) if DIV else mul(v, s, mask)
     if HAS_Z:
         q = q + tl.load(z_ptr + offs, mask=mask, other=0).to(tl.float32)
     if F16:  # npu_rms_norm_quant's float16 step before the integer rounding
         q = q.to(tl.float16).to(tl.float32)
-    tl.store(q_ptr + offs, store_int8(q), mask=mask)
+    if DST >= 2:
+        _store_float8(q_ptr, offs, q, mask, DST)
+    else:
+        tl.store(q_ptr + offs, store_int8(q), mask=mask)
 
 
 @triton.jit
@@ -58,7 +75,7 @@ def _or(a, b):
 def _dynamic_branch(v, m_ptr, q_ptr, scale_ptr, row, offs, mask, HAS_M: tl.constexpr,
                     DST: tl.constexpr, BLOCK: tl.constexpr):
     # DST: 0 int8, 1 int4 (8 a int32, element 0 in the low nibble), 2 float8_e4m3fn,
-    # 3 float8_e5m2 (their bits, into a uint8 view)
+    # 3 float8_e5m2 (their bits, into a uint8 view; the static branch: 0, 2, 3)
     if HAS_M:
         v = v * tl.load(m_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     amax = absmax(v, mask)
@@ -67,14 +84,7 @@ def _dynamic_branch(v, m_ptr, q_ptr, scale_ptr, row, offs, mask, HAS_M: tl.const
         # (NaN stays NaN: an inf over an inf amax), a row with no positive scale all 0
         top: tl.constexpr = 448.0 if DST == 2 else 57344.0
         scale = amax * div(1.0, top)
-        q = tl.where(scale > 0, div(v, scale), 0.0)
-        nan = q != q
-        w = tl.where(nan, 0.0, tl.minimum(tl.maximum(q, -top), top))
-        if DST == 2:
-            bits = _float8(w, 3, 7)
-        else:
-            bits = _float8(w, 2, 15)
-        tl.store(q_ptr + offs, tl.where(nan, 127, bits).to(tl.uint8), mask=mask)
+        _store_float8(q_ptr, offs, tl.where(scale > 0, div(v, scale), 0.0), mask, DST)
         tl.store(scale_ptr + row, scale)
     else:
         dmax: tl.constexpr = 7.0 if DST == 1 else 127.0
@@ -131,9 +141,9 @@ def _rows(x1_ptr, x2_ptr, g_ptr, b_ptr, y_ptr, yf_ptr, xo_ptr, rstd_ptr,
                 v = v + beta
         if QUANT == 1:
             if Q1:
-                _static_branch(v, s1_ptr, z1_ptr, q1_ptr + base, offs, mask, Z1, DIV, F16)
+                _static_branch(v, s1_ptr, z1_ptr, q1_ptr + base, offs, mask, Z1, DIV, F16, DST)
             if Q2:
-                _static_branch(v, s2_ptr, z2_ptr, q2_ptr + base, offs, mask, Z2, DIV, F16)
+                _static_branch(v, s2_ptr, z2_ptr, q2_ptr + base, offs, mask, Z2, DIV, F16, DST)
         if QUANT == 2:
             qbase = base // 8 if DST == 1 else base  # (int4: 8 a word)
             if Q1:
@@ -171,9 +181,11 @@ def fits(n: int) -> bool:
     return 0 < n <= MAX_ROW
 
 
-# the dynamic branches' outputs by the operators' codes (ops/_common.py, ops/_formats.py):
-# int8 (int8 / qint8), int4 (quint4x2 / torch_npu.int4), float8_e4m3fn (24 / 292), float8_e5m2 (23 / 291)
+# the quantising branches' outputs (``DST``) by the operators' codes (ops/_common.py,
+# ops/_formats.py): int8 (int8 / qint8), int4 (quint4x2 / torch_npu.int4; dynamic only),
+# float8_e4m3fn (24 / 292), float8_e5m2 (23 / 291)
 DYNAMIC_DST = {1: 0, 12: 0, 16: 1, 285: 1, 24: 2, 292: 2, 23: 3, 291: 3}
+STATIC_DST = {1: 0, 12: 0, 24: 2, 292: 2, 23: 3, 291: 3}
 
 
 def _bits(t):
@@ -191,8 +203,8 @@ def run(outs, x1, n, **kw):
     ``gamma``, ``beta``, scales / smooth scales ``s1`` / ``s2``, zero points ``z1`` / ``z2``:
     tensors or None), the outputs (``y``, ``yf``, ``xo``, ``rstd``, ``q1``, ``c1``, ``q2``,
     ``c2``: an index into ``outs`` or None), ``quant``, ``div_mode``, ``f16`` (the static
-    branches round to float16 before the integer rounding), ``dst`` (the dynamic branches'
-    output: ``DYNAMIC_DST``), ``eps``."""
+    branches round to float16 before the integer rounding), ``dst`` (the branches' output:
+    ``DYNAMIC_DST``, ``STATIC_DST``), ``eps``."""
     out = Outputs(*outs)
     args = {k: (rows_of(v, n) if k == "x2" else v.contiguous()) for k, v in kw.items()
             if k in _INPUTS and v is not None}

@@ -122,10 +122,12 @@ def main() -> int:
             bad = _problems(k.asm["ptx"], rne=switches.get("QUANT", 0) > 0)
             print(f"_rows {name} {dtype}: {', '.join(bad) or 'ok'}")
             failed += bool(bad)
-        # the dynamic branch's int4 (packed int32) and float8 (uint8 bits) outputs
+        # the dynamic branch's int4 (packed int32) and both branches' float8 (uint8 bits) outputs
         for name, dst, q in (("dynamic_quant_int4", 1, "*i32"), ("dynamic_quant_e4m3", 2, "*u8"),
                              ("add_rms_norm_dynamic_quant_e5m2", 3, "*u8"),
-                             ("add_rms_norm_dynamic_quant_int4", 1, "*i32")):
+                             ("add_rms_norm_dynamic_quant_int4", 1, "*i32"),
+                             ("add_rms_norm_quant_div_e4m3", 2, "*u8"),
+                             ("add_rms_norm_quant_mul_two_beta_e5m2", 3, "*u8")):
             switches = dict(ROWS[name.rsplit("_", 1)[0]], DST=dst)
             k = _compile(norm._rows, dict(_rows_types(dtype), q1_ptr=q, q2_ptr=q),
                          dict(OFF, **switches, BLOCK=4096))
@@ -351,7 +353,7 @@ def main() -> int:
 def test_kernels_compile_for_sm90_with_the_contracts_arithmetic():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") == 144, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") == 150, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

@@ -198,10 +198,59 @@ def test_add_rms_norm_quant(dtype, zp_int, shape, two, beta, div_mode, device):
          device, exact=(2,))
 
 
-def test_add_rms_norm_quant_non_int8_runs_the_reference(device):
+def _float8_close(o, r):
+    """Float8 outputs after a norm: within one step of the format (a value on a rounding
+    boundary, the sum of squares' order), NaN where the reference has NaN."""
+    step = 2.0 ** -(3 if o.dtype == torch.float8_e4m3fn else 2)
+    torch.testing.assert_close(o.float(), r.float(), rtol=step, atol=0.0, equal_nan=True)
+
+
+@pytest.mark.parametrize("dst", [292, 24, 291, 23])
+@pytest.mark.parametrize("dtype,zp_int", [(fp16, True), (bf16, False)])
+@pytest.mark.parametrize("shape", [(7, 129), (2, 3, 40), (0, 16)])
+@pytest.mark.parametrize("two,beta,div_mode", [(False, False, True), (True, True, False)])
+def test_add_rms_norm_quant_float8(dst, dtype, zp_int, shape, two, beta, div_mode, device):
+    """float8 y1 / y2: y / scale (or * scale) + zero point saturated to +-max, half to even;
+    x bit for bit; y2 all zeros without scales2; a value past the format's max (the
+    scales' 0.01 on a norm of up to ~4) saturates."""
+    torch.manual_seed(0)
+    args = _arq_args(dtype, shape, zp_int, two, beta)
+    kw = {"div_mode": div_mode, "dst_type": dst}
+    ref = npu.npu_add_rms_norm_quant(*args, **kw)
+    dargs, dkw = _to(args, kw, device)
+    out = [o.cpu() for o in K("npu_add_rms_norm_quant")(*dargs, **dkw)]
+    assert [(o.dtype, o.shape) for o in out] == [(r.dtype, r.shape) for r in ref]
+    _float8_close(out[0], ref[0])
+    _float8_close(out[1], ref[1])
+    assert torch.equal(out[2], ref[2])
+
+
+@pytest.mark.parametrize("dst", [292, 291])
+def test_add_rms_norm_quant_float8_saturates_and_keeps_nan(dst, device):
+    """Scales of 1e-3: values past 448 saturate in e4m3fn (not in e5m2's 57344); a NaN in x
+    makes its row NaN; a zero row stores 0."""
+    torch.manual_seed(0)
+    x1, x2, g = rand(4, 64, dtype=bf16), rand(4, 64, dtype=bf16), rand(64, dtype=bf16)
+    x1[1, 3] = float("nan")
+    x1[2], x2[2] = 0.0, 0.0
+    s = torch.full((64,), 1e-3, dtype=bf16)
+    args = (x1, x2, g, s, None)
+    ref = npu.npu_add_rms_norm_quant(*args, dst_type=dst)
+    dargs, dkw = _to(args, {"dst_type": dst}, device)
+    out = [o.cpu() for o in K("npu_add_rms_norm_quant")(*dargs, **dkw)]
+    _float8_close(out[0], ref[0])
+    y = out[0].float()
+    assert y[1].isnan().all() and (y[2] == 0).all()
+    if dst == 292:
+        assert (y.abs() == 448).sum() > 10
+    else:
+        assert (y.abs() > 448).sum() > 10
+
+
+def test_add_rms_norm_quant_hifloat8_runs_the_reference(device):
     torch.manual_seed(0)
     args = _arq_args(bf16, (3, 32), False, False, False)
-    _run(K("npu_add_rms_norm_quant"), npu.npu_add_rms_norm_quant, args, {"dst_type": 291}, device,
+    _run(K("npu_add_rms_norm_quant"), npu.npu_add_rms_norm_quant, args, {"dst_type": 290}, device,
          exact=(0, 1, 2))
 
 
@@ -319,8 +368,7 @@ def test_add_rms_norm_dynamic_quant_int4_and_float8(dst, dtype, sm2, device):
             from tests.ops._helpers import unpack_int4
             assert_int_close(unpack_int4(o), unpack_int4(r))
         else:
-            step = 2.0 ** -(3 if o.dtype == torch.float8_e4m3fn else 2)
-            torch.testing.assert_close(o.float(), r.float(), rtol=step, atol=0.0)
+            _float8_close(o, r)
     for o, r in zip(out[3:], ref[3:]):
         torch.testing.assert_close(o, r, rtol=1e-6, atol=0.0)
 
