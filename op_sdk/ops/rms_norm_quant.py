@@ -86,21 +86,22 @@ def rms_norm_quant_fake(x, gamma, beta, scale, offset, epsilon=1e-6, *, dst_dtyp
 
 def rms_norm_quant_cuda(x, gamma, beta, scale, offset, epsilon=1e-6, *, dst_dtype=None):
     """The CUDA kernel (Triton, op_sdk/triton_kernels/norm.py: the norm's static branch with
-    the reciprocal of scale, the offset and the float16 step) for int8 outputs; int4 outputs,
-    empty rows and rows longer than its MAX_ROW run the reference."""
+    the reciprocal of scale, the offset and the float16 step) for int8 and int4 outputs; empty
+    rows and rows longer than its MAX_ROW run the reference."""
     from op_sdk.triton_kernels import norm
 
     code = check_rms_norm_quant(x, gamma, beta, scale, offset, dst_dtype)
     d = x.shape[-1]
-    if code != INT8 or not norm.fits(d):
+    if not norm.fits(d):
         return rms_norm_quant_reference(x, gamma, beta, scale, offset, epsilon,
                                         dst_dtype=dst_dtype)
     # the per-tensor reciprocal and offset as per-column vectors of the one value
     inv = (1.0 / scale.float()).repeat(d)
     off = offset.float().repeat(d)
-    (y,) = norm.run((x.new_empty(x.shape, dtype=torch.int8),), x, d, gamma=gamma.reshape(d),
-                    beta=beta.reshape(d), quant=1, s1=inv, z1=off, q1=0, div_mode=False,
-                    f16=True, eps=epsilon)
+    out = rms_norm_quant_fake(x, gamma, beta, scale, offset, epsilon, dst_dtype=dst_dtype)
+    (y,) = norm.run((out,), x, d, gamma=gamma.reshape(d), beta=beta.reshape(d), quant=1, s1=inv,
+                    z1=off, q1=0, div_mode=False, f16=True, dst=norm.STATIC_DST[code],
+                    eps=epsilon)
     return y
 
 

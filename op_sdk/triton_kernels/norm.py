@@ -52,8 +52,20 @@ def _store_float8(q_ptr, offs, q, mask, DST: tl.constexpr):
 
 
 @triton.jit
+def _store_int4(q_ptr, q, mask, BLOCK: tl.constexpr):
+    """q (fp32) rounded half to even into [-8, 7] (a NaN 0), packed 8 a int32 along the row
+    (element 0 in the low nibble: the row as (BLOCK / 8, 8), the shifted nibbles or-reduced),
+    the row's ``mask`` a prefix of whole words."""
+    nib = round_saturate(q, -8.0, 7.0).to(tl.int32) & 15
+    shift = (tl.arange(0, 8) * 4)[None, :]
+    word = tl.reduce(tl.reshape(nib, (BLOCK // 8, 8)) << shift, 1, _or)
+    at = tl.arange(0, BLOCK // 8)
+    tl.store(q_ptr + at, word, mask=at < tl.sum(mask.to(tl.int32), axis=0) // 8)
+
+
+@triton.jit
 def _static_branch(v, s_ptr, z_ptr, q_ptr, offs, mask, HAS_Z: tl.constexpr, DIV: tl.constexpr,
-                   F16: tl.constexpr, DST: tl.constexpr):
+                   F16: tl.constexpr, DST: tl.constexpr, BLOCK: tl.constexpr):
     s = tl.load(s_ptr + offs, mask=mask, other=1.0).to(tl.float32)
     q = div(v, s) if DIV else mul(v, s, mask)
     if HAS_Z:
@@ -62,6 +74,8 @@ def _static_branch(v, s_ptr, z_ptr, q_ptr, offs, mask, HAS_Z: tl.constexpr, DIV:
         q = q.to(tl.float16).to(tl.float32)
     if DST >= 2:
         _store_float8(q_ptr, offs, q, mask, DST)
+    elif DST == 1:
+        _store_int4(q_ptr, q, mask, BLOCK)
     else:
         tl.store(q_ptr + offs, store_int8(q), mask=mask)
 
@@ -75,7 +89,7 @@ def _or(a, b):
 def _dynamic_branch(v, m_ptr, q_ptr, scale_ptr, row, offs, mask, HAS_M: tl.constexpr,
                     DST: tl.constexpr, BLOCK: tl.constexpr):
     # DST: 0 int8, 1 int4 (8 a int32, element 0 in the low nibble), 2 float8_e4m3fn,
-    # 3 float8_e5m2 (their bits, into a uint8 view; the static branch: 0, 2, 3)
+    # 3 float8_e5m2 (their bits, into a uint8 view)
     if HAS_M:
         v = v * tl.load(m_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     amax = absmax(v, mask)
@@ -90,11 +104,7 @@ def _dynamic_branch(v, m_ptr, q_ptr, scale_ptr, row, offs, mask, HAS_M: tl.const
         dmax: tl.constexpr = 7.0 if DST == 1 else 127.0
         inv = tl.where(amax > 0, div(dmax, amax), 0.0)
         if DST == 1:
-            nib = round_saturate(v * inv, -8.0, 7.0).to(tl.int32) & 15
-            shift = (tl.arange(0, 8) * 4)[None, :]
-            word = tl.reduce(tl.reshape(nib, (BLOCK // 8, 8)) << shift, 1, _or)
-            at = tl.arange(0, BLOCK // 8)
-            tl.store(q_ptr + at, word, mask=at < tl.sum(mask.to(tl.int32), axis=0) // 8)
+            _store_int4(q_ptr, v * inv, mask, BLOCK)
         else:
             tl.store(q_ptr + offs, store_int8(v * inv), mask=mask)
         tl.store(scale_ptr + row, div(amax, dmax))
@@ -139,13 +149,15 @@ def _rows(x1_ptr, x2_ptr, g_ptr, b_ptr, y_ptr, yf_ptr, xo_ptr, rstd_ptr,
                 tl.store(y_ptr + at, v.to(y_ptr.dtype.element_ty), mask=mask)
             if BETA:
                 v = v + beta
+        qbase = base // 8 if DST == 1 else base  # (int4: 8 a word)
         if QUANT == 1:
             if Q1:
-                _static_branch(v, s1_ptr, z1_ptr, q1_ptr + base, offs, mask, Z1, DIV, F16, DST)
+                _static_branch(v, s1_ptr, z1_ptr, q1_ptr + qbase, offs, mask, Z1, DIV, F16, DST,
+                               BLOCK)
             if Q2:
-                _static_branch(v, s2_ptr, z2_ptr, q2_ptr + base, offs, mask, Z2, DIV, F16, DST)
+                _static_branch(v, s2_ptr, z2_ptr, q2_ptr + qbase, offs, mask, Z2, DIV, F16, DST,
+                               BLOCK)
         if QUANT == 2:
-            qbase = base // 8 if DST == 1 else base  # (int4: 8 a word)
             if Q1:
                 _dynamic_branch(v, s1_ptr, q1_ptr + qbase, c1_ptr, row, offs, mask, S1, DST,
                                 BLOCK)
@@ -182,10 +194,10 @@ def fits(n: int) -> bool:
 
 
 # the quantising branches' outputs (``DST``) by the operators' codes (ops/_common.py,
-# ops/_formats.py): int8 (int8 / qint8), int4 (quint4x2 / torch_npu.int4; dynamic only),
-# float8_e4m3fn (24 / 292), float8_e5m2 (23 / 291)
+# ops/_formats.py): int8 (int8 / qint8), int4 (quint4x2 / torch_npu.int4), float8_e4m3fn
+# (24 / 292), float8_e5m2 (23 / 291)
 DYNAMIC_DST = {1: 0, 12: 0, 16: 1, 285: 1, 24: 2, 292: 2, 23: 3, 291: 3}
-STATIC_DST = {1: 0, 12: 0, 24: 2, 292: 2, 23: 3, 291: 3}
+STATIC_DST = DYNAMIC_DST
 
 
 def _bits(t):

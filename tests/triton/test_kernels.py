@@ -145,8 +145,8 @@ def test_add_rms_norm_v2(dtype, shape, device):
 @pytest.mark.parametrize("shape", [(1, 96), (7, 129), (2, 3, 40), (0, 8)])
 @pytest.mark.parametrize("layout", ["contiguous", "permuted", "broadcast"])
 def test_rms_norm_quant(dtype, shape, layout, device):
-    """The norm's static branch with the reciprocal of scale, the offset and the float16 step;
-    int4 outputs run the reference (bit for bit)."""
+    """The norm's static branch with the reciprocal of scale, the offset and the float16 step,
+    to int8 and to int4 (8 a int32)."""
     torch.manual_seed(0)
     d = shape[-1]
     args = (rand(*shape, dtype=dtype), rand(1, d, dtype=dtype), rand(1, d, dtype=dtype) * 0.1,
@@ -154,8 +154,39 @@ def test_rms_norm_quant(dtype, shape, layout, device):
     args, kw = relayout(args, {}, layout, which=(0,))
     _run(K("npu_rms_norm_quant"), npu.npu_rms_norm_quant, args, kw, device)
     if d % 8 == 0:
-        _run(K("npu_rms_norm_quant"), npu.npu_rms_norm_quant, args, {"dst_dtype": 16}, device,
-             exact=(0,))
+        _int4_close(K("npu_rms_norm_quant"), npu.npu_rms_norm_quant, args, {"dst_dtype": 16},
+                    device)
+
+
+def _int4_close(launcher, op, args, kw, device):
+    """Packed int4 outputs (the first) within one step after a norm (tests.ops._helpers'
+    assert_int_close on the unpacked values); shape, dtype and strides the fake's."""
+    from tests.ops._helpers import unpack_int4
+
+    ref = op(*args, **kw)
+    ref = ref if isinstance(ref, tuple) else (ref,)
+    dargs, dkw = _to(args, kw, device)
+    out = launcher(*dargs, **dkw)
+    out = out if isinstance(out, tuple) else (out,)
+    o, r = out[0].cpu(), ref[0]
+    assert (o.dtype, o.shape, o.stride()) == (r.dtype, r.shape, r.stride())
+    assert_int_close(unpack_int4(o), unpack_int4(r))
+    return out
+
+
+def test_rms_norm_quant_int4_rounds_saturates_and_zeroes_nan(device):
+    """int4: a value past +-7.5 saturates to 7 / -8, the halves of the float16 step round to
+    even, a NaN row stores 0."""
+    x = torch.tensor([[1e4, -1e4, 1e4, -1e4, 1.0, -1.0, 2.0, 0.0],
+                      [1.0, float("nan"), 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]], dtype=fp16)
+    args = (x, torch.ones(8, dtype=fp16), torch.zeros(8, dtype=fp16),
+            torch.tensor([1e-3], dtype=fp16), torch.tensor([0], dtype=torch.int8))
+    from tests.ops._helpers import unpack_int4
+
+    out = _run(K("npu_rms_norm_quant"), npu.npu_rms_norm_quant, args, {"dst_dtype": 16}, device,
+               exact=(0,))
+    y = unpack_int4(out[0].cpu())
+    assert y[0, :4].tolist() == [7, -8, 7, -8] and y[1].tolist() == [0] * 8
 
 
 def test_rms_norm_quant_nonfinite_and_saturation(device):
