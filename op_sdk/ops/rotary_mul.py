@@ -218,6 +218,17 @@ def rotary_mul_cuda(input, r1, r2, rotary_mode="half", rotate=None):
     return rotary.run(input, r1.to(input.dtype), r2.to(input.dtype), MODES[rotary_mode], out)
 
 
+def rotary_mul_backward_cuda(grad, input, r1, r2, rotary_mode="half"):
+    """The CUDA kernel (Triton, op_sdk/triton_kernels/rotary.py: dx and the products of r1 /
+    r2's gradients in one pass; the products summed over r1's broadcast dims by the
+    reference's reduction, ``_sum_to``)."""
+    from op_sdk.triton_kernels import rotary
+
+    outs = rotary_mul_backward_fake(grad, input, r1, r2, rotary_mode)
+    return rotary.run_backward(grad, input, r1.to(input.dtype), r2.to(input.dtype),
+                               MODES[rotary_mode], outs, _sum_to)
+
+
 def _bench_inputs(t, h, dt):
     """t tokens of h // 128 heads of 128 (TND), cos / sin per token (T1D)."""
     heads = max(1, h // 128)
@@ -263,6 +274,7 @@ npu_rotary_mul_backward = define_op(
     "npu_rotary_mul_backward(Tensor grad, Tensor input, Tensor r1, Tensor r2, "
     "str rotary_mode='half') -> (Tensor, Tensor, Tensor)",
     reference=rotary_mul_backward_reference, fake=rotary_mul_backward_fake,
+    kernels={"cuda": TritonKernel(rotary_mul_backward_cuda)},
     aclnn=_mode_bindings("aclnnRotaryPositionEmbeddingGrad", ("dx", "dcos", "dsin"),
                          {"dy": "grad", "xOptional": "input", "cos": "r1", "sin": "r2"},
                          list(MODES)),

@@ -18,6 +18,7 @@ r2's row offsets computed once per row.
 
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
 
@@ -80,6 +81,42 @@ def _rotary(x_ptr, r1_ptr, r2_ptr, y_ptr, rows, s1, s2, st0, st1, st2, st3,
     tl.store(y_ptr + base + o2[None, :], y2.to(y_ptr.dtype.element_ty), mask=m)
 
 
+@triton.jit
+def _rotary_backward(g_ptr, x_ptr, r1_ptr, r2_ptr, dx_ptr, pa_ptr, pb_ptr, rows, s1, s2, st0,
+                     st1, st2, st3, MODE: tl.constexpr, D: tl.constexpr, BLOCK_R: tl.constexpr,
+                     BLOCK_C: tl.constexpr, WIDE: tl.constexpr):
+    """npu_rotary_mul_backward's elementwise part, pair by pair (``_pairs``; forward
+    ``y[o1] = x[i1] r1[o1] - x[i2] r2[o1]``, ``y[o2] = x[i2] r1[o2] + x[i1] r2[o2]``):
+    ``dx[i1] = g[o1] r1[o1] + g[o2] r2[o2]``, ``dx[i2] = g[o2] r1[o2] - g[o1] r2[o1]``, each
+    product rounded; and the products r1 / r2's gradients sum, ``g A(x)`` into pa (``g[o1]
+    x[i1]``, ``g[o2] x[i2]``) and ``g B(x)`` into pb (``-g[o1] x[i2]``, ``g[o2] x[i1]``), in
+    fp32 or already rounded to their output's dtype (pa / pb's element type)."""
+    r, j, m = tile(rows, D // 2, BLOCK_R, BLOCK_C, WIDE)
+    o1, o2, i1, i2 = _pairs(j, MODE, D)
+    base = r[:, None] * D
+    ro = ((r // (s1 * s2)) * st0 + ((r // s2) % s1) * st1 + (r % s2) * st2)[:, None]
+    g1 = tl.load(g_ptr + base + o1[None, :], mask=m, other=0.0).to(dx_ptr.dtype.element_ty)
+    g2 = tl.load(g_ptr + base + o2[None, :], mask=m, other=0.0).to(dx_ptr.dtype.element_ty)
+    g1 = g1.to(tl.float32)
+    g2 = g2.to(tl.float32)
+    x1 = tl.load(x_ptr + base + i1[None, :], mask=m, other=0.0).to(tl.float32)
+    x2 = tl.load(x_ptr + base + i2[None, :], mask=m, other=0.0).to(tl.float32)
+    c1 = tl.load(r1_ptr + ro + (o1 * st3)[None, :], mask=m, other=0.0).to(tl.float32)
+    s1v = tl.load(r2_ptr + ro + (o1 * st3)[None, :], mask=m, other=0.0).to(tl.float32)
+    c2 = tl.load(r1_ptr + ro + (o2 * st3)[None, :], mask=m, other=0.0).to(tl.float32)
+    s2v = tl.load(r2_ptr + ro + (o2 * st3)[None, :], mask=m, other=0.0).to(tl.float32)
+    out_ty = dx_ptr.dtype.element_ty
+    d1 = mul(g1, c1, m) + mul(g2, s2v, m)
+    d2 = mul(g2, c2, m) + mul(-g1, s1v, m)
+    tl.store(dx_ptr + base + i1[None, :], d1.to(out_ty), mask=m)
+    tl.store(dx_ptr + base + i2[None, :], d2.to(out_ty), mask=m)
+    p_ty = pa_ptr.dtype.element_ty
+    tl.store(pa_ptr + base + o1[None, :], (g1 * x1).to(p_ty), mask=m)
+    tl.store(pa_ptr + base + o2[None, :], (g2 * x2).to(p_ty), mask=m)
+    tl.store(pb_ptr + base + o1[None, :], (g1 * -x2).to(p_ty), mask=m)
+    tl.store(pb_ptr + base + o2[None, :], (g2 * x1).to(p_ty), mask=m)
+
+
 def _as_4d(x, r1, r2):
     """x's shape padded in front to 4 dims, and r1 / r2 expanded to it (broadcast dims as
     stride 0, one set of strides for both: the kernels index them alike)."""
@@ -101,6 +138,32 @@ def run(input, r1, r2, mode, out):
     tiled(_rotary, rows, d // 2, input.contiguous(), r1e, r2e, o.bufs[0], rows, shape[1],
           shape[2], *r1e.stride(), MODE=mode, D=d, tile=TILE)
     return o.done()[0]
+
+
+def run_backward(grad, input, r1, r2, mode, outs, sum_to):
+    """npu_rotary_mul_backward of grad / input (input's dtype) with r1 / r2 (input's dtype)
+    in ``mode`` into ``outs`` = (dx, dr1, dr2) (their fake's allocations). dx is written by
+    the kernel; dr1 / dr2 are the products' sums over r1's broadcast dims (``sum_to``, the
+    reference's reduction) where r1 broadcasts, else the kernel's products themselves.
+    Returns ``outs``."""
+    o = Outputs(*outs)
+    shape, r1e, r2e = _as_4d(input, r1, r2)
+    d = shape[3]
+    rows = input.numel() // d
+    # no broadcast dim: the products are the gradients, written in their dtype
+    whole = tuple(r1.shape) == tuple(r2.shape) == tuple(input.shape)
+    if whole:
+        pa, pb = o.bufs[1], o.bufs[2]
+    else:
+        pa = torch.empty(input.shape, dtype=torch.float32, device=input.device)
+        pb = torch.empty_like(pa)
+    tiled(_rotary_backward, rows, d // 2, grad.contiguous(), input.contiguous(), r1e, r2e,
+          o.bufs[0], pa, pb, rows, shape[1], shape[2], *r1e.stride(), MODE=mode, D=d,
+          tile=TILE)
+    if not whole:
+        o.bufs[1].copy_(sum_to(pa, o.bufs[1].shape))
+        o.bufs[2].copy_(sum_to(pb, o.bufs[2].shape))
+    return o.done()
 
 
 @triton.jit

@@ -168,6 +168,15 @@ def main() -> int:
             bad = _problems(k.asm["ptx"])
             print(f"_rotary {mode} {dtype}: {', '.join(bad) or 'ok'}")
             failed += bool(bad)
+        for mode, p in ((0, "*fp32"), (1, x), (2, "*fp32"), (3, x)):
+            k = _compile(rotary._rotary_backward,
+                         {"g_ptr": x, "x_ptr": x, "r1_ptr": x, "r2_ptr": x, "dx_ptr": x,
+                          "pa_ptr": p, "pb_ptr": p, "rows": "i64", "s1": "i64", "s2": "i64",
+                          "st0": "i64", "st1": "i64", "st2": "i64", "st3": "i64"},
+                         {"MODE": mode, "D": 128, "BLOCK_R": 16, "BLOCK_C": 64, "WIDE": True})
+            bad = _problems(k.asm["ptx"])
+            print(f"_rotary_backward {mode} {p} {dtype}: {', '.join(bad) or 'ok'}")
+            failed += bool(bad)
         k = _compile(rotary._rms_norm_rope, {"x_ptr": x, "g_ptr": "*fp32", "r1_ptr": x, "r2_ptr": x,
                                              "y_ptr": x, "rows": "i64", "s1": "i64", "s2": "i64",
                                              "xt0": "i64", "xt1": "i64", "xt2": "i64", "st0": "i64",
@@ -354,7 +363,7 @@ def main() -> int:
 def test_kernels_compile_for_sm90_with_the_contracts_arithmetic():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") == 153, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") == 165, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

@@ -599,6 +599,43 @@ def test_rotary_mul_mixed_dtypes_nonfinite_and_rotate(device):
     _run(K("npu_rotary_mul"), npu.npu_rotary_mul, (x, c, s, "half", rot), {}, device, exact=(0,))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mode", ["half", "interleave", "quarter", "interleave-half"])
+@pytest.mark.parametrize("shape,rshape", ROPE_LAYOUTS)
+@pytest.mark.parametrize("layout", ["contiguous", "permuted"])
+def test_rotary_mul_backward(dtype, mode, shape, rshape, layout, device):
+    """dx bit for bit (each product rounded, the pair's two terms summed in the reference's
+    order); dr1 / dr2 bit for bit where r1 has input's shape (the products themselves), else
+    within float32 summation order of the reference (the same reduction, over products
+    computed by the kernel)."""
+    if mode == "quarter" and shape[-1] % 4:
+        pytest.skip("quarter needs a multiple of 4")
+    torch.manual_seed(0)
+    g, x = rand(*shape, dtype=dtype), rand(*shape, dtype=dtype)
+    c, s = rand(*rshape, dtype=dtype), rand(*rshape, dtype=dtype)
+    args, kw = relayout((g, x, c, s, mode), {}, layout, which=(0, 1))
+    whole = tuple(rshape) == tuple(shape)
+    _run(K("npu_rotary_mul_backward"), npu.npu_rotary_mul_backward, args, kw, device,
+         exact=(0, 1, 2) if whole else (0,))
+
+
+def test_rotary_mul_backward_mixed_dtypes_and_nonfinite(device):
+    """float32 r1 / r2 with a bfloat16 input (rounded to its dtype first, as the reference),
+    a float32 grad (rounded to input's dtype), NaN / inf in x and grad."""
+    torch.manual_seed(0)
+    x, g = rand(2, 3, 4, 8, dtype=bf16), rand(2, 3, 4, 8)
+    c, s = rand(1, 1, 4, 8), rand(1, 1, 4, 8)
+    x[0, 0, 0, 1], g[1, 2, 3, 6] = float("nan"), float("inf")
+    args = (g, x, c, s, "interleave")
+    ref = npu.npu_rotary_mul_backward(*args)
+    out = [o.cpu() for o in K("npu_rotary_mul_backward")(*_to(args, {}, device)[0])]
+    assert torch.equal(out[0].isnan(), ref[0].isnan())
+    assert torch.equal(out[0].nan_to_num(), ref[0].nan_to_num())
+    for o, r in zip(out[1:], ref[1:]):
+        assert (o.dtype, o.shape) == (r.dtype, r.shape)
+        torch.testing.assert_close(o, r, rtol=1.6e-2, atol=1e-2, equal_nan=True)
+
+
 # ---- op_sdk::rms_norm_rope: the norm, rounded, then the "half" rotation ----------------------
 
 NORM_ROPE_SHAPES = [((2, 5, 3, 16), (2, 5, 1, 16)), ((2, 3, 5, 8), (1, 1, 5, 8)), ((7, 3, 30), (7, 1, 30)),
