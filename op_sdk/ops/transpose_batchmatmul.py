@@ -13,6 +13,7 @@ from op_sdk.composite import Composite, same
 from op_sdk.library import Benchmark, define_op
 from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
+from op_sdk.triton_kernels import TritonKernel
 from op_sdk.ops._common import (
     FLOAT_DTYPES,
     bench_randn,
@@ -102,6 +103,38 @@ def transpose_batchmatmul_fake(input, weight, *, bias=None, scale=None, perm_x1=
     return input.new_empty(shape)
 
 
+def transpose_batchmatmul_cuda(input, weight, *, bias=None, scale=None, perm_x1=None,
+                               perm_x2=None, perm_y=None, batch_split_factor=1):
+    """The CUDA kernel: torch's batched GEMM (cuBLAS) written straight into the (M, B, N)
+    output's (B, M, N) view (no copy after it); with a batch_split_factor that divides B one
+    batched product permuted into the output by one copy (the reference makes two); with
+    ``scale`` the float32 product and the Triton epilogue (op_sdk/triton_kernels/bmm.py: times
+    the scale, rounded, saturated, stored permuted in one pass). A factor that splits a batch
+    runs the reference."""
+    from op_sdk.triton_kernels import bmm
+
+    p1, p2, b, m, k, n, f = check_transpose_batchmatmul(
+        input, weight, bias, scale, perm_x1, perm_x2, perm_y, batch_split_factor)
+    x, w = _batched_operands(input, weight, p1, p2)
+    out = transpose_batchmatmul_fake(input, weight, bias=bias, scale=scale, perm_x1=perm_x1,
+                                     perm_x2=perm_x2, perm_y=perm_y,
+                                     batch_split_factor=batch_split_factor)
+    if scale is not None:
+        acc = torch.bmm(x.float(), w.float())
+        return bmm.run_requant(acc, unpack_quant_scale(scale).float(), out)
+    if b % f:
+        return transpose_batchmatmul_reference(
+            input, weight, bias=bias, scale=scale, perm_x1=perm_x1, perm_x2=perm_x2,
+            perm_y=perm_y, batch_split_factor=batch_split_factor)
+    if f == 1:
+        torch.bmm(x, w, out=out.permute(1, 0, 2))
+        return out
+    # split i of the output, (M, B / f, N), holds batches i * B / f ...: one batched product
+    # over (f, B / f), permuted into the output by one copy
+    per = b // f
+    y = torch.matmul(x.reshape(f, per, m, k), w.reshape(f, per, k, n))
+    return y.permute(0, 2, 1, 3).reshape(f, m, per * n)
+
 
 # Decode / small-batch shapes of DeepSeek's MLA absorption: 32 heads of 128, N = 512. The
 # composite is what a model writes without the operator: a bmm of the per-head query and
@@ -166,7 +199,7 @@ npu_transpose_batchmatmul = define_op(
                        # float32 scale becomes through npu_trans_quant_param (pack_quant_scale)
                        tensor_requires={"scale": {"dtype": "int64"}}),
     reference=transpose_batchmatmul_reference, fake=transpose_batchmatmul_fake,
-    native=("cpu",),
+    native=("cpu",), kernels={"cuda": TritonKernel(transpose_batchmatmul_cuda)},
     doc="Batched matmul with input / weight / output permutations, result (M, B, N).",
     benchmarks=(Benchmark(_bench_inputs, _composite, "bmm + transpose + contiguous (eager)",
                           composite=_composite, n=_MLA_N,

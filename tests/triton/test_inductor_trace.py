@@ -26,7 +26,7 @@ KERNEL = {"npu_rms_norm": "_rows", "npu_gemma_rms_norm": "_rows", "npu_add_rms_n
           "npu_rotary_mul": "_rotary", "npu_rotary_mul_backward": "_rotary_backward",
           "npu_swiglu_quant": "_swiglu_quant",
           "npu_interleave_rope": "_rotary", "npu_apply_rotary_pos_emb": ("_rotary", "_rotary"),
-          "npu_quant_matmul": "_qmm", "npu_dynamic_mx_quant": "_mx_rows",
+          "npu_quant_matmul": "_qmm", "npu_transpose_batchmatmul": "_requant", "npu_dynamic_mx_quant": "_mx_rows",
           "npu_rms_norm_dynamic_mx_quant": "_mx_rows",
           "npu_add_rms_norm_dynamic_mx_quant": "_mx_rows"}  # apply_rotary: query, then key
 # operators whose launchers make real CUDA tensors: traced on a GPU only (none now: the
@@ -144,6 +144,14 @@ def main() -> int:
     kernels, ops = _summary(_trace("npu_rms_norm", (rand(2, n, dtype=bf16), rand(n, dtype=bf16)), {}))
     report("npu_rms_norm long rows traced", not kernels and "aten.mean.dim" in ops
            and not any("npu." in o for o in ops), (kernels, sorted(ops)))
+    # npu_transpose_batchmatmul without scale: torch's bmm into the output, no kernel
+    for f in (1, 3):
+        kernels, ops = _summary(_trace("npu_transpose_batchmatmul",
+                                       (rand(5, 3, 32, dtype=bf16), rand(3, 32, 16, dtype=bf16)),
+                                       {"perm_x1": [1, 0, 2], "batch_split_factor": f}))
+        report(f"npu_transpose_batchmatmul factor {f} traced into bmm",
+               not kernels and "aten.bmm.default" in ops and not any("npu." in o for o in ops),
+               (kernels, sorted(ops)))
     # a reference-only operator on CUDA: its reference's ATen ops
     kernels, ops = _summary(_trace("npu_dtype_cast", (rand(4, 8, dtype=bf16), torch.float16), {}))
     report("npu_dtype_cast traced", not kernels and "aten._to_copy.default" in ops
@@ -192,7 +200,7 @@ def main() -> int:
 def test_torch_compile_traces_the_operators_on_cuda():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") >= 36, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") >= 39, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

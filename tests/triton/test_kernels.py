@@ -636,6 +636,46 @@ def test_rotary_mul_backward_mixed_dtypes_and_nonfinite(device):
         torch.testing.assert_close(o, r, rtol=1.6e-2, atol=1e-2, equal_nan=True)
 
 
+# ---- npu_transpose_batchmatmul: torch's batched GEMM into the permuted output ------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("p1,p2", [([0, 1, 2], [0, 1, 2]), ([1, 0, 2], [0, 2, 1]),
+                                   ([1, 0, 2], [0, 1, 2])])
+@pytest.mark.parametrize("b,m,k,n,f", [(4, 3, 16, 8, 1), (6, 5, 7, 3, 2), (6, 1, 9, 5, 3),
+                                       (2, 3, 4, 6, 4), (3, 0, 4, 5, 1)])
+def test_transpose_batchmatmul(dtype, p1, p2, b, m, k, n, f, device):
+    """Every permutation, odd sizes, a batch split (factor dividing B: a GEMM per split into
+    its part of the output; one that splits a batch, 4 of 2 x 6: the reference), an empty M;
+    the output's shape and strides the fake's."""
+    torch.manual_seed(0)
+    x = rand(b, m, k, dtype=dtype) if p1 == [0, 1, 2] else rand(m, b, k, dtype=dtype)
+    w = rand(b, k, n, dtype=dtype) if p2 == [0, 1, 2] else rand(b, n, k, dtype=dtype)
+    kw = {"perm_x1": p1, "perm_x2": p2, "batch_split_factor": f}
+    _run(K("npu_transpose_batchmatmul"), npu.npu_transpose_batchmatmul, (x, w), kw, device)
+
+
+@pytest.mark.parametrize("packed", [False, True])
+@pytest.mark.parametrize("p1", [[0, 1, 2], [1, 0, 2]])
+def test_transpose_batchmatmul_int8_epilogue(packed, p1, device):
+    """The scale form: the float32 product times the scale (float32, or npu_trans_quant_param's
+    int64), rounded half to even and saturated, stored (M, 1, B * N): within one step where a
+    product sits on a rounding boundary (the GEMM's summation order); saturated values and a
+    NaN (stored 0) exact."""
+    from op_sdk.ops._common import pack_quant_scale
+
+    torch.manual_seed(0)
+    b, m, k, n = 3, 5, 24, 7
+    x = rand(b, m, k, dtype=fp16) if p1 == [0, 1, 2] else rand(m, b, k, dtype=fp16)
+    x.view(-1)[0] = float("nan")
+    w = rand(b, k, n, dtype=fp16)
+    scale = torch.rand(b * n) * 60 + 1  # (products of up to ~10: many saturate)
+    scale = pack_quant_scale(scale) if packed else scale
+    out = _run(K("npu_transpose_batchmatmul"), npu.npu_transpose_batchmatmul, (x, w),
+               {"scale": scale, "perm_x1": p1}, device)
+    y = out[0].cpu()
+    assert y.shape == (m, 1, b * n) and (y.int().abs() >= 127).sum() > 10 and (y[0, 0, :n] == 0).all()
+
+
 # ---- op_sdk::rms_norm_rope: the norm, rounded, then the "half" rotation ----------------------
 
 NORM_ROPE_SHAPES = [((2, 5, 3, 16), (2, 5, 1, 16)), ((2, 3, 5, 8), (1, 1, 5, 8)), ((7, 3, 30), (7, 1, 30)),
