@@ -35,6 +35,7 @@ import torch
 from op_sdk.library import define_op
 from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
+from op_sdk.triton_kernels import TritonKernel
 from op_sdk.ops._common import check
 from op_sdk.ops._formats import (
     FLOAT4_E1M2,
@@ -206,6 +207,30 @@ def dtype_cast_fake(input, dtype, input_dtype=None):
     return input.new_empty(_out_shape(op, input, src, dst), dtype=_out_dtype(dst))
 
 
+def _cuda(op, input, src, dst, fake):
+    """The CUDA kernel (Triton, op_sdk/triton_kernels/cast.py) for the numeric casts between
+    float16 / bfloat16 / float32, the integers and bool; the other formats run the
+    reference."""
+    from op_sdk.triton_kernels import cast
+
+    if not (isinstance(src, torch.dtype) and isinstance(dst, torch.dtype)
+            and src == input.dtype and cast.covers(src, dst)):
+        return _convert(op, input, src, dst)
+    return cast.run(input, fake)
+
+
+def dtype_cast_cuda(input, dtype, input_dtype=None):
+    op = "npu_dtype_cast"
+    src, dst = _source(op, input, input_dtype), _format_of(op, "dtype", dtype)
+    return _cuda(op, input, src, dst, dtype_cast_fake(input, dtype, input_dtype))
+
+
+def private_dtype_cast_cuda(input, dtype):
+    op = "_npu_dtype_cast"
+    src, dst = _source(op, input, None), _format_of(op, "dtype", dtype)
+    return _cuda(op, input, src, dst, private_dtype_cast_fake(input, dtype))
+
+
 def _cast_setup(ctx, inputs, output):
     ctx.in_dtype = inputs[0].dtype
 
@@ -242,6 +267,7 @@ npu_dtype_cast = define_op(
                        requires={"dtype": tuple(sorted(_CAST_TARGETS)) + tuple(sorted(_FLOAT8)),
                                  "input_dtype": None}),
     reference=dtype_cast_reference, fake=dtype_cast_fake,
+    kernels={"cuda": TritonKernel(dtype_cast_cuda)},
     backward=_cast_backward, setup_context=_cast_setup,
     # torch_npu's node names (torchgen over op-plugin's derivatives.yaml, which lists
     # npu_dtype_cast before _npu_dtype_cast: one counter per prefix NpuDtypeCastBackward)
@@ -268,6 +294,7 @@ _npu_dtype_cast = define_op(
     "_npu_dtype_cast(Tensor input, ScalarType dtype) -> Tensor",
     aclnn=AclnnBinding("aclnnCast", outputs=("y",), rename={"self": "input"}),
     reference=private_dtype_cast_reference, fake=private_dtype_cast_fake,
+    kernels={"cuda": TritonKernel(private_dtype_cast_cuda)},
     backward=_private_cast_backward, setup_context=_cast_setup,
     backward_name="NpuDtypeCastBackward1",
     doc="The ScalarType spelling of npu_dtype_cast, as torch_npu's .to() lowers to.",

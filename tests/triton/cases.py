@@ -39,6 +39,7 @@ def triton_cases():
                              {"pertoken_scale": torch.rand(24) + 0.5, "output_dtype": bf16}),
         "npu_transpose_batchmatmul": ((rand(5, 3, 32, dtype=fp16), rand(3, 32, 16, dtype=fp16)),
                                       {"scale": torch.rand(48) + 0.5, "perm_x1": [1, 0, 2]}),
+        "npu_dtype_cast": ((x1, 3), {}),
         "npu_dynamic_mx_quant": ((rand(6, 2 * h, dtype=bf16),), {"dst_type": 292}),
         "npu_rms_norm_dynamic_mx_quant": ((x1, g), {"dst_type": 296, "scale_alg": 0}),
         "npu_add_rms_norm_dynamic_mx_quant": ((x1, x2, g), {"beta": g, "dst_type": 291,

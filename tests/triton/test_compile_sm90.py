@@ -168,6 +168,17 @@ def main() -> int:
             bad = _problems(k.asm["ptx"])
             print(f"_rotary {mode} {dtype}: {', '.join(bad) or 'ok'}")
             failed += bool(bad)
+        # npu_dtype_cast: to a float (through fp32), to an integer (NaN 0), to bool, int -> int
+        from op_sdk.triton_kernels import cast
+
+        for src, dst, kind in ((x, "*fp16", 0), (x, "*i8", 1), (x, "*i1", 2), ("*i64", x, 0),
+                               ("*i32", "*u8", 1)):
+            k = _compile(cast._cast, {"x_ptr": src, "y_ptr": dst, "n": "i32"},
+                         {"SRC_FLOAT": src == x, "DST": kind, "BLOCK": cast.BLOCK,
+                          "WIDE": False})
+            bad = _problems(k.asm["ptx"])
+            print(f"_cast {src} {dst} {dtype}: {', '.join(bad) or 'ok'}")
+            failed += bool(bad)
         if dtype == "fp32":  # npu_transpose_batchmatmul's epilogue (its product is fp32)
             from op_sdk.triton_kernels import bmm
 
@@ -372,7 +383,7 @@ def main() -> int:
 def test_kernels_compile_for_sm90_with_the_contracts_arithmetic():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") == 166, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") == 181, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

@@ -26,7 +26,8 @@ KERNEL = {"npu_rms_norm": "_rows", "npu_gemma_rms_norm": "_rows", "npu_add_rms_n
           "npu_rotary_mul": "_rotary", "npu_rotary_mul_backward": "_rotary_backward",
           "npu_swiglu_quant": "_swiglu_quant",
           "npu_interleave_rope": "_rotary", "npu_apply_rotary_pos_emb": ("_rotary", "_rotary"),
-          "npu_quant_matmul": "_qmm", "npu_transpose_batchmatmul": "_requant", "npu_dynamic_mx_quant": "_mx_rows",
+          "npu_quant_matmul": "_qmm", "npu_transpose_batchmatmul": "_requant",
+          "npu_dtype_cast": "_cast", "npu_dynamic_mx_quant": "_mx_rows",
           "npu_rms_norm_dynamic_mx_quant": "_mx_rows",
           "npu_add_rms_norm_dynamic_mx_quant": "_mx_rows"}  # apply_rotary: query, then key
 # operators whose launchers make real CUDA tensors: traced on a GPU only (none now: the
@@ -152,10 +153,14 @@ def main() -> int:
         report(f"npu_transpose_batchmatmul factor {f} traced into bmm",
                not kernels and "aten.bmm.default" in ops and not any("npu." in o for o in ops),
                (kernels, sorted(ops)))
-    # a reference-only operator on CUDA: its reference's ATen ops
-    kernels, ops = _summary(_trace("npu_dtype_cast", (rand(4, 8, dtype=bf16), torch.float16), {}))
-    report("npu_dtype_cast traced", not kernels and "aten._to_copy.default" in ops
-           and not any("npu." in o for o in ops), (kernels, sorted(ops)))
+    # npu_dtype_cast's numeric casts: one kernel; a float8 target (a form only the reference
+    # computes): the reference's ATen ops
+    kernels, ops = _summary(_trace("npu_dtype_cast", (rand(4, 8, dtype=bf16), 5), {}))
+    report("npu_dtype_cast traced", kernels == ["_cast"] and not any("npu." in o for o in ops),
+           (kernels, sorted(ops)))
+    kernels, ops = _summary(_trace("npu_dtype_cast", (rand(4, 8, dtype=bf16), 292), {}))
+    report("npu_dtype_cast float8 traced", not kernels and not any("npu." in o for o in ops),
+           (kernels, sorted(ops)))
     # opaque: out of INLINE_DEVICES, and on CPU tensors
     args, kw = triton_cases()["npu_add_rms_norm"]
     library.INLINE_DEVICES.discard("cuda")
@@ -183,7 +188,8 @@ def main() -> int:
     def chain(x1, x2, g):
         y, _, x = torch.ops.npu.npu_add_rms_norm(x1, x2, g)
         q, s = torch.ops.npu.npu_dynamic_quant(y)
-        return q, s, torch.ops.npu.npu_dtype_cast(x, torch.float16)
+        # (a float8 target: the cast's reference, no Triton kernel)
+        return q, s, torch.ops.npu.npu_dtype_cast(x, 292)
 
     with library.inline_calls(False):
         gm = _trace_fn(chain, args)
@@ -200,7 +206,7 @@ def main() -> int:
 def test_torch_compile_traces_the_operators_on_cuda():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") >= 39, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") >= 44, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

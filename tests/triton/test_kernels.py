@@ -636,6 +636,58 @@ def test_rotary_mul_backward_mixed_dtypes_and_nonfinite(device):
         torch.testing.assert_close(o, r, rtol=1.6e-2, atol=1e-2, equal_nan=True)
 
 
+# ---- npu_dtype_cast: the numeric casts in one pass, bit for bit ----------------------------
+
+CAST_DTYPES = [fp16, bf16, fp32, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+               torch.bool]
+
+
+def _cast_source(src, dst, shape):
+    """Values of ``src`` that ``dst`` holds where the contract gives a value: a float going to
+    an integer within its range (NaN too: it stores 0), anything else over its own range
+    (integers wrap, floats overflow to inf, NaN / inf kept)."""
+    g = torch.Generator().manual_seed(0)
+    if src == torch.bool:
+        return torch.rand(shape, generator=g) > 0.5
+    if not src.is_floating_point:
+        info = torch.iinfo(src)
+        lo, hi = max(info.min, -2**40), min(info.max, 2**40)
+        return torch.randint(lo, hi, shape, generator=g, dtype=torch.int64).to(src)
+    if dst.is_floating_point or dst == torch.bool:
+        v = torch.randn(shape, generator=g) * 3e4
+        v.view(-1)[:3] = torch.tensor([float("nan"), float("inf"), -0.0])[: v.numel()]
+        return v.to(src)
+    info = torch.iinfo(dst)
+    lo, hi = max(info.min, -60000), min(info.max, 60000)  # (within float16's range too)
+    v = torch.rand(shape, generator=g, dtype=torch.float64) * (hi - lo + 0.99) + lo
+    v = v.to(src).clamp(lo, hi)
+    v.view(-1)[:2] = torch.tensor([float("nan"), -0.75])[: v.numel()]
+    return v
+
+
+@pytest.mark.parametrize("src", CAST_DTYPES)
+@pytest.mark.parametrize("dst", CAST_DTYPES)
+def test_dtype_cast_numeric_is_bit_exact(src, dst, device):
+    """Every pair of float16 / bfloat16 / float32, the integers and bool, on an odd 3-D shape
+    read through a transposed view, against the reference; through both spellings."""
+    x = _cast_source(src, dst, (3, 37, 5)).transpose(0, 2)
+    for name, args in (("npu_dtype_cast", (x, _DTYPE_CODES[dst])), ("_npu_dtype_cast", (x, dst))):
+        _run(K(name), getattr(npu, name), args, {}, device, exact=(0,))
+
+
+_DTYPE_CODES = {torch.uint8: 0, torch.int8: 1, torch.int16: 2, torch.int32: 3, torch.int64: 4,
+                fp16: 5, fp32: 6, torch.bool: 11, bf16: 15}
+
+
+def test_dtype_cast_empty_and_other_formats(device):
+    """An empty input; float64 and the float8 / 950 targets run the reference."""
+    _run(K("npu_dtype_cast"), npu.npu_dtype_cast, (torch.zeros(0, 4, dtype=bf16), 3), {}, device,
+         exact=(0,))
+    x = rand(4, 8, dtype=bf16)
+    for code in (7, 292, 290, 296):
+        _run(K("npu_dtype_cast"), npu.npu_dtype_cast, (x, code), {}, device, exact=(0,))
+
+
 # ---- npu_transpose_batchmatmul: torch's batched GEMM into the permuted output ------------
 
 @pytest.mark.parametrize("dtype", DTYPES)
