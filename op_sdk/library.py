@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import sys
 import threading
 import warnings
@@ -372,10 +373,27 @@ def _inline_when_compiled(opdef: OpDef, device: str, lib: torch.library.Library,
                 or any(t is not torch.Tensor and not issubclass(t, known) for t in types)
                 or tensors_device(torch.utils._pytree.tree_leaves((args, kwargs))) != device):
             return mode.__torch_dispatch__(func, types, args, kwargs)
-        with mode:
-            return kernel(*args, **kwargs)
+        try:
+            with mode:
+                return kernel(*args, **kwargs)
+        except Exception as exc:
+            if not isinstance(exc, _data_dependent()):
+                raise
+            # a form whose rules read values (MoE group_index counts, ...): a traced graph
+            # cannot hold the read, so the call stays one call (what it traced so far has no
+            # user and is dropped as dead code)
+            return mode.__torch_dispatch__(func, types, args, kwargs)
 
     torch.library.register_torch_dispatch(opdef.qualname, FunctionalTensorMode, rule, lib=lib)
+
+
+@functools.lru_cache(maxsize=None)
+def _data_dependent() -> tuple[type, ...]:
+    """What tracing raises where a kernel's rules read a value."""
+    from torch._subclasses.fake_tensor import DataDependentOutputException
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    return (DataDependentOutputException, GuardOnDataDependentSymNode)
 
 
 REFERENCE_NAMESPACE = "op_sdk_reference"

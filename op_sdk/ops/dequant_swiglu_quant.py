@@ -44,7 +44,8 @@ and ops-nn's documents allow it: op_sdk allows it (per group); upstream's golden
 swiglu_mode 2 as mode 0 where the documents clip it: op_sdk clips.
 
 Native CPU kernel: csrc/dequant_swiglu_quant.cpp (kernels/swiglu.h), every form without
-group_index; MoE groups run the reference. CUDA: Triton (op_sdk/triton_kernels/swiglu.py).
+group_index; MoE groups run the reference. CUDA: Triton (op_sdk/triton_kernels/swiglu.py),
+every form, MoE groups too.
 """
 
 from __future__ import annotations
@@ -248,14 +249,15 @@ def dequant_swiglu_quant_fake(x, *, weight_scale=None, activation_scale=None, bi
 
 
 def dequant_swiglu_quant_cuda(x, **kw):
-    """The CUDA kernel (Triton, op_sdk/triton_kernels/swiglu.py) without group_index; MoE
-    groups run the reference."""
+    """The CUDA kernel (Triton, op_sdk/triton_kernels/swiglu.py), MoE groups too: each row's
+    group from the reference's rule (``row_groups``, which checks group_index's values: a
+    read back)."""
     from op_sdk.triton_kernels import swiglu
 
-    if kw.get("group_index") is not None:
-        return dequant_swiglu_quant_reference(x, **kw)
     y, scale = dequant_swiglu_quant_fake(x, **kw)
-    return swiglu.run_dequant_quant(x, y, scale, **kw)
+    gi = kw.get("group_index")
+    groups = row_groups(gi, x.shape[:-1].numel()) if gi is not None else None
+    return swiglu.run_dequant_quant(x, y, scale, groups=groups, **kw)
 
 
 # ---- the unfused spelling: the int32 accumulator dequantised, SwiGLU, dynamic int8 ----------

@@ -108,6 +108,16 @@ def check_group_index_values(op: str, group_index: torch.Tensor, rows: int) -> N
           f"last value must equal the number of rows {rows}, got {int(g[-1])}")
 
 
+def group_rows(op: str, group_index: torch.Tensor, rows: int) -> torch.Tensor:
+    """Each row's MoE group from group_index's cumulative end rows (after its data rules),
+    for the reference and the CUDA kernel alike."""
+    check_group_index_values(op, group_index, rows)
+    counts = torch.diff(group_index.to(torch.int64),
+                        prepend=group_index.new_zeros(1, dtype=torch.int64))
+    return torch.repeat_interleave(torch.arange(group_index.shape[0], device=group_index.device),
+                                   counts)
+
+
 def _dynamic_quant_shapes(input, quant_mode, code):
     y_shape = list(input.shape)
     if code == QUINT4X2:
@@ -135,11 +145,7 @@ def dynamic_quant_reference(input, *, smooth_scales=None, group_index=None, dst_
     s = input.float()
     if group_index is not None:
         rows = s.reshape(input.shape[:-1].numel(), h)
-        check_group_index_values("npu_dynamic_quant", group_index, rows.shape[0])
-        counts = torch.diff(group_index.to(torch.int64),
-                            prepend=group_index.new_zeros(1, dtype=torch.int64))
-        group_of_row = torch.repeat_interleave(
-            torch.arange(group_index.shape[0], device=input.device), counts)
+        group_of_row = group_rows("npu_dynamic_quant", group_index, rows.shape[0])
         s = (rows * smooth_scales.float()[group_of_row]).reshape(input.shape)
     elif smooth_scales is not None and quant_mode == "perchannel":
         s = s * smooth_scales.float().unsqueeze(-1)
@@ -181,8 +187,9 @@ def _dynamic_quant_outputs(input, quant_mode, code):
 def dynamic_quant_cuda(input, *, smooth_scales=None, group_index=None, dst_type=None,
                        quant_mode="pertoken", dst_type_max=0.0):
     """The CUDA kernel (Triton, op_sdk/triton_kernels/norm.py) per token, with or without
-    smooth_scales, to int8, int4 or float8; HiFloat8 outputs, the per-tensor / per-channel
-    modes, MoE groups, empty rows and rows longer than its MAX_ROW run the reference."""
+    smooth_scales (one set, or a MoE group's), to int8, int4 or float8; HiFloat8 outputs,
+    the per-tensor / per-channel modes, empty rows and rows longer than its MAX_ROW run the
+    reference."""
     from op_sdk.triton_kernels import norm
 
     kw = {"smooth_scales": smooth_scales, "group_index": group_index, "dst_type": dst_type,
@@ -190,11 +197,13 @@ def dynamic_quant_cuda(input, *, smooth_scales=None, group_index=None, dst_type=
     code = check_dynamic_quant(input, smooth_scales, group_index, dst_type, quant_mode,
                                dst_type_max)
     n = input.shape[-1]
-    if code not in norm.DYNAMIC_DST or quant_mode != "pertoken" or group_index is not None \
-            or not norm.fits(n):
+    if code not in norm.DYNAMIC_DST or quant_mode != "pertoken" or not norm.fits(n):
         return dynamic_quant_reference(input, **kw)
+    groups = None
+    if group_index is not None:
+        groups = group_rows("npu_dynamic_quant", group_index, input.shape[:-1].numel())
     return norm.run(_dynamic_quant_outputs(input, quant_mode, code), input, n, quant=2,
-                    s1=smooth_scales, q1=0, c1=1, dst=norm.DYNAMIC_DST[code])
+                    s1=smooth_scales, q1=0, c1=1, dst=norm.DYNAMIC_DST[code], groups=groups)
 
 
 # the aclnn API the binding calls: its GetWorkspaceSize prototype, as CANN declares it

@@ -27,7 +27,7 @@ document and op-plugin's own test golden (test_npu_swiglu_quant.py):
 
 Native CPU kernel: csrc/swiglu_quant.cpp (over kernels/swiglu.h), every form without
 group_index; MoE groups run the reference. CUDA kernel: Triton
-(op_sdk/triton_kernels/swiglu.py), the same forms.
+(op_sdk/triton_kernels/swiglu.py), every form, MoE groups too.
 """
 
 from __future__ import annotations
@@ -145,20 +145,23 @@ def swiglu_quant_fake(x, *, smooth_scales=None, offsets=None, group_index=None,
 
 def swiglu_quant_cuda(x, *, smooth_scales=None, offsets=None, group_index=None,
                       activate_left=False, quant_mode=0, group_list_type=0, dst_type=None):
-    """The CUDA kernel (Triton, op_sdk/triton_kernels/swiglu.py) for one group (no
-    group_index); MoE groups run the reference."""
+    """The CUDA kernel (Triton, op_sdk/triton_kernels/swiglu.py), MoE groups too: each row's
+    group from the reference's rule (``_group_rows``, which checks group_index's values: a
+    read back)."""
     from op_sdk.triton_kernels import swiglu
 
-    if group_index is not None:
-        return swiglu_quant_reference(
-            x, smooth_scales=smooth_scales, offsets=offsets, group_index=group_index,
-            activate_left=activate_left, quant_mode=quant_mode, group_list_type=group_list_type,
-            dst_type=dst_type)
     y, scale = swiglu_quant_fake(x, smooth_scales=smooth_scales, offsets=offsets,
-                                 activate_left=activate_left, quant_mode=quant_mode,
-                                 group_list_type=group_list_type, dst_type=dst_type)
+                                 group_index=group_index, activate_left=activate_left,
+                                 quant_mode=quant_mode, group_list_type=group_list_type,
+                                 dst_type=dst_type)
+    groups = None
+    if group_index is not None:
+        groups = _group_rows(group_index, group_list_type, x.shape[:-1].numel())
+        if smooth_scales is None:  # (groups only choose smooth_scales / offsets)
+            groups = None
     return swiglu.run_quant(x, y, scale, y.shape[-1], smooth_scales,
-                            offsets if quant_mode == 0 else None, activate_left, quant_mode == 1)
+                            offsets if quant_mode == 0 else None, activate_left, quant_mode == 1,
+                            groups)
 
 
 # ---- the unfused spelling: SwiGLU, then per-token dynamic int8 --------------------------------

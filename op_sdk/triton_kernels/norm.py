@@ -113,12 +113,12 @@ def _dynamic_branch(v, m_ptr, q_ptr, scale_ptr, row, offs, mask, HAS_M: tl.const
 @triton.jit
 def _rows(x1_ptr, x2_ptr, g_ptr, b_ptr, y_ptr, yf_ptr, xo_ptr, rstd_ptr,
           s1_ptr, z1_ptr, q1_ptr, c1_ptr, s2_ptr, z2_ptr, q2_ptr, c2_ptr,
-          rows, n, nf, eps, programs,
+          grp_ptr, rows, n, nf, eps, programs,
           ADD: tl.constexpr, NORM: tl.constexpr, BETA: tl.constexpr, Y: tl.constexpr,
           YF: tl.constexpr, XO: tl.constexpr, RSTD: tl.constexpr, QUANT: tl.constexpr,
           Q1: tl.constexpr, Q2: tl.constexpr, S1: tl.constexpr, S2: tl.constexpr,
           Z1: tl.constexpr, Z2: tl.constexpr, DIV: tl.constexpr, F16: tl.constexpr,
-          DST: tl.constexpr, BLOCK: tl.constexpr):
+          DST: tl.constexpr, GROUPS: tl.constexpr, BLOCK: tl.constexpr):
     # QUANT: 0 none, 1 static (scales s*, zero points z*), 2 dynamic (smooth scales s*,
     # scales out c*); Q1 / Q2: the branch runs
     offs = tl.arange(0, BLOCK)
@@ -159,7 +159,10 @@ def _rows(x1_ptr, x2_ptr, g_ptr, b_ptr, y_ptr, yf_ptr, xo_ptr, rstd_ptr,
                                BLOCK)
         if QUANT == 2:
             if Q1:
-                _dynamic_branch(v, s1_ptr, q1_ptr + qbase, c1_ptr, row, offs, mask, S1, DST,
+                m1 = s1_ptr
+                if GROUPS:  # (MoE: the row's group's smooth scales, grp_ptr its group)
+                    m1 = s1_ptr + tl.load(grp_ptr + row) * n
+                _dynamic_branch(v, m1, q1_ptr + qbase, c1_ptr, row, offs, mask, S1, DST,
                                 BLOCK)
             if Q2:
                 _dynamic_branch(v, s2_ptr, q2_ptr + qbase, c2_ptr, row, offs, mask, S2, DST,
@@ -168,7 +171,7 @@ def _rows(x1_ptr, x2_ptr, g_ptr, b_ptr, y_ptr, yf_ptr, xo_ptr, rstd_ptr,
 
 def _launch(x1, n, *, x2=None, gamma=None, beta=None, y=None, yf=None, xo=None, rstd=None,
             quant=0, s1=None, z1=None, q1=None, c1=None, s2=None, z2=None, q2=None, c2=None,
-            div_mode=True, f16=False, dst=0, eps=1e-6):
+            div_mode=True, f16=False, dst=0, groups=None, eps=1e-6):
     """Run ``_rows`` over the rows of ``x1`` (every tensor dense, rows of ``n``)."""
     rows = x1.numel() // n
     if rows == 0:
@@ -178,12 +181,12 @@ def _launch(x1, n, *, x2=None, gamma=None, beta=None, y=None, yf=None, xo=None, 
     tensors = (x2, gamma, beta, y, yf, xo, rstd, s1, z1, q1, c1, s2, z2, q2, c2)
     launch(
         _rows, cfg["grid"], x1, *(x1 if t is None else t for t in tensors),  # a switched-off pointer is never read
-        rows, n, float(n), float(eps), cfg["programs"],
+        x1 if groups is None else groups, rows, n, float(n), float(eps), cfg["programs"],
         ADD=x2 is not None, NORM=gamma is not None, BETA=beta is not None, Y=y is not None,
         YF=yf is not None, XO=xo is not None, RSTD=rstd is not None, QUANT=quant,
         Q1=q1 is not None, Q2=q2 is not None, S1=s1 is not None, S2=s2 is not None,
         Z1=z1 is not None, Z2=z2 is not None, DIV=bool(div_mode), F16=bool(f16), DST=dst,
-        BLOCK=block,
+        GROUPS=groups is not None, BLOCK=block,
         num_warps=cfg["num_warps"])
 
 
@@ -216,12 +219,14 @@ def run(outs, x1, n, **kw):
     tensors or None), the outputs (``y``, ``yf``, ``xo``, ``rstd``, ``q1``, ``c1``, ``q2``,
     ``c2``: an index into ``outs`` or None), ``quant``, ``div_mode``, ``f16`` (the static
     branches round to float16 before the integer rounding), ``dst`` (the branches' output:
-    ``DYNAMIC_DST``, ``STATIC_DST``), ``eps``."""
+    ``DYNAMIC_DST``, ``STATIC_DST``), ``groups`` (each row's MoE group: the first dynamic
+    branch's smooth scales are its group's row of ``s1``), ``eps``."""
     out = Outputs(*outs)
     args = {k: (rows_of(v, n) if k == "x2" else v.contiguous()) for k, v in kw.items()
             if k in _INPUTS and v is not None}
     args.update({k: _bits(out.bufs[v]) for k, v in kw.items()
                  if k in _OUTPUTS and v is not None})
-    args.update({k: v for k, v in kw.items() if k in ("quant", "div_mode", "f16", "dst", "eps")})
+    args.update({k: v for k, v in kw.items()
+                 if k in ("quant", "div_mode", "f16", "dst", "groups", "eps")})
     _launch(rows_of(x1, n), n, **args)
     return out.done()

@@ -67,17 +67,35 @@ def _row_param(ptr, offs, mask, KIND: tl.constexpr):
 
 
 @triton.jit
-def _swiglu_quant(x_ptr, sm_ptr, of_ptr, q_ptr, scale_ptr, rows, n, programs,
+def _group_param(ptr, g, n, offs, mask, other, KIND: tl.constexpr):
+    # MoE group g's parameter (KIND as _row_param's; a row after the last group, g = -1,
+    # gets ``other``: its value is left as it is)
+    if KIND == 1:
+        return tl.load(ptr + tl.maximum(g, 0) * n + offs, mask=mask & (g >= 0), other=other)
+    else:
+        return tl.where(g >= 0, tl.load(ptr + tl.maximum(g, 0)), other)
+
+
+@triton.jit
+def _swiglu_quant(x_ptr, sm_ptr, of_ptr, g_ptr, q_ptr, scale_ptr, rows, n, programs,
                   LEFT: tl.constexpr, SMOOTH: tl.constexpr, OFFSET: tl.constexpr,
-                  DYNAMIC: tl.constexpr, BLOCK: tl.constexpr):
-    # SMOOTH / OFFSET: 0 none, 1 per channel (N values), 2 per tensor (one value)
+                  DYNAMIC: tl.constexpr, GROUPS: tl.constexpr, BLOCK: tl.constexpr):
+    # SMOOTH / OFFSET: 0 none, 1 per channel (N values), 2 per tensor (one value); GROUPS:
+    # each row's MoE group read from g_ptr (-1: after the last group, not smoothed)
     offs = tl.arange(0, BLOCK)
     mask = offs < n
-    if SMOOTH > 0:
-        sm = _row_param(sm_ptr, offs, mask, SMOOTH)
-    if OFFSET > 0:
-        of = _row_param(of_ptr, offs, mask, OFFSET)
+    if not GROUPS:
+        if SMOOTH > 0:
+            sm = _row_param(sm_ptr, offs, mask, SMOOTH)
+        if OFFSET > 0:
+            of = _row_param(of_ptr, offs, mask, OFFSET)
     for row in range(tl.program_id(0), rows, programs):
+        if GROUPS:
+            g = tl.load(g_ptr + row)
+            if SMOOTH > 0:
+                sm = _group_param(sm_ptr, g, n, offs, mask, 1.0, SMOOTH)
+            if OFFSET > 0:
+                of = _group_param(of_ptr, g, n, offs, mask, 0.0, OFFSET)
         at = tl.cast(row, tl.int64) * (2 * n) + offs
         a = tl.load(x_ptr + at, mask=mask, other=0.0).to(tl.float32)
         b = tl.load(x_ptr + at + n, mask=mask, other=0.0).to(tl.float32)
@@ -152,13 +170,17 @@ def _dequant_half(x_ptr, ws_ptr, bi_ptr, bf_ptr, act, at, pos, mask, WS: tl.cons
 
 
 @triton.jit
-def _dequant_swiglu_quant(x_ptr, ws_ptr, act_ptr, bi_ptr, bf_ptr, qs_ptr, qo_ptr, q_ptr,
+def _dequant_swiglu_quant(x_ptr, ws_ptr, act_ptr, bi_ptr, bf_ptr, qs_ptr, qo_ptr, g_ptr, q_ptr,
                           scale_ptr, rows, n, programs, neg_alpha, limit, glu_bias,
+                          ws_g, bi_g, qs_g, qo_g,
                           MODE: tl.constexpr, LEFT: tl.constexpr, WS: tl.constexpr,
                           ACT: tl.constexpr, BIAS: tl.constexpr, QS: tl.constexpr,
-                          QO: tl.constexpr, DYNAMIC: tl.constexpr, BLOCK: tl.constexpr):
-    # npu_dequant_swiglu_quant of rows of 2N, one group: A / B the halves (MODE 0 / 2; LEFT
-    # picks A) or the even / odd elements (MODE 1); QS / QO: 0 none, 1 per channel, 2 one value
+                          QO: tl.constexpr, DYNAMIC: tl.constexpr, GROUPS: tl.constexpr,
+                          BLOCK: tl.constexpr):
+    # npu_dequant_swiglu_quant of rows of 2N: A / B the halves (MODE 0 / 2; LEFT picks A) or
+    # the even / odd elements (MODE 1); QS / QO: 0 none, 1 per channel, 2 one value. GROUPS:
+    # each row's MoE group read from g_ptr (-1 past the groups: y 0, scale 0), a parameter's
+    # group g at g * its *_g elements (0: one for every group)
     offs = tl.arange(0, BLOCK)
     mask = offs < n
     if MODE == 1:
@@ -170,17 +192,28 @@ def _dequant_swiglu_quant(x_ptr, ws_ptr, act_ptr, bi_ptr, bf_ptr, qs_ptr, qo_ptr
     else:
         pa = offs + n
         pb = offs
-    if QS > 0:
-        qs = _row_param(qs_ptr, offs, mask, QS)
-    if QO > 0:
-        qo = _row_param(qo_ptr, offs, mask, QO)
+    if not GROUPS:
+        if QS > 0:
+            qs = _row_param(qs_ptr, offs, mask, QS)
+        if QO > 0:
+            qo = _row_param(qo_ptr, offs, mask, QO)
     for row in range(tl.program_id(0), rows, programs):
         base = tl.cast(row, tl.int64) * (2 * n)
         act = 1.0
         if ACT:
             act = tl.load(act_ptr + row)
-        a = _dequant_half(x_ptr, ws_ptr, bi_ptr, bf_ptr, act, base + pa, pa, mask, WS, ACT, BIAS)
-        b = _dequant_half(x_ptr, ws_ptr, bi_ptr, bf_ptr, act, base + pb, pb, mask, WS, ACT, BIAS)
+        if GROUPS:
+            g = tl.load(g_ptr + row)
+            gi = tl.maximum(g, 0)
+            ws_row, bi_row, bf_row = ws_ptr + gi * ws_g, bi_ptr + gi * bi_g, bf_ptr + gi * bi_g
+            if QS > 0:
+                qs = _row_param(qs_ptr + gi * qs_g, offs, mask, QS)
+            if QO > 0:
+                qo = _row_param(qo_ptr + gi * qo_g, offs, mask, QO)
+        else:
+            ws_row, bi_row, bf_row = ws_ptr, bi_ptr, bf_ptr
+        a = _dequant_half(x_ptr, ws_row, bi_row, bf_row, act, base + pa, pa, mask, WS, ACT, BIAS)
+        b = _dequant_half(x_ptr, ws_row, bi_row, bf_row, act, base + pb, pb, mask, WS, ACT, BIAS)
         if MODE == 0:
             t = mul(a * _sigmoid(a), b, mask)
         else:
@@ -190,22 +223,29 @@ def _dequant_swiglu_quant(x_ptr, ws_ptr, act_ptr, bi_ptr, bf_ptr, qs_ptr, qo_ptr
             if QS > 0:
                 t = mul(t, qs, mask)
             amax = absmax(t, mask)
-            tl.store(q_ptr + out, store_int8(t * div(127.0, amax)), mask=mask)
-            tl.store(scale_ptr + row, div(amax, 127.0))
+            q = store_int8(t * div(127.0, amax))
+            sc = div(amax, 127.0)
         else:
             if QS > 0:
                 t = div(t, qs)
             if QO > 0:
                 t = t + qo
-            tl.store(q_ptr + out, store_int8(t), mask=mask)
-            tl.store(scale_ptr + row, 0.0)
+            q = store_int8(t)
+            sc = 0.0
+        if GROUPS:  # (rows past the groups: 0)
+            q = tl.where(g >= 0, q, 0)
+            sc = tl.where(g >= 0, sc, 0.0)
+        tl.store(q_ptr + out, q, mask=mask)
+        tl.store(scale_ptr + row, sc)
 
 
 def run_dequant_quant(x, y, scale, *, weight_scale=None, activation_scale=None, bias=None,
                       quant_scale=None, quant_offset=None, activate_left=False, quant_mode=0,
-                      swiglu_mode=0, clamp_limit=7.0, glu_alpha=1.702, glu_bias=1.0, **_):
-    """npu_dequant_swiglu_quant of ``x`` (rows of 2N, one group) into ``y`` / ``scale`` (the
-    fake's allocations); float parameters read as float32; returns (y, scale)."""
+                      swiglu_mode=0, clamp_limit=7.0, glu_alpha=1.702, glu_bias=1.0,
+                      groups=None, **_):
+    """npu_dequant_swiglu_quant of ``x`` (rows of 2N) into ``y`` / ``scale`` (the fake's
+    allocations); float parameters read as float32, each of one group or (with ``groups``,
+    each row's group, -1 past them: ``row_groups``) of G; returns (y, scale)."""
     o = Outputs(y, scale)
     n = y.shape[-1]
     rows = x.numel() // (2 * n)
@@ -218,17 +258,29 @@ def run_dequant_quant(x, y, scale, *, weight_scale=None, activation_scale=None, 
             return x if t is None else t.float().contiguous()
 
         int_bias = bias is not None and bias.dtype == torch.int32
+
+        def per_group(t, width):  # elements between two groups' values (0: one shared)
+            if groups is None or t is None:
+                return 0
+            return width if t.dim() == 2 else (1 if width == 1 else 0)
+
         launch(_dequant_swiglu_quant, cfg["grid"], rows_of(x, 2 * n), f32(weight_scale),
                f32(activation_scale), bias.contiguous() if int_bias else x,
                x if int_bias else f32(bias), f32(quant_scale),
-               x if dynamic else f32(quant_offset), o.bufs[0], o.bufs[1], rows, n,
+               x if dynamic else f32(quant_offset), x if groups is None else groups.contiguous(),
+               o.bufs[0], o.bufs[1], rows, n,
                cfg["programs"], -float(glu_alpha), float(clamp_limit), float(glu_bias),
+               per_group(weight_scale, 2 * n), per_group(bias, 2 * n),
+               per_group(quant_scale, n if _per_param(quant_scale, n, dynamic) == 1 else 1),
+               0 if dynamic else per_group(quant_offset,
+                                           n if _per_param(quant_offset, n, False) == 1 else 1),
                MODE=int(swiglu_mode), LEFT=bool(activate_left), WS=weight_scale is not None,
                ACT=activation_scale is not None,
                BIAS=0 if bias is None else (1 if int_bias else 2),
                QS=_per_param(quant_scale, n, dynamic),
                QO=0 if dynamic else _per_param(quant_offset, n, False),
-               DYNAMIC=dynamic, BLOCK=block, num_warps=cfg["num_warps"])
+               DYNAMIC=dynamic, GROUPS=groups is not None, BLOCK=block,
+               num_warps=cfg["num_warps"])
     return o.done()
 
 
@@ -280,13 +332,17 @@ def run_backward(grad_output, input, out, dim):
     return o.done()[0]
 
 
-def _per(t):
-    return 0 if t is None else (1 if t.numel() > 1 else 2)
+def _per(t, grouped=False):
+    """0 absent, 1 per channel, 2 one value (a group's: (G,) of G groups)."""
+    if t is None:
+        return 0
+    return 1 if (t.dim() == 2 if grouped else t.numel() > 1) else 2
 
 
-def run_quant(x, y, scale, n, smooth_scales, offsets, activate_left, dynamic):
-    """npu_swiglu_quant of ``x`` (rows of 2N, one group) into ``y`` / ``scale`` (the fake's
-    allocations): smooth_scales and offsets of N values or one (None: not applied);
+def run_quant(x, y, scale, n, smooth_scales, offsets, activate_left, dynamic, groups=None):
+    """npu_swiglu_quant of ``x`` (rows of 2N) into ``y`` / ``scale`` (the fake's
+    allocations): smooth_scales and offsets of N values or one per group (None: not
+    applied), ``groups`` each row's group (int64, -1 after the last; None: one group);
     returns (y, scale)."""
     o = Outputs(y, scale)
     rows = x.numel() // (2 * n)
@@ -295,8 +351,11 @@ def run_quant(x, y, scale, n, smooth_scales, offsets, activate_left, dynamic):
         cfg = row_launch(rows, 2 * block, x.element_size(), x.device, quant=True)  # both halves
         sm = x if smooth_scales is None else smooth_scales.contiguous()
         of = x if offsets is None else offsets.contiguous()  # a switched-off pointer is never read
-        launch(_swiglu_quant, cfg["grid"], rows_of(x, 2 * n), sm, of, o.bufs[0], o.bufs[1], rows,
-               n, cfg["programs"], LEFT=bool(activate_left), SMOOTH=_per(smooth_scales),
-               OFFSET=_per(offsets), DYNAMIC=bool(dynamic), BLOCK=block,
+        gr = x if groups is None else groups.contiguous()
+        launch(_swiglu_quant, cfg["grid"], rows_of(x, 2 * n), sm, of, gr, o.bufs[0], o.bufs[1],
+               rows, n, cfg["programs"], LEFT=bool(activate_left),
+               SMOOTH=_per(smooth_scales, groups is not None), OFFSET=_per(offsets,
+                                                                          groups is not None),
+               DYNAMIC=bool(dynamic), GROUPS=groups is not None, BLOCK=block,
                num_warps=cfg["num_warps"])
     return o.done()

@@ -19,7 +19,7 @@ from tests.triton.child import run_module
 
 OFF = dict(ADD=False, NORM=False, BETA=False, Y=False, YF=False, XO=False, RSTD=False, QUANT=0,
            Q1=False, Q2=False, S1=False, S2=False, Z1=False, Z2=False, DIV=True, F16=False,
-           DST=0)
+           DST=0, GROUPS=False)
 # the switches each launcher of op_sdk/triton_kernels/norm.py sets (norm._launch's keywords)
 ROWS = {
     "rms_norm": dict(NORM=True, Y=True, RSTD=True),
@@ -55,7 +55,7 @@ def _rows_types(x):
     t.update({"yf_ptr": "*fp32", "rstd_ptr": "*fp32", "s1_ptr": "*fp32", "z1_ptr": "*i32",
               "q1_ptr": "*i8", "c1_ptr": "*fp32", "s2_ptr": "*fp32", "z2_ptr": "*i32",
               "q2_ptr": "*i8", "c2_ptr": "*fp32", "rows": "i32", "n": "i32", "nf": "fp32",
-              "eps": "fp32", "programs": "i32"})
+              "eps": "fp32", "programs": "i32", "grp_ptr": "*i64"})
     return t
 
 
@@ -128,11 +128,12 @@ def main() -> int:
                              ("add_rms_norm_dynamic_quant_int4", 1, "*i32"),
                              ("add_rms_norm_quant_div_e4m3", 2, "*u8"),
                              ("add_rms_norm_quant_mul_two_beta_e5m2", 3, "*u8"),
-                             ("rms_norm_quant_int4", 1, "*i32")):
-            switches = dict(ROWS[name.rsplit("_", 1)[0]], DST=dst)
+                             ("rms_norm_quant_int4", 1, "*i32"),
+                             ("dynamic_quant_moe", 0, "*i8")):
+            switches = dict(ROWS[name.rsplit("_", 1)[0]], DST=dst, GROUPS=name.endswith("moe"))
             k = _compile(norm._rows, dict(_rows_types(dtype), q1_ptr=q, q2_ptr=q),
                          dict(OFF, **switches, BLOCK=4096))
-            bad = _problems(k.asm["ptx"], rne=dst == 1)  # (float8: bit arithmetic)
+            bad = _problems(k.asm["ptx"], rne=dst < 2)  # (float8: bit arithmetic)
             print(f"_rows {name} {dtype}: {', '.join(bad) or 'ok'}")
             failed += bool(bad)
         x = f"*{dtype}"
@@ -205,15 +206,19 @@ def main() -> int:
         bad = _problems(k.asm["ptx"])
         print(f"_rms_norm_rope {dtype}: {', '.join(bad) or 'ok'}")
         failed += bool(bad)
-        for left, smooth, offset, dynamic in ((True, 0, 0, True), (False, 1, 0, True),
-                                              (True, 1, 1, False), (False, 2, 2, False)):
+        for left, smooth, offset, dynamic, groups in (
+                (True, 0, 0, True, False), (False, 1, 0, True, False),
+                (True, 1, 1, False, False), (False, 2, 2, False, False),
+                (True, 1, 0, True, True), (False, 2, 2, False, True)):
             k = _compile(swiglu._swiglu_quant, {"x_ptr": x, "sm_ptr": "*fp32", "of_ptr": "*fp32",
-                                                "q_ptr": "*i8", "scale_ptr": "*fp32",
-                                                "rows": "i32", "n": "i32", "programs": "i32"},
+                                                "g_ptr": "*i64", "q_ptr": "*i8",
+                                                "scale_ptr": "*fp32", "rows": "i32", "n": "i32",
+                                                "programs": "i32"},
                          {"LEFT": left, "SMOOTH": smooth, "OFFSET": offset, "DYNAMIC": dynamic,
-                          "BLOCK": 2048})
+                          "GROUPS": groups, "BLOCK": 2048})
             bad = _problems(k.asm["ptx"], rne=True)
-            print(f"_swiglu_quant {left} {smooth} {offset} {dynamic} {dtype}: {', '.join(bad) or 'ok'}")
+            print(f"_swiglu_quant {left} {smooth} {offset} {dynamic} {groups} {dtype}: "
+                  f"{', '.join(bad) or 'ok'}")
             failed += bool(bad)
     # npu_kv_rmsnorm_rope_cache: float / int8 caches, row-major / FRACTAL_NZ
     from op_sdk.triton_kernels import kv_cache
@@ -284,16 +289,23 @@ def main() -> int:
     dq_types = {"ws_ptr": "*fp32", "act_ptr": "*fp32", "bi_ptr": "*i32", "bf_ptr": "*fp32",
                 "qs_ptr": "*fp32", "qo_ptr": "*fp32", "q_ptr": "*i8", "scale_ptr": "*fp32",
                 "rows": "i32", "n": "i32", "programs": "i32", "neg_alpha": "fp32",
-                "limit": "fp32", "glu_bias": "fp32"}
-    for x, mode, left, dq, bias, qs, qo, dynamic in (
-            ("i32", 0, True, True, 1, 1, 0, True), ("i32", 1, False, True, 2, 0, 0, True),
-            ("i32", 2, True, True, 0, 1, 1, False), ("i32", 0, False, True, 2, 0, 2, False),
-            ("bf16", 1, True, False, 0, 2, 2, False), ("fp16", 2, False, False, 0, 1, 0, True)):
+                "limit": "fp32", "glu_bias": "fp32", "g_ptr": "*i64", "ws_g": "i32",
+                "bi_g": "i32", "qs_g": "i32", "qo_g": "i32"}
+    for x, mode, left, dq, bias, qs, qo, dynamic, groups in (
+            ("i32", 0, True, True, 1, 1, 0, True, False),
+            ("i32", 1, False, True, 2, 0, 0, True, False),
+            ("i32", 2, True, True, 0, 1, 1, False, False),
+            ("i32", 0, False, True, 2, 0, 2, False, False),
+            ("bf16", 1, True, False, 0, 2, 2, False, False),
+            ("fp16", 2, False, False, 0, 1, 0, True, False),
+            ("i32", 0, True, True, 1, 1, 0, True, True),
+            ("i32", 1, False, True, 2, 2, 2, False, True)):
         k = _compile(swiglu._dequant_swiglu_quant, dict(dq_types, x_ptr=f"*{x}"),
                      {"MODE": mode, "LEFT": left, "WS": dq, "ACT": dq, "BIAS": bias, "QS": qs,
-                      "QO": qo, "DYNAMIC": dynamic, "BLOCK": 2048})
+                      "QO": qo, "DYNAMIC": dynamic, "GROUPS": groups, "BLOCK": 2048})
         bad = _problems(k.asm["ptx"], rne=True)
-        print(f"_dequant_swiglu_quant {x} {mode} {bias} {qs} {qo} {dynamic}: {', '.join(bad) or 'ok'}")
+        print(f"_dequant_swiglu_quant {x} {mode} {bias} {qs} {qo} {dynamic} {groups}: "
+              f"{', '.join(bad) or 'ok'}")
         failed += bool(bad)
     # the MX operators: npu_dynamic_mx_quant's destinations, scale_algs and float4 round
     # modes, then the fused norms (op_sdk/triton_kernels/mx.py)
@@ -383,7 +395,7 @@ def main() -> int:
 def test_kernels_compile_for_sm90_with_the_contracts_arithmetic():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") == 181, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") == 192, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

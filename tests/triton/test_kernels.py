@@ -404,6 +404,27 @@ def test_add_rms_norm_dynamic_quant_int4_and_float8(dst, dtype, sm2, device):
         torch.testing.assert_close(o, r, rtol=1e-6, atol=0.0)
 
 
+@pytest.mark.parametrize("dst", [None, torch.quint4x2, 292])
+@pytest.mark.parametrize("dtype", [bf16, fp16])
+@pytest.mark.parametrize("index", [[2, 2, 7], [7], [0, 3, 7]])
+def test_dynamic_quant_moe_groups_are_bit_exact(dst, dtype, index, device):
+    """MoE group_index (cumulative end rows): each row smoothed by its group's row of
+    smooth_scales, empty groups included; bit for bit (int8, int4, float8)."""
+    torch.manual_seed(0)
+    g = len(index)
+    kw = {"smooth_scales": (torch.rand(g, 64) + 0.5).to(dtype),
+          "group_index": torch.tensor(index, dtype=torch.int32), "dst_type": dst}
+    _run(K("npu_dynamic_quant"), npu.npu_dynamic_quant, (rand(7, 64, dtype=dtype, scale=3.0),),
+         kw, device, exact=(0, 1))
+
+
+def test_dynamic_quant_moe_group_rules_name_the_operator(device):
+    kw = {"smooth_scales": torch.rand(2, 64).to(bf16),
+          "group_index": torch.tensor([3, 6], dtype=torch.int32)}
+    with pytest.raises(Exception, match="npu_dynamic_quant.*group_index"):
+        K("npu_dynamic_quant")(rand(7, 64, dtype=bf16).to(device), **_to((), kw, device)[1])
+
+
 @pytest.mark.parametrize("kw", [{"dst_type": 290}, {"quant_mode": "pertensor"},
                                 {"quant_mode": "perchannel"}])
 def test_dynamic_quant_other_forms_run_the_reference(kw, device):
@@ -494,6 +515,36 @@ def test_dequant_swiglu_quant(x_dtype, swiglu_mode, quant_mode, shape, layout, d
     kw.update(quant_mode=quant_mode, swiglu_mode=swiglu_mode, activate_left=swiglu_mode == 2)
     args, kw = relayout((x,), kw, layout)
     _run(K("npu_dequant_swiglu_quant"), npu.npu_dequant_swiglu_quant, args, kw, device)
+
+
+@pytest.mark.parametrize("swiglu_mode", [0, 1, 2])
+@pytest.mark.parametrize("quant_mode,per", [(1, "group"), (0, "group"), (0, "scalar")])
+@pytest.mark.parametrize("bias", ["int", "float", None])
+@pytest.mark.parametrize("counts", [[2, 0, 3], [3, 4, 3]])
+def test_dequant_swiglu_quant_moe_groups(swiglu_mode, quant_mode, per, bias, counts, device):
+    """MoE groups: each row's group's weight_scale / bias (int32 or bfloat16) / quant_scale /
+    quant_offset (per channel, or one per group in static mode), an empty group, rows past
+    the groups' sum (y 0, scale 0) or none, on 10 rows of 2 x 24."""
+    g = torch.Generator().manual_seed(0)
+    G, h, rows = len(counts), 12, 10
+    x = torch.randint(-3000, 3000, (rows, 2 * h), generator=g, dtype=torch.int32)
+    kw = {"weight_scale": torch.rand(G, 2 * h, generator=g) * 1e-3,
+          "activation_scale": torch.rand(rows, generator=g) + 0.25,
+          "group_index": torch.tensor(counts), "quant_mode": quant_mode,
+          "swiglu_mode": swiglu_mode, "activate_left": swiglu_mode == 2}
+    if bias == "int":
+        kw["bias"] = torch.randint(-9, 9, (G, 2 * h), generator=g, dtype=torch.int32)
+    elif bias == "float":
+        kw["bias"] = torch.randn(G, 2 * h, generator=g).to(bf16)
+    if quant_mode == 1:
+        kw["quant_scale"] = torch.rand(G, h, generator=g) + 0.5
+    else:
+        form = (G,) if per == "scalar" else (G, h)
+        kw.update(quant_scale=torch.rand(form, generator=g) * 0.05 + 0.01,
+                  quant_offset=torch.randn(form, generator=g))
+    out = _run(K("npu_dequant_swiglu_quant"), npu.npu_dequant_swiglu_quant, (x,), kw, device)
+    if sum(counts) < rows:
+        assert (out[0][sum(counts):].cpu() == 0).all() and (out[1][sum(counts):].cpu() == 0).all()
 
 
 def test_dequant_swiglu_quant_groups_and_nonfinite(device):
@@ -825,12 +876,38 @@ def test_swiglu_quant_nonfinite_zero_rows_and_groups(device):
     x[3, 5] = -float("nan")  # a NaN with its sign bit set: still the row's amax
     _run(K("npu_swiglu_quant"), npu.npu_swiglu_quant, (x,),
          {"activate_left": True, "quant_mode": 1}, device, exact=(0, 1))
-    # MoE groups run the reference on the device
-    kw = {"smooth_scales": torch.rand(2, 4) + 0.5, "group_index": torch.tensor([1, 3], dtype=torch.int32),
-          "quant_mode": 1}
-    _run(K("npu_swiglu_quant"), npu.npu_swiglu_quant, (rand(5, 8),), kw, device)
     with pytest.raises(Exception, match="npu_swiglu_quant.*smooth_scales"):
         K("npu_swiglu_quant")(rand(2, 8).to(device), quant_mode=0)
+
+
+@pytest.mark.parametrize("dtype", [bf16, fp32])
+@pytest.mark.parametrize("per", ["channel", "tensor"])
+@pytest.mark.parametrize("quant_mode,offsets", [(1, False), (0, False), (0, True)])
+@pytest.mark.parametrize("group_list_type,index", [(0, [2, 2, 5]), (1, [2, 0, 3]),
+                                                   (0, [3, 7, 10])])
+def test_swiglu_quant_moe_groups(dtype, per, quant_mode, offsets, group_list_type, index,
+                                 device):
+    """Each row's group's smooth scales (and offsets), per channel or per tensor, from cumsum
+    or count group_index, with an empty group and rows after the last group (left
+    unsmoothed), or groups covering all 2 x 5 rows; int8 within one step (the sigmoid),
+    scales the dtype's."""
+    torch.manual_seed(0)
+    g, n = len(index), 48
+    shape = (g, n) if per == "channel" else (g,)
+    kw = {"smooth_scales": torch.rand(shape) + 0.5,
+          "offsets": torch.randn(shape) * 3 if offsets else None,
+          "group_index": torch.tensor(index, dtype=torch.int32), "quant_mode": quant_mode,
+          "group_list_type": group_list_type, "activate_left": per == "tensor"}
+    x = rand(2, 5, 2 * n, dtype=dtype, scale=4.0)
+    out = _run(K("npu_swiglu_quant"), npu.npu_swiglu_quant, (x,), kw, device)
+    assert out[0].shape == (2, 5, n)
+
+
+def test_swiglu_quant_moe_group_rules_name_the_operator(device):
+    kw = {"smooth_scales": torch.rand(2, 4) + 0.5,
+          "group_index": torch.tensor([3, 1], dtype=torch.int32), "quant_mode": 1}
+    with pytest.raises(Exception, match="npu_swiglu_quant.*group_index"):
+        K("npu_swiglu_quant")(rand(5, 8).to(device), **_to((), kw, device)[1])
 
 
 @triton.jit
