@@ -180,7 +180,6 @@ def _qkv_rms_norm_rope_cache(x_ptr, qg_ptr, kg_ptr, c_ptr, s_ptr, dst_ptr, ks_pt
     x2 = tl.load(x_ptr + xb + j2[None, :], mask=m, other=0.0).to(tl.float32)
     dst = tl.load(dst_ptr + r, mask=live, other=-1)[:, None]
     w = m & (dst >= 0)
-    out_ty = x_ptr.dtype.element_ty
     if h < NQ + NK:
         # the golden's RMSNorm in float32, x / sqrt(sum(x^2) / D + eps) * gamma (the sum a
         # tree sum: the reference's order differs), then the "half" rotation
@@ -198,32 +197,37 @@ def _qkv_rms_norm_rope_cache(x_ptr, qg_ptr, kg_ptr, c_ptr, s_ptr, dst_ptr, ks_pt
         y1, y2 = _rotate(n1, n2, c_ptr, s_ptr, ro, j, j2, ct1, m)
         if h < NQ:
             qb = r[:, None] * (NQ * D) + h * D
-            tl.store(qo_ptr + qb + j[None, :], y1.to(out_ty), mask=m)
-            tl.store(qo_ptr + qb + j2[None, :], y2.to(out_ty), mask=m)
+            _halves(qo_ptr, qb, j, j2, y1, y2, m)
             if OUT_QKV:
-                tl.store(qr_ptr + qb + j[None, :], y1.to(out_ty), mask=m)
-                tl.store(qr_ptr + qb + j2[None, :], y2.to(out_ty), mask=m)
+                _halves(qr_ptr, qb, j, j2, y1, y2, m)
         else:
             hd = (h - NQ) * D
             if OUT_QKV:
-                kb = r[:, None] * (NK * D) + hd
-                tl.store(kr_ptr + kb + j[None, :], y1.to(out_ty), mask=m)
-                tl.store(kr_ptr + kb + j2[None, :], y2.to(out_ty), mask=m)
-            _cache_store(kc_ptr, ks_ptr, ko_ptr, y1, j[None, :], dst, w, bs, hd, K_QUANT, K_OFF,
-                         NK * D, K_C0)
-            _cache_store(kc_ptr, ks_ptr, ko_ptr, y2, j2[None, :], dst, w, bs, hd, K_QUANT,
-                         K_OFF, NK * D, K_C0)
+                _halves(kr_ptr, r[:, None] * (NK * D) + hd, j, j2, y1, y2, m)
+            _cache_halves(kc_ptr, ks_ptr, ko_ptr, y1, y2, j, j2, dst, w, bs, hd, K_QUANT, K_OFF,
+                          NK * D, K_C0)
     else:
         # v as it is (its cache values from qkv's own values)
         hd = (h - NQ - NK) * D
         if OUT_QKV:
-            vb = r[:, None] * (NV * D) + hd
-            tl.store(vr_ptr + vb + j[None, :], x1.to(out_ty), mask=m)
-            tl.store(vr_ptr + vb + j2[None, :], x2.to(out_ty), mask=m)
-        _cache_store(vc_ptr, vs_ptr, vo_ptr, x1, j[None, :], dst, w, bs, hd, V_QUANT, V_OFF,
-                     NV * D, V_C0)
-        _cache_store(vc_ptr, vs_ptr, vo_ptr, x2, j2[None, :], dst, w, bs, hd, V_QUANT, V_OFF,
-                     NV * D, V_C0)
+            _halves(vr_ptr, r[:, None] * (NV * D) + hd, j, j2, x1, x2, m)
+        _cache_halves(vc_ptr, vs_ptr, vo_ptr, x1, x2, j, j2, dst, w, bs, hd, V_QUANT, V_OFF,
+                      NV * D, V_C0)
+
+
+@triton.jit
+def _halves(ptr, base, j, j2, y1, y2, m):
+    """A head's two halves (columns j and j2 of rows at ``base``) rounded to ptr's dtype."""
+    tl.store(ptr + base + j[None, :], y1.to(ptr.dtype.element_ty), mask=m)
+    tl.store(ptr + base + j2[None, :], y2.to(ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def _cache_halves(c_ptr, s_ptr, o_ptr, y1, y2, j, j2, dst, m, bs, hd, QUANT: tl.constexpr,
+                  OFFSET: tl.constexpr, W: tl.constexpr, C0: tl.constexpr):
+    """``_cache_store`` of a head's two halves."""
+    _cache_store(c_ptr, s_ptr, o_ptr, y1, j[None, :], dst, m, bs, hd, QUANT, OFFSET, W, C0)
+    _cache_store(c_ptr, s_ptr, o_ptr, y2, j2[None, :], dst, m, bs, hd, QUANT, OFFSET, W, C0)
 
 
 def covers_qkv(d: int) -> bool:
