@@ -18,9 +18,7 @@ from op_sdk.npu.binding import AclnnBinding
 from op_sdk.triton_kernels import TritonKernel
 from op_sdk.ops._common import (
     HALF_DTYPES,
-    INT4_MAX,
     INT8,
-    INT8_MAX,
     QINT8,
     QUINT4X2,
     absmax,
@@ -28,13 +26,11 @@ from op_sdk.ops._common import (
     bench_positive,
     check,
     check_1d,
-    div_scalar,
     dtype_arg,
-    pack_int4,
-    quantize_round,
 )
-from op_sdk.ops._formats import FLOAT8_MAX, FLOAT8_OUT_CODES, dynamic_quant_float8, storage_dtype
+from op_sdk.ops._formats import FLOAT8_OUT_CODES, storage_dtype
 from op_sdk.ops._norm import _normalize, check_add_rms_norm
+from op_sdk.ops.dynamic_quant import quantized
 
 
 def dynamic_quant_branches(op, smooth_scale1, smooth_scale2, output_mask):
@@ -95,16 +91,8 @@ def y_shape(x1: torch.Tensor, code: int) -> list:
 
 def _dynamic_branch(y, smooth, code):
     v = y * smooth.float() if smooth is not None else y
-    amax = absmax(v, -1)
-    if code in FLOAT8_OUT_CODES:
-        # Ascend 950 (arch35 kernel): scale = amax * fp32(1 / DTYPE_MAX), y = cast(v / scale)
-        q, scale = dynamic_quant_float8(v, amax, code, FLOAT8_MAX[code])
-        return q, scale.squeeze(-1)
-    dmax = INT4_MAX if code == QUINT4X2 else INT8_MAX
-    # one fp32 division dmax / amax (a Python scalar / tensor is reciprocal(amax) * dmax)
-    inv = torch.where(amax > 0, torch.full_like(amax, dmax) / amax, torch.zeros_like(amax))
-    q = quantize_round(v * inv, -dmax - 1, dmax, torch.int8)
-    return (pack_int4(q) if code == QUINT4X2 else q), div_scalar(amax, dmax).squeeze(-1)
+    q, scale = quantized(v, absmax(v, -1), code)
+    return q, scale.squeeze(-1)
 
 
 def add_rms_norm_dynamic_quant_reference(x1, x2, gamma, *, smooth_scale1=None,

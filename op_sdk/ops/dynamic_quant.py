@@ -154,18 +154,24 @@ def dynamic_quant_reference(input, *, smooth_scales=None, group_index=None, dst_
     amax = absmax(s, -1 if quant_mode == "pertoken" else
                   None if quant_mode == "pertensor" else -2)
     y_shape, s_shape = _dynamic_quant_shapes(input, quant_mode, code)
+    y, scale = quantized(s, amax, code, dst_type_max)
+    return _y_out(input, y_shape, y.dtype, code).copy_(y), scale.reshape(s_shape)
+
+
+def quantized(v, amax, code, dst_type_max=0.0):
+    """The dynamic quantisation of float32 ``v`` by its ``amax`` (broadcasting against it) to
+    the output of ``code``: (y, scale). int8 / int4: ``y = round(v * fl(dmax / amax))``
+    saturated (int4 packed 8 a int32), ``scale = amax / dmax``, an all-zero row scale 0 and
+    y 0 (the contract's choice), never NaN; 8-bit floats: ``dynamic_quant_float8``. The one
+    rule of npu_dynamic_quant's and npu_add_rms_norm_dynamic_quant's references."""
     if code in FLOAT8_OUT_CODES:
-        y, scale = dynamic_quant_float8(s, amax, code, float8_dmax(code, dst_type_max))
-        return _y_out(input, y_shape, y.dtype, code).copy_(y), scale.reshape(s_shape)
+        return dynamic_quant_float8(v, amax, code, float8_dmax(code, dst_type_max))
     dmax = INT4_MAX if code == QUINT4X2 else INT8_MAX
-    # All-zero rows: scale 0 and y 0 (the contract's choice), never NaN.
     # one fp32 division dmax / amax (a Python scalar / tensor is reciprocal(amax) * dmax,
     # which can differ in the last bit)
     inv = torch.where(amax > 0, torch.full_like(amax, dmax) / amax, torch.zeros_like(amax))
-    q = quantize_round(s * inv, -dmax - 1, dmax, torch.int8)
-    scale = div_scalar(amax, dmax)
-    y = pack_int4(q) if code == QUINT4X2 else q
-    return _y_out(input, y_shape, y.dtype, code).copy_(y), scale.reshape(s_shape)
+    q = quantize_round(v * inv, -dmax - 1, dmax, torch.int8)
+    return (pack_int4(q) if code == QUINT4X2 else q), div_scalar(amax, dmax)
 
 
 def dynamic_quant_fake(input, *, smooth_scales=None, group_index=None, dst_type=None,
