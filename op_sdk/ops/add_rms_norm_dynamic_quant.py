@@ -167,13 +167,13 @@ def add_rms_norm_dynamic_quant_cuda(x1, x2, gamma, *, smooth_scale1=None, smooth
           "epsilon": epsilon, "output_mask": output_mask, "y_dtype": y_dtype}
     run, code = check_add_rms_norm_dynamic_quant(x1, x2, gamma, smooth_scale1, smooth_scale2,
                                                  beta, output_mask, y_dtype)
-    if code not in norm.DYNAMIC_DST or not norm.fits(gamma.numel()):
+    if code not in norm.DST or not norm.fits(gamma.numel()):
         return add_rms_norm_dynamic_quant_reference(x1, x2, gamma, **kw)
     outs = _ardq_outputs(x1, run, code)
     return norm.run(outs, x1, gamma.numel(), x2=x2, gamma=gamma, beta=beta, xo=2, quant=2,
                     s1=smooth_scale1, q1=0 if run[0] else None, c1=3 if run[0] else None,
                     s2=smooth_scale2, q2=1 if run[1] else None, c2=4 if run[1] else None,
-                    dst=norm.DYNAMIC_DST[code], eps=epsilon)
+                    dst=norm.DST[code], eps=epsilon)
 
 
 # the aclnn API the binding calls: its GetWorkspaceSize prototype, as CANN declares it

@@ -160,7 +160,7 @@ def add_rms_norm_quant_cuda(x1, x2, gamma, scales1, zero_points1, beta=None, sca
     args = (x1, x2, gamma, scales1, zero_points1, beta, scales2, zero_points2)
     kw = {"axis": axis, "epsilon": epsilon, "div_mode": div_mode, "dst_type": dst_type}
     code = check_add_rms_norm_quant(*args, axis, dst_type)
-    if code not in norm.STATIC_DST or not norm.fits(gamma.numel()):
+    if code not in norm.DST or not norm.fits(gamma.numel()):
         return add_rms_norm_quant_reference(*args, **kw)
     outs = _arq_outputs(x1, code)
     if scales2 is None:
@@ -168,7 +168,7 @@ def add_rms_norm_quant_cuda(x1, x2, gamma, scales1, zero_points1, beta=None, sca
     return norm.run(outs, x1, gamma.numel(), x2=x2, gamma=gamma, beta=beta, xo=2, quant=1,
                     s1=scales1, z1=zero_points1, q1=0, s2=scales2, z2=zero_points2,
                     q2=None if scales2 is None else 1, div_mode=div_mode,
-                    dst=norm.STATIC_DST[code], eps=epsilon)
+                    dst=norm.DST[code], eps=epsilon)
 
 
 # the aclnn API the binding calls: its GetWorkspaceSize prototype, as CANN declares it

@@ -203,13 +203,13 @@ def dynamic_quant_cuda(input, *, smooth_scales=None, group_index=None, dst_type=
     code = check_dynamic_quant(input, smooth_scales, group_index, dst_type, quant_mode,
                                dst_type_max)
     n = input.shape[-1]
-    if code not in norm.DYNAMIC_DST or quant_mode != "pertoken" or not norm.fits(n):
+    if code not in norm.DST or quant_mode != "pertoken" or not norm.fits(n):
         return dynamic_quant_reference(input, **kw)
     groups = None
     if group_index is not None:
         groups = group_rows("npu_dynamic_quant", group_index, input.shape[:-1].numel())
     return norm.run(_dynamic_quant_outputs(input, quant_mode, code), input, n, quant=2,
-                    s1=smooth_scales, q1=0, c1=1, dst=norm.DYNAMIC_DST[code], groups=groups)
+                    s1=smooth_scales, q1=0, c1=1, dst=norm.DST[code], groups=groups)
 
 
 # the aclnn API the binding calls: its GetWorkspaceSize prototype, as CANN declares it

@@ -100,7 +100,7 @@ def rms_norm_quant_cuda(x, gamma, beta, scale, offset, epsilon=1e-6, *, dst_dtyp
     off = offset.float().repeat(d)
     out = rms_norm_quant_fake(x, gamma, beta, scale, offset, epsilon, dst_dtype=dst_dtype)
     (y,) = norm.run((out,), x, d, gamma=gamma.reshape(d), beta=beta.reshape(d), quant=1, s1=inv,
-                    z1=off, q1=0, div_mode=False, f16=True, dst=norm.STATIC_DST[code],
+                    z1=off, q1=0, div_mode=False, f16=True, dst=norm.DST[code],
                     eps=epsilon)
     return y
 

@@ -52,20 +52,20 @@ def _store_float8(q_ptr, offs, q, mask, DST: tl.constexpr):
 
 
 @triton.jit
-def _store_int4(q_ptr, q, mask, BLOCK: tl.constexpr):
+def _store_int4(q_ptr, q, n, BLOCK: tl.constexpr):
     """q (fp32) rounded half to even into [-8, 7] (a NaN 0), packed 8 a int32 along the row
-    (element 0 in the low nibble: the row as (BLOCK / 8, 8), the shifted nibbles or-reduced),
-    the row's ``mask`` a prefix of whole words."""
+    of ``n`` values (a multiple of 8; element 0 in the low nibble: the row as (BLOCK / 8, 8),
+    the shifted nibbles or-reduced)."""
     nib = round_saturate(q, -8.0, 7.0).to(tl.int32) & 15
     shift = (tl.arange(0, 8) * 4)[None, :]
     word = tl.reduce(tl.reshape(nib, (BLOCK // 8, 8)) << shift, 1, _or)
     at = tl.arange(0, BLOCK // 8)
-    tl.store(q_ptr + at, word, mask=at < tl.sum(mask.to(tl.int32), axis=0) // 8)
+    tl.store(q_ptr + at, word, mask=at < n // 8)
 
 
 @triton.jit
-def _static_branch(v, s_ptr, z_ptr, q_ptr, offs, mask, HAS_Z: tl.constexpr, DIV: tl.constexpr,
-                   F16: tl.constexpr, DST: tl.constexpr, BLOCK: tl.constexpr):
+def _static_branch(v, s_ptr, z_ptr, q_ptr, offs, mask, n, HAS_Z: tl.constexpr,
+                   DIV: tl.constexpr, F16: tl.constexpr, DST: tl.constexpr, BLOCK: tl.constexpr):
     s = tl.load(s_ptr + offs, mask=mask, other=1.0).to(tl.float32)
     q = div(v, s) if DIV else mul(v, s, mask)
     if HAS_Z:
@@ -75,7 +75,7 @@ def _static_branch(v, s_ptr, z_ptr, q_ptr, offs, mask, HAS_Z: tl.constexpr, DIV:
     if DST >= 2:
         _store_float8(q_ptr, offs, q, mask, DST)
     elif DST == 1:
-        _store_int4(q_ptr, q, mask, BLOCK)
+        _store_int4(q_ptr, q, n, BLOCK)
     else:
         tl.store(q_ptr + offs, store_int8(q), mask=mask)
 
@@ -86,7 +86,7 @@ def _or(a, b):
 
 
 @triton.jit
-def _dynamic_branch(v, m_ptr, q_ptr, scale_ptr, row, offs, mask, HAS_M: tl.constexpr,
+def _dynamic_branch(v, m_ptr, q_ptr, scale_ptr, row, offs, mask, n, HAS_M: tl.constexpr,
                     DST: tl.constexpr, BLOCK: tl.constexpr):
     # DST: 0 int8, 1 int4 (8 a int32, element 0 in the low nibble), 2 float8_e4m3fn,
     # 3 float8_e5m2 (their bits, into a uint8 view)
@@ -104,7 +104,7 @@ def _dynamic_branch(v, m_ptr, q_ptr, scale_ptr, row, offs, mask, HAS_M: tl.const
         dmax: tl.constexpr = 7.0 if DST == 1 else 127.0
         inv = tl.where(amax > 0, div(dmax, amax), 0.0)
         if DST == 1:
-            _store_int4(q_ptr, v * inv, mask, BLOCK)
+            _store_int4(q_ptr, v * inv, n, BLOCK)
         else:
             tl.store(q_ptr + offs, store_int8(v * inv), mask=mask)
         tl.store(scale_ptr + row, div(amax, dmax))
@@ -152,20 +152,20 @@ def _rows(x1_ptr, x2_ptr, g_ptr, b_ptr, y_ptr, yf_ptr, xo_ptr, rstd_ptr,
         qbase = base // 8 if DST == 1 else base  # (int4: 8 a word)
         if QUANT == 1:
             if Q1:
-                _static_branch(v, s1_ptr, z1_ptr, q1_ptr + qbase, offs, mask, Z1, DIV, F16, DST,
-                               BLOCK)
+                _static_branch(v, s1_ptr, z1_ptr, q1_ptr + qbase, offs, mask, n, Z1, DIV, F16,
+                               DST, BLOCK)
             if Q2:
-                _static_branch(v, s2_ptr, z2_ptr, q2_ptr + qbase, offs, mask, Z2, DIV, F16, DST,
-                               BLOCK)
+                _static_branch(v, s2_ptr, z2_ptr, q2_ptr + qbase, offs, mask, n, Z2, DIV, F16,
+                               DST, BLOCK)
         if QUANT == 2:
             if Q1:
                 m1 = s1_ptr
                 if GROUPS:  # (MoE: the row's group's smooth scales, grp_ptr its group)
                     m1 = s1_ptr + tl.load(grp_ptr + row) * n
-                _dynamic_branch(v, m1, q1_ptr + qbase, c1_ptr, row, offs, mask, S1, DST,
+                _dynamic_branch(v, m1, q1_ptr + qbase, c1_ptr, row, offs, mask, n, S1, DST,
                                 BLOCK)
             if Q2:
-                _dynamic_branch(v, s2_ptr, q2_ptr + qbase, c2_ptr, row, offs, mask, S2, DST,
+                _dynamic_branch(v, s2_ptr, q2_ptr + qbase, c2_ptr, row, offs, mask, n, S2, DST,
                                 BLOCK)
 
 
@@ -196,11 +196,10 @@ def fits(n: int) -> bool:
     return 0 < n <= MAX_ROW
 
 
-# the quantising branches' outputs (``DST``) by the operators' codes (ops/_common.py,
-# ops/_formats.py): int8 (int8 / qint8), int4 (quint4x2 / torch_npu.int4), float8_e4m3fn
-# (24 / 292), float8_e5m2 (23 / 291)
-DYNAMIC_DST = {1: 0, 12: 0, 16: 1, 285: 1, 24: 2, 292: 2, 23: 3, 291: 3}
-STATIC_DST = DYNAMIC_DST
+# the quantising branches' outputs (``DST``, static and dynamic alike) by the operators'
+# codes (ops/_common.py, ops/_formats.py): int8 (int8 / qint8), int4 (quint4x2 /
+# torch_npu.int4), float8_e4m3fn (24 / 292), float8_e5m2 (23 / 291)
+DST = {1: 0, 12: 0, 16: 1, 285: 1, 24: 2, 292: 2, 23: 3, 291: 3}
 
 
 def _bits(t):
@@ -219,7 +218,7 @@ def run(outs, x1, n, **kw):
     tensors or None), the outputs (``y``, ``yf``, ``xo``, ``rstd``, ``q1``, ``c1``, ``q2``,
     ``c2``: an index into ``outs`` or None), ``quant``, ``div_mode``, ``f16`` (the static
     branches round to float16 before the integer rounding), ``dst`` (the branches' output:
-    ``DYNAMIC_DST``, ``STATIC_DST``), ``groups`` (each row's MoE group: the first dynamic
+    ``DST``), ``groups`` (each row's MoE group: the first dynamic
     branch's smooth scales are its group's row of ``s1``), ``eps``."""
     out = Outputs(*outs)
     args = {k: (rows_of(v, n) if k == "x2" else v.contiguous()) for k, v in kw.items()

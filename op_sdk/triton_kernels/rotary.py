@@ -54,14 +54,29 @@ def _pairs(j, MODE: tl.constexpr, D: tl.constexpr):
 
 
 @triton.jit
-def _rotate(x1, x2, r1_ptr, r2_ptr, ro, o1, o2, st3, m):
-    """The pair (o1, o2) of inputs x1 / x2 (float32 tiles): ``x1 * r1[o1] - x2 * r2[o1]`` and
-    ``x2 * r1[o2] + x1 * r2[o2]``, r1 / r2 read at row offsets ``ro`` and column stride
-    ``st3``; each product rounded before the sum (``_common.mul``)."""
+def _pair_factors(r1_ptr, r2_ptr, ro, o1, o2, st3, m):
+    """r1[o1], r2[o1], r1[o2], r2[o2] as float32 tiles, read at row offsets ``ro`` and
+    column stride ``st3``."""
     c1 = tl.load(r1_ptr + ro + (o1 * st3)[None, :], mask=m, other=0.0).to(tl.float32)
     s1 = tl.load(r2_ptr + ro + (o1 * st3)[None, :], mask=m, other=0.0).to(tl.float32)
     c2 = tl.load(r1_ptr + ro + (o2 * st3)[None, :], mask=m, other=0.0).to(tl.float32)
     s2 = tl.load(r2_ptr + ro + (o2 * st3)[None, :], mask=m, other=0.0).to(tl.float32)
+    return c1, s1, c2, s2
+
+
+@triton.jit
+def _row_offsets(r, s1, s2, st0, st1, st2):
+    """Row r's offset in r1 / r2 of input's shape (..., s1, s2, d), through their broadcast
+    strides."""
+    return ((r // (s1 * s2)) * st0 + ((r // s2) % s1) * st1 + (r % s2) * st2)[:, None]
+
+
+@triton.jit
+def _rotate(x1, x2, r1_ptr, r2_ptr, ro, o1, o2, st3, m):
+    """The pair (o1, o2) of inputs x1 / x2 (float32 tiles): ``x1 * r1[o1] - x2 * r2[o1]`` and
+    ``x2 * r1[o2] + x1 * r2[o2]``, r1 / r2 read at row offsets ``ro`` and column stride
+    ``st3``; each product rounded before the sum (``_common.mul``)."""
+    c1, s1, c2, s2 = _pair_factors(r1_ptr, r2_ptr, ro, o1, o2, st3, m)
     return mul(x1, c1, m) + mul(-x2, s1, m), mul(x2, c2, m) + mul(x1, s2, m)
 
 
@@ -72,8 +87,7 @@ def _rotary(x_ptr, r1_ptr, r2_ptr, y_ptr, rows, s1, s2, st0, st1, st2, st3,
     r, j, m = tile(rows, D // 2, BLOCK_R, BLOCK_C, WIDE)
     o1, o2, i1, i2 = _pairs(j, MODE, D)
     base = r[:, None] * D
-    # r1 / r2 of input's shape (..., s1, s2, d) through their broadcast strides
-    ro = ((r // (s1 * s2)) * st0 + ((r // s2) % s1) * st1 + (r % s2) * st2)[:, None]
+    ro = _row_offsets(r, s1, s2, st0, st1, st2)
     x1 = tl.load(x_ptr + base + i1[None, :], mask=m, other=0.0).to(tl.float32)
     x2 = tl.load(x_ptr + base + i2[None, :], mask=m, other=0.0).to(tl.float32)
     y1, y2 = _rotate(x1, x2, r1_ptr, r2_ptr, ro, o1, o2, st3, m)
@@ -94,18 +108,13 @@ def _rotary_backward(g_ptr, x_ptr, r1_ptr, r2_ptr, dx_ptr, pa_ptr, pb_ptr, rows,
     r, j, m = tile(rows, D // 2, BLOCK_R, BLOCK_C, WIDE)
     o1, o2, i1, i2 = _pairs(j, MODE, D)
     base = r[:, None] * D
-    ro = ((r // (s1 * s2)) * st0 + ((r // s2) % s1) * st1 + (r % s2) * st2)[:, None]
-    g1 = tl.load(g_ptr + base + o1[None, :], mask=m, other=0.0).to(dx_ptr.dtype.element_ty)
-    g2 = tl.load(g_ptr + base + o2[None, :], mask=m, other=0.0).to(dx_ptr.dtype.element_ty)
-    g1 = g1.to(tl.float32)
-    g2 = g2.to(tl.float32)
+    ro = _row_offsets(r, s1, s2, st0, st1, st2)
+    out_ty = dx_ptr.dtype.element_ty  # (grad rounded to input's dtype first)
+    g1 = tl.load(g_ptr + base + o1[None, :], mask=m, other=0.0).to(out_ty).to(tl.float32)
+    g2 = tl.load(g_ptr + base + o2[None, :], mask=m, other=0.0).to(out_ty).to(tl.float32)
     x1 = tl.load(x_ptr + base + i1[None, :], mask=m, other=0.0).to(tl.float32)
     x2 = tl.load(x_ptr + base + i2[None, :], mask=m, other=0.0).to(tl.float32)
-    c1 = tl.load(r1_ptr + ro + (o1 * st3)[None, :], mask=m, other=0.0).to(tl.float32)
-    s1v = tl.load(r2_ptr + ro + (o1 * st3)[None, :], mask=m, other=0.0).to(tl.float32)
-    c2 = tl.load(r1_ptr + ro + (o2 * st3)[None, :], mask=m, other=0.0).to(tl.float32)
-    s2v = tl.load(r2_ptr + ro + (o2 * st3)[None, :], mask=m, other=0.0).to(tl.float32)
-    out_ty = dx_ptr.dtype.element_ty
+    c1, s1v, c2, s2v = _pair_factors(r1_ptr, r2_ptr, ro, o1, o2, st3, m)
     d1 = mul(g1, c1, m) + mul(g2, s2v, m)
     d2 = mul(g2, c2, m) + mul(-g1, s1v, m)
     tl.store(dx_ptr + base + i1[None, :], d1.to(out_ty), mask=m)

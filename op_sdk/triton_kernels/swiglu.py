@@ -259,10 +259,8 @@ def run_dequant_quant(x, y, scale, *, weight_scale=None, activation_scale=None, 
 
         int_bias = bias is not None and bias.dtype == torch.int32
 
-        def per_group(t, width):  # elements between two groups' values (0: one shared)
-            if groups is None or t is None:
-                return 0
-            return width if t.dim() == 2 else (1 if width == 1 else 0)
+        def per_group(t):  # elements between two groups' values: a (G, ...) form's row
+            return 0 if groups is None or t is None else t[0].numel()
 
         launch(_dequant_swiglu_quant, cfg["grid"], rows_of(x, 2 * n), f32(weight_scale),
                f32(activation_scale), bias.contiguous() if int_bias else x,
@@ -270,10 +268,8 @@ def run_dequant_quant(x, y, scale, *, weight_scale=None, activation_scale=None, 
                x if dynamic else f32(quant_offset), x if groups is None else groups.contiguous(),
                o.bufs[0], o.bufs[1], rows, n,
                cfg["programs"], -float(glu_alpha), float(clamp_limit), float(glu_bias),
-               per_group(weight_scale, 2 * n), per_group(bias, 2 * n),
-               per_group(quant_scale, n if _per_param(quant_scale, n, dynamic) == 1 else 1),
-               0 if dynamic else per_group(quant_offset,
-                                           n if _per_param(quant_offset, n, False) == 1 else 1),
+               per_group(weight_scale), per_group(bias), per_group(quant_scale),
+               0 if dynamic else per_group(quant_offset),
                MODE=int(swiglu_mode), LEFT=bool(activate_left), WS=weight_scale is not None,
                ACT=activation_scale is not None,
                BIAS=0 if bias is None else (1 if int_bias else 2),
