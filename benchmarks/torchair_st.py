@@ -1,7 +1,8 @@
 """TorchAir's own system tests run against op_sdk: how many of those that use only TorchAir's
 public API and CPU tensors pass with ``torchair`` (and ``npugraph_ex``) resolved to op_sdk.
 
-    python benchmarks/torchair_st.py --torchair PATH [--files NAME ...] [--out FILE]
+    python benchmarks/torchair_st.py --torchair PATH [--files NAME ...] [--alone] [--on-torchair]
+                                     [--out FILE]
 
 PATH is a checkout of TorchAir (Ascend/torchair); its ``tests/st/*_st.py`` run unchanged, one
 pytest process per file, under ``op_sdk.as_torchair`` (the alias a user runs a TorchAir script
@@ -17,6 +18,22 @@ use and raise when used. Each test is then one of:
 * ``npu``: it needs the NPU device (a tensor on ``npu``);
 * ``ge``: its subject is TorchAir's GE engine itself (listed in GE_SUBJECT with the reason);
 * ``not collected``: its file could not be imported (an internal used at import time).
+
+A public name that a test imports from the internal module TorchAir defines it in (TorchAir's
+``torchair.register_fx_node_ge_converter`` is ``torchair._ge_concrete_graph.fx2ge_converter``'s,
+re-exported by ``torchair/__init__.py``) is the public name: the script reads TorchAir's public
+modules' ``from <internal> import <name>`` lines for the names of its public-API allowlist
+(``tests/st/allowlist_for_publicAPI.json``), resolves such an import to op_sdk's public name,
+and lists it in the test's ``public_via_internal``.
+
+``--alone`` runs each test in a process of its own instead of each file in one, which shows a
+test whose outcome depends on what an earlier test of its file left behind. ``--on-torchair``
+runs the same tests on TorchAir itself instead of op_sdk, to tell op_sdk's gaps from the
+tests' own: the checkout's Python side (``python/torchair``) laid over the compiled modules of
+torch_npu's wheel in the stub environment of tests/npu/torch_npu_env.py, with its two calls
+into CANN's graph engine left out (tests/npu/real/torchair_export.py); nothing there reaches
+ACL or GE, so a test that needs them fails there. Each test is then only passed / failed /
+skipped.
 
 Writes a JSON with the machine, the versions, the TorchAir commit, the command and every
 test's class; prints the summary and the in-scope failures.
@@ -47,6 +64,7 @@ class NotProvidedInOpSdk(RuntimeError):
 
 
 TOUCHED: list[str] = []
+VIA_INTERNAL: list[str] = []
 
 
 class _Missing:
@@ -97,17 +115,25 @@ class _Missing:
 def _install_placeholders() -> None:
     if any(type(f).__name__ == "Finder" and type(f).__module__ == __name__ for f in sys.meta_path):
         return
+    import importlib
     import importlib.abc
     import importlib.machinery
     import types
 
     from op_sdk import as_torchair
 
+    reexports = json.loads(os.environ.get("TORCHAIR_ST_REEXPORTS", "{}"))
+
     class PlaceholderModule(types.ModuleType):
         def __getattr__(self, attr):
             if attr.startswith("__") and attr.endswith("__"):
                 raise AttributeError(attr)
-            return _Missing(f"{self.__name__}.{attr}")
+            name = f"{self.__name__}.{attr}"
+            if name in reexports:  # a public name, imported from where TorchAir defines it
+                public_module, public_name = reexports[name]
+                VIA_INTERNAL.append(name)
+                return getattr(importlib.import_module(public_module), public_name)
+            return _Missing(name)
 
         def __setattr__(self, attr, value):  # unittest.mock.patch of an internal function
             # (not the import system binding a submodule to its package)
@@ -156,7 +182,21 @@ _RECORDS: dict[str, dict] = {}
 
 
 def pytest_configure(config):
-    _install_placeholders()
+    if os.environ.get("TORCHAIR_ST_SUBJECT") == "torchair":
+        _torchair_itself()
+    else:
+        _install_placeholders()
+
+
+def _torchair_itself() -> None:
+    """TorchAir (the one on the path) with its calls into CANN's graph engine left out."""
+    import torch
+    import torch_npu  # noqa: F401
+
+    assert torch.npu.is_available() is False, "a device is visible: refusing to run"
+    from tests.npu.real.torchair_export import exporter
+
+    exporter()
 
 
 def pytest_runtest_setup(item):
@@ -164,7 +204,11 @@ def pytest_runtest_setup(item):
 
 
 def pytest_runtest_makereport(item, call):
-    record = _RECORDS.setdefault(item.nodeid, {"outcome": "passed", "touched": [], "error": ""})
+    record = _RECORDS.setdefault(item.nodeid, {"outcome": "passed", "touched": [], "error": "",
+                                               "public_via_internal": []})
+    for name in VIA_INTERNAL:  # (imports at module level: recorded for every test of the file)
+        if name not in record["public_via_internal"]:
+            record["public_via_internal"].append(name)
     if call.excinfo is not None and record["outcome"] == "passed":
         if call.excinfo.errisinstance(__import__("pytest").skip.Exception):
             record["outcome"] = "skipped"
@@ -213,6 +257,31 @@ GE_SUBJECT = {
 }
 
 
+def public_reexports(torchair: str) -> dict[str, tuple[str, str]]:
+    """{internal module.name: (public module, name)} for each name of TorchAir's public-API
+    allowlist that a public module of the checkout imports from an internal module (the
+    public name is that object, or a wrapper of it with its signature)."""
+    allow_path = os.path.join(torchair, "tests", "st", "allowlist_for_publicAPI.json")
+    if not os.path.exists(allow_path):
+        return {}
+    with open(allow_path, encoding="utf-8") as f:
+        allowlist = json.load(f)
+    found: dict[str, tuple[str, str]] = {}
+    for public_module, names in allowlist.items():
+        init = os.path.join(torchair, "python", *public_module.split("."), "__init__.py")
+        if not os.path.exists(init):
+            continue
+        with open(init, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
+                    and any(part.startswith("_") for part in node.module.split(".")):
+                for alias in node.names:
+                    if alias.name in names:
+                        found[f"{node.module}.{alias.name}"] = (public_module, alias.name)
+    return found
+
+
 def classify(test_id: str, record: dict) -> str:
     if test_id in GE_SUBJECT:
         return "ge"
@@ -234,19 +303,68 @@ if os.environ.get("TORCHAIR_ST_RECORDS"):
 """
 
 
-def run_file(path: str, timeout: int) -> tuple[dict[str, dict], str]:
+def torchair_environ(torchair: str, work: str) -> dict[str, str]:
+    """The environment of a process that runs TorchAir itself: torch_npu's wheel with the
+    stub CANN libraries, its ``torch_npu/dynamo/torchair`` replaced by the checkout's
+    ``python/torchair`` (Python files) beside the wheel's compiled modules (the rest of the
+    wheel is linked, not copied)."""
+    sys.path.insert(0, os.path.dirname(HERE))
+    from tests.npu.torch_npu_env import prepare
+
+    env, why = prepare()
+    if env is None:
+        raise SystemExit(f"--on-torchair: {why}")
+    site = os.path.join(work, "site")
+
+    def link_all_but(src: str, dst: str, keep: str) -> None:
+        os.makedirs(dst)
+        for name in os.listdir(src):
+            if name != keep:
+                os.symlink(os.path.join(src, name), os.path.join(dst, name))
+
+    link_all_but(env.site, site, "torch_npu")
+    link_all_but(os.path.join(env.site, "torch_npu"), os.path.join(site, "torch_npu"), "dynamo")
+    link_all_but(os.path.join(env.site, "torch_npu", "dynamo"), os.path.join(site, "torch_npu", "dynamo"),
+                 "torchair")
+    wheel = os.path.join(env.site, "torch_npu", "dynamo", "torchair")
+    overlay = os.path.join(site, "torch_npu", "dynamo", "torchair")
+    for root, _, names in os.walk(os.path.join(torchair, "python", "torchair")):
+        rel = os.path.relpath(root, os.path.join(torchair, "python", "torchair"))
+        os.makedirs(os.path.join(overlay, rel), exist_ok=True)
+        for name in names:
+            if name.endswith(".py"):
+                os.symlink(os.path.join(root, name), os.path.join(overlay, rel, name))
+    for root, _, names in os.walk(wheel):
+        for name in names:
+            if ".so" in name:
+                rel = os.path.relpath(root, wheel)
+                os.makedirs(os.path.join(overlay, rel), exist_ok=True)
+                os.symlink(os.path.join(root, name), os.path.join(overlay, rel, name))
+    environ = env.environ()
+    environ["PYTHONPATH"] = environ["PYTHONPATH"].replace(env.site, site, 1)
+    environ["TORCHAIR_ST_SUBJECT"] = "torchair"
+    return environ
+
+
+def run_file(path: str, timeout: int, reexports: dict, base_env: dict | None = None,
+             node: str = "") -> tuple[dict[str, dict], str]:
+    """Runs one test file (or one test of it, ``node``) in a pytest process: on op_sdk, or on
+    TorchAir itself when ``base_env`` is torchair_environ's."""
     with tempfile.TemporaryDirectory() as tmp:
         records = os.path.join(tmp, "records.json")
-        with open(os.path.join(tmp, "sitecustomize.py"), "w", encoding="utf-8") as f:
-            # the Python processes a test starts (torch.multiprocessing.spawn's workers) get
-            # the alias and the placeholders too (their uses are not recorded: a worker that
-            # uses an internal fails, and so does its test)
-            f.write(SITECUSTOMIZE)
-        env = dict(os.environ, TORCHAIR_ST_RECORDS=records,
+        if base_env is None:
+            with open(os.path.join(tmp, "sitecustomize.py"), "w", encoding="utf-8") as f:
+                # the Python processes a test starts (torch.multiprocessing.spawn's workers)
+                # get the alias and the placeholders too (their uses are not recorded: a
+                # worker that uses an internal fails, and so does its test)
+                f.write(SITECUSTOMIZE)
+        base = base_env if base_env is not None else os.environ
+        env = dict(base, TORCHAIR_ST_RECORDS=records, TORCHAIR_ST_REEXPORTS=json.dumps(reexports),
                    PYTHONPATH=os.pathsep.join([tmp, HERE, os.path.dirname(HERE), os.path.dirname(path),
-                                               os.environ.get("PYTHONPATH", "")]))  # this checkout's op_sdk
+                                               base.get("PYTHONPATH", "")]))  # this checkout's op_sdk
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "torchair_st",
-               "-o", "python_files=*_st.py", "-o", "addopts=", "-W", "ignore", path]
+               "-o", "python_files=*_st.py", "-o", "addopts=", "-W", "ignore",
+               path + (f"::{node}" if node else "")]
         try:
             proc = subprocess.run(cmd, env=env, cwd=tmp, capture_output=True, text=True,
                                   timeout=timeout)
@@ -272,6 +390,9 @@ def main() -> None:
     parser.add_argument("--torchair", required=True, help="a checkout of Ascend/torchair")
     parser.add_argument("--files", nargs="*", help="test files (names under tests/st) to run")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per file")
+    parser.add_argument("--alone", action="store_true", help="each test in a process of its own")
+    parser.add_argument("--on-torchair", action="store_true",
+                        help="run the tests on TorchAir itself (GE left out), not on op_sdk")
     parser.add_argument("--out", default=os.path.join(HERE, "results", "torchair_st.json"))
     args = parser.parse_args()
 
@@ -279,14 +400,27 @@ def main() -> None:
     names = args.files or sorted(n for n in os.listdir(st) if n.endswith("_st.py"))
     tests: dict[str, dict] = {}
     files: dict[str, str] = {}
+    reexports = public_reexports(args.torchair)
+    work = tempfile.TemporaryDirectory()
+    base_env = torchair_environ(os.path.abspath(args.torchair), work.name) if args.on_torchair else None
     for name in names:
         path = os.path.join(st, name)
-        records, tail = run_file(path, args.timeout)
         declared = _tests_in(path)
+        if args.alone:
+            records, tail = {}, ""
+            for test_id in declared:
+                one, tail = run_file(path, args.timeout, reexports, base_env,
+                                     test_id.split("::", 1)[1])
+                records.update(one)
+        else:
+            records, tail = run_file(path, args.timeout, reexports, base_env)
         for test_id in declared:
             record = next((r for k, r in records.items() if k.endswith(test_id)), None)
-            tests[test_id] = ({"class": classify(test_id, record), **record} if record is not None else
-                              {"class": "not collected"})
+            if record is None:
+                tests[test_id] = {"class": "not collected"}
+            else:
+                cls = record["outcome"] if args.on_torchair else classify(test_id, record)
+                tests[test_id] = {"class": cls, **record}
         collected = sum(1 for t in declared if tests[t]["class"] != "not collected")
         files[name] = "collected" if collected else (
             re.findall(r"^E   ([\w.]+: .*)$", tail, re.M)
@@ -309,8 +443,10 @@ def main() -> None:
         "versions": {"python": sys.version.split()[0], "torch": torch.__version__,
                      "op_sdk": op_sdk.__version__},
         "torchair_commit": _git_commit(args.torchair),
-        "summary": {"tests": len(tests), **counts, "in_scope": in_scope,
-                    "in_scope_passed": counts.get("passed", 0)},
+        "subject": "TorchAir itself (GE left out)" if args.on_torchair else "op_sdk",
+        "alone": args.alone,
+        "summary": {"tests": len(tests), **counts} if args.on_torchair else {
+            "tests": len(tests), **counts, "in_scope": in_scope, "in_scope_passed": counts.get("passed", 0)},
         "files": files,
         "tests": tests,
     }

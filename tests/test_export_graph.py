@@ -96,6 +96,43 @@ def test_an_unread_input_is_left_out_and_the_rest_renumbered(tmp_path):
     assert node_names(text, "Data") == ["y"] and _attr(nodes["y"], "index", "i") == "0"
 
 
+def _first_input(self, other, *, alpha=1, meta_outputs=None):
+    return self
+
+
+@pytest.mark.parametrize("loaded_first", [True, False], ids=["after op_sdk's", "before op_sdk's"])
+def test_a_scripts_converter_for_an_aten_operator_replaces_op_sdks(tmp_path, loaded_first):
+    """As in TorchAir, a converter a script registers for an aten operator is the one used
+    from then on, whether op_sdk's own converters were loaded before it (a compile ran) or are
+    loaded after it (op_sdk loads them at the first conversion; TorchAir at import). This is
+    what TorchAir's test_torch_uint_16_32_64 counts: after its test_lite_export has made
+    aten.add's converter return its first input, add(x, y) of two uint16 inputs exports as one
+    Data read by the NetOutput (the unread y left out)."""
+    import importlib
+
+    from op_sdk.converters import aten as own_aten
+    from op_sdk.converters.registry import _CONVERTERS, load_slices
+
+    op = torch.ops.aten.add.Tensor
+    load_slices()
+    saved = _CONVERTERS[op]
+    try:
+        if not loaded_first:
+            _CONVERTERS.pop(op)
+        op_sdk.register_fx_node_ge_converter(op)(_first_input)
+        if not loaded_first:
+            importlib.reload(own_aten)  # op_sdk's converters registered after the script's
+        assert _CONVERTERS[op] is _first_input
+        text, nodes, _ = _export(tmp_path, "uint16")
+    finally:
+        _CONVERTERS[op] = saved
+    assert op_counts(text) == {"Data": 1, "NetOutput": 1}
+    assert nodes["NetOutput"]["input"] == ["x:0"]
+    assert text.count("dtype: DT_UINT16") == 3  # Data's input and output, NetOutput's input
+    text, _, _ = _export(tmp_path / "again", "uint16")  # op_sdk's own converter again
+    assert op_counts(text) == {"Add": 1, "Data": 2, "NetOutput": 1}
+
+
 def test_inputs_the_model_writes_are_refdata_named_as_torchair(tmp_path):
     text, nodes, (x, y) = _export(tmp_path / "one", "writes_one")
     ref = f"RefData_2_4_4_1_0_{id(y)}"  # shape, stride, offset, the tensor passed

@@ -45,13 +45,23 @@ def register_fx_node_ge_converter(op, *, torchair_has_own: bool = False) -> Call
                         f"arithmetic on symbolic sizes), got {op!r}")
 
     def register(fn: Callable) -> Callable:
-        _CONVERTERS[op] = fn
         fn.ge_converter_for = op
+        if _is_own(fn) and op in _CONVERTERS and not _is_own(_CONVERTERS[op]):
+            # op_sdk loads its converters at the first conversion, after a script may have
+            # registered its own: the script's stays (as in TorchAir, whose converters are
+            # registered by `import torchair`, so a user's always comes later and wins)
+            return fn
+        _CONVERTERS[op] = fn
         if torchair_has_own:
             _TORCHAIR_HAS_OWN.add(op.name())
         return fn
 
     return register
+
+
+def _is_own(fn: Callable) -> bool:
+    """Whether ``fn`` is one of op_sdk's converters (a slice of op_sdk's, or a declared one)."""
+    return getattr(fn, "__module__", "").startswith("op_sdk.")
 
 
 def torchair_converts() -> frozenset[str]:

@@ -45,6 +45,35 @@ def test_export_writes_torchairs_graph(tmp_path, name):
         assert node_names(ours, kind) == node_names(theirs, kind), kind
 
 
+def _first_input(self, other, *, alpha=1, meta_outputs=None):
+    return self
+
+
+def test_a_converter_registered_for_an_aten_operator_replaces_the_builtin_one(tmp_path):
+    """The same script converter of aten.add (its first input) registered with both:
+    add(x, y) of two uint16 inputs exports as the same graph, one Data and the NetOutput
+    (what TorchAir's test_torch_uint_16_32_64 counts after its test_lite_export)."""
+    theirs_fn, _ = exporter()
+    import torchair
+
+    from op_sdk.converters.registry import _CONVERTERS, load_slices
+
+    op = torch.ops.aten.add.Tensor
+    load_slices()
+    theirs_saved, ours_saved = op._ge_converter, _CONVERTERS[op]
+    try:
+        torchair.register_fx_node_ge_converter(op)(_first_input)
+        op_sdk.register_fx_node_ge_converter(op)(_first_input)
+        theirs = _export(theirs_fn, CASES["uint16"], tmp_path / "theirs")
+        with pytest.warns(UserWarning, match="is not written"):
+            ours = _export(op_sdk.dynamo_export, CASES["uint16"], tmp_path / "ours")
+    finally:
+        op._ge_converter, _CONVERTERS[op] = theirs_saved, ours_saved
+    assert op_counts(ours) == op_counts(theirs) == {"Data": 1, "NetOutput": 1}
+    assert node_names(ours, "Data") == node_names(theirs, "Data")
+    assert ours.count("dtype: DT_UINT16") == theirs.count("dtype: DT_UINT16") == 3
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
