@@ -87,6 +87,17 @@ def names(dtypes: Sequence[torch.dtype]) -> str:
     return "/".join(str(d).replace("torch.", "") for d in dtypes)
 
 
+def rows_by_group(op: str, counts: torch.Tensor, rows: int) -> torch.Tensor:
+    """Each of ``rows`` rows' MoE group from the groups' row counts (int64, each >= 0: the
+    caller's data rules): group g's ``counts[g]`` rows in order, -1 after the last group.
+    The one rule of every operator with a group_index; their sum must be at most ``rows``."""
+    total = int(counts.sum())
+    check(total <= rows, op, "group_index",
+          f"must cover at most the {rows} rows of x (every dim but the last), got {total}")
+    of_row = torch.repeat_interleave(torch.arange(counts.shape[0], device=counts.device), counts)
+    return torch.cat((of_row, of_row.new_full((rows - total,), -1)))
+
+
 def check_dtype(t: torch.Tensor, op: str, arg: str, allowed: Sequence[torch.dtype]) -> None:
     check(t.dtype in allowed, op, arg, f"must have dtype {names(allowed)}, got {t.dtype}")
 

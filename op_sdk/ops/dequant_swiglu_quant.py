@@ -59,7 +59,7 @@ from op_sdk.library import Benchmark, define_op
 from op_sdk.npu import prototypes
 from op_sdk.npu.binding import by_value
 from op_sdk.ops._common import (
-    FLOAT_DTYPES, INT8_MAX, absmax, check, div_scalar, quantize_round)
+    FLOAT_DTYPES, INT8_MAX, absmax, check, div_scalar, quantize_round, rows_by_group)
 from op_sdk.ops.add_rms_norm_cast import _npu_dtype_cast, _to
 from op_sdk.ops.clipped_swiglu import clipped_glu
 from op_sdk.triton_kernels import TritonKernel
@@ -167,11 +167,7 @@ def row_groups(group_index, rows: int) -> torch.Tensor:
     counts = group_index.to(torch.int64)
     check(bool((counts >= 0).all()), OP, "group_index",
           f"values must be row counts >= 0, got {counts.tolist()[:8]}")
-    total = int(counts.sum())
-    check(total <= rows, OP, "group_index",
-          f"must cover at most the {rows} rows of x (every dim but the last), got {total}")
-    of_row = torch.repeat_interleave(torch.arange(counts.shape[0], device=counts.device), counts)
-    return torch.cat((of_row, of_row.new_full((rows - total,), -1)))
+    return rows_by_group(OP, counts, rows)
 
 
 def _per_row(t, of_row, width, per_group_scalar=False):

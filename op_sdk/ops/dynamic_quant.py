@@ -29,6 +29,7 @@ from op_sdk.ops._common import (
     dtype_arg,
     pack_int4,
     quantize_round,
+    rows_by_group,
 )
 from op_sdk.ops._formats import (
     FLOAT8_MAX,
@@ -112,10 +113,8 @@ def group_rows(op: str, group_index: torch.Tensor, rows: int) -> torch.Tensor:
     """Each row's MoE group from group_index's cumulative end rows (after its data rules),
     for the reference and the CUDA kernel alike."""
     check_group_index_values(op, group_index, rows)
-    counts = torch.diff(group_index.to(torch.int64),
-                        prepend=group_index.new_zeros(1, dtype=torch.int64))
-    return torch.repeat_interleave(torch.arange(group_index.shape[0], device=group_index.device),
-                                   counts)
+    g = group_index.to(torch.int64)
+    return rows_by_group(op, torch.diff(g, prepend=g.new_zeros(1)), rows)
 
 
 def _dynamic_quant_shapes(input, quant_mode, code):

@@ -39,7 +39,8 @@ from op_sdk.library import Benchmark, define_op
 from op_sdk.npu import prototypes
 from op_sdk.npu.binding import by_value
 from op_sdk.ops._common import (
-    FLOAT_DTYPES, INT8_MAX, absmax, bench_randn, check, check_dtype, quantize_round)
+    FLOAT_DTYPES, INT8_MAX, absmax, bench_randn, check, check_dtype, quantize_round,
+    rows_by_group)
 from op_sdk.triton_kernels import TritonKernel
 
 MAX_LAST_DIM = 8192
@@ -93,11 +94,7 @@ def _group_rows(group_index, group_list_type, rows):
     check(bool((g >= 0).all()) and bool((counts >= 0).all()), OP, "group_index",
           "must have non-negative values" + (", non-decreasing in cumsum mode (group_list_type 0)"
                                              if group_list_type == 0 else ""))
-    total = int(counts.sum())
-    check(total <= rows, OP, "group_index",
-          f"must cover at most the {rows} rows of x (every dim but the last), got {total}")
-    of_row = torch.repeat_interleave(torch.arange(g.shape[0], device=g.device), counts)
-    return torch.cat((of_row, of_row.new_full((rows - total,), -1)))
+    return rows_by_group(OP, counts, rows)
 
 
 def _per_row(values, of_row):
