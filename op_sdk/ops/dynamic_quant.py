@@ -192,9 +192,9 @@ def _dynamic_quant_outputs(input, quant_mode, code):
 def dynamic_quant_cuda(input, *, smooth_scales=None, group_index=None, dst_type=None,
                        quant_mode="pertoken", dst_type_max=0.0):
     """The CUDA kernel (Triton, op_sdk/triton_kernels/norm.py) per token, with or without
-    smooth_scales (one set, or a MoE group's), to int8, int4 or float8; HiFloat8 outputs,
-    the per-tensor / per-channel modes, empty rows and rows longer than its MAX_ROW run the
-    reference."""
+    smooth_scales (one set, or a MoE group's), to int8, int4 or float8; per tensor / per
+    channel in two passes (the amax, then the quantisation: ``norm.run_by_amax``). HiFloat8
+    outputs, empty inputs and rows longer than its MAX_ROW run the reference."""
     from op_sdk.triton_kernels import norm
 
     kw = {"smooth_scales": smooth_scales, "group_index": group_index, "dst_type": dst_type,
@@ -202,8 +202,12 @@ def dynamic_quant_cuda(input, *, smooth_scales=None, group_index=None, dst_type=
     code = check_dynamic_quant(input, smooth_scales, group_index, dst_type, quant_mode,
                                dst_type_max)
     n = input.shape[-1]
-    if code not in norm.DST or quant_mode != "pertoken" or not norm.fits(n):
+    if code not in norm.DST or not norm.fits(n) or (quant_mode != "pertoken"
+                                                     and input.numel() == 0):
         return dynamic_quant_reference(input, **kw)
+    if quant_mode != "pertoken":
+        return norm.run_by_amax(_dynamic_quant_outputs(input, quant_mode, code), input,
+                                smooth_scales, quant_mode == "perchannel", norm.DST[code])
     groups = None
     if group_index is not None:
         groups = group_rows("npu_dynamic_quant", group_index, input.shape[:-1].numel())

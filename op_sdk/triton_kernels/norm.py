@@ -23,6 +23,7 @@ import triton.language as tl
 from op_sdk.triton_kernels._common import (
     MAX_ROW,
     Outputs,
+    _programs_cap,
     absmax,
     block_for,
     div,
@@ -86,28 +87,105 @@ def _or(a, b):
 
 
 @triton.jit
-def _dynamic_branch(v, m_ptr, q_ptr, scale_ptr, row, offs, mask, n, HAS_M: tl.constexpr,
-                    DST: tl.constexpr, BLOCK: tl.constexpr):
-    # DST: 0 int8, 1 int4 (8 a int32, element 0 in the low nibble), 2 float8_e4m3fn,
-    # 3 float8_e5m2 (their bits, into a uint8 view)
-    if HAS_M:
-        v = v * tl.load(m_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    amax = absmax(v, mask)
+def _factor(amax, DST: tl.constexpr):
+    """(scale, f) of a dynamic quantisation by ``amax`` (one, or one per lane): int8 / int4
+    ``scale = amax / dmax`` and ``f = fl(dmax / amax)`` (0 where amax is not > 0), y = v * f;
+    the 8-bit floats (the 950 kernels') ``scale = f = amax * fl(1 / max)``, y = v / scale
+    (0 where the scale is not > 0). ops/dynamic_quant.py ``quantized`` is the reference."""
     if DST >= 2:
-        # the 950 kernels': scale = amax * fl(1 / max), y = v / scale saturated to +-max
-        # (NaN stays NaN: an inf over an inf amax), a row with no positive scale all 0
         top: tl.constexpr = 448.0 if DST == 2 else 57344.0
         scale = amax * div(1.0, top)
-        _store_float8(q_ptr, offs, tl.where(scale > 0, div(v, scale), 0.0), mask, DST)
-        tl.store(scale_ptr + row, scale)
+        f = scale
     else:
         dmax: tl.constexpr = 7.0 if DST == 1 else 127.0
-        inv = tl.where(amax > 0, div(dmax, amax), 0.0)
-        if DST == 1:
-            _store_int4(q_ptr, v * inv, n, BLOCK)
+        f = tl.where(amax > 0, div(dmax, amax), 0.0)
+        scale = div(amax, dmax)
+    return scale, f
+
+
+@triton.jit
+def _store_by(v, f, q_ptr, offs, mask, n, DST: tl.constexpr, BLOCK: tl.constexpr):
+    """v quantised by ``_factor``'s f into the row at q_ptr. DST: 0 int8, 1 int4 (8 a int32,
+    element 0 in the low nibble), 2 float8_e4m3fn, 3 float8_e5m2 (their bits, into a uint8
+    view); NaN stays NaN in a float8 (an inf over an inf amax)."""
+    if DST >= 2:
+        _store_float8(q_ptr, offs, tl.where(f > 0, div(v, f), 0.0), mask, DST)
+    elif DST == 1:
+        _store_int4(q_ptr, v * f, n, BLOCK)
+    else:
+        tl.store(q_ptr + offs, store_int8(v * f), mask=mask)
+
+
+@triton.jit
+def _dynamic_branch(v, m_ptr, q_ptr, scale_ptr, row, offs, mask, n, HAS_M: tl.constexpr,
+                    DST: tl.constexpr, BLOCK: tl.constexpr):
+    if HAS_M:
+        v = v * tl.load(m_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    scale, f = _factor(absmax(v, mask), DST)
+    _store_by(v, f, q_ptr, offs, mask, n, DST, BLOCK)
+    tl.store(scale_ptr + row, scale)
+
+
+@triton.jit
+def _smoothed(x_ptr, m_ptr, row, r, offs, mask, n, HAS_M: tl.constexpr, M_ROW: tl.constexpr):
+    """Row ``row`` of x in fp32, times its smooth scales: per element of the row, or
+    (``M_ROW``, per channel) the one of its row ``r`` within its matrix."""
+    v = tl.load(x_ptr + row * n + offs, mask=mask, other=0.0).to(tl.float32)
+    if HAS_M:
+        if M_ROW:
+            v = v * tl.load(m_ptr + r).to(tl.float32)
         else:
-            tl.store(q_ptr + offs, store_int8(v * inv), mask=mask)
-        tl.store(scale_ptr + row, div(amax, dmax))
+            v = v * tl.load(m_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    return v
+
+
+@triton.jit
+def _amax_parts(x_ptr, m_ptr, p_ptr, R, n, chunk, chunks, HAS_M: tl.constexpr,
+                M_ROW: tl.constexpr, PER_CHANNEL: tl.constexpr, BLOCK: tl.constexpr):
+    """Program (b, c): max |v| over rows [c * chunk, (c + 1) * chunk) of matrix b (R rows of
+    n), per column (``PER_CHANNEL``) or over all, as int32 bits (``absmax``'s order: NaN
+    above inf) into p (b, c[, column])."""
+    b = tl.program_id(0)
+    c = tl.program_id(1)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n
+    acc = tl.zeros([BLOCK], dtype=tl.int32)
+    for r in range(c * chunk, tl.minimum(c * chunk + chunk, R)):
+        v = _smoothed(x_ptr, m_ptr, tl.cast(b, tl.int64) * R + r, r, offs, mask, n, HAS_M, M_ROW)
+        acc = tl.maximum(acc, tl.where(mask, tl.abs(v), 0.0).to(tl.int32, bitcast=True))
+    at = tl.cast(b, tl.int64) * chunks + c
+    if PER_CHANNEL:
+        tl.store(p_ptr + at * n + offs, acc, mask=mask)
+    else:
+        tl.store(p_ptr + at, tl.max(acc, axis=0))
+
+
+@triton.jit
+def _by_amax(x_ptr, m_ptr, a_ptr, q_ptr, c_ptr, R, n, chunk, HAS_M: tl.constexpr,
+             M_ROW: tl.constexpr, PER_CHANNEL: tl.constexpr, DST: tl.constexpr,
+             BLOCK: tl.constexpr):
+    """Program (b, c): rows [c * chunk, (c + 1) * chunk) of matrix b quantised by the amax
+    ``_amax_parts`` found (matrix b's per column, or the tensor's); program (b, 0) stores the
+    scales."""
+    b = tl.program_id(0)
+    c = tl.program_id(1)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n
+    if PER_CHANNEL:
+        amax = tl.load(a_ptr + tl.cast(b, tl.int64) * n + offs, mask=mask, other=0.0)
+    else:
+        amax = tl.load(a_ptr) + tl.zeros([BLOCK], dtype=tl.float32)
+    scale, f = _factor(amax, DST)
+    for r in range(c * chunk, tl.minimum(c * chunk + chunk, R)):
+        row = tl.cast(b, tl.int64) * R + r
+        v = _smoothed(x_ptr, m_ptr, row, r, offs, mask, n, HAS_M, M_ROW)
+        _store_by(v, f, q_ptr + (row * n // 8 if DST == 1 else row * n), offs, mask, n, DST,
+                  BLOCK)
+    if c == 0:
+        if PER_CHANNEL:
+            tl.store(c_ptr + tl.cast(b, tl.int64) * n + offs, scale, mask=mask)
+        else:
+            tl.store(c_ptr + offs, scale, mask=offs == 0)
 
 
 @triton.jit
@@ -228,4 +306,30 @@ def run(outs, x1, n, **kw):
     args.update({k: v for k, v in kw.items()
                  if k in ("quant", "div_mode", "f16", "dst", "groups", "eps")})
     _launch(rows_of(x1, n), n, **args)
+    return out.done()
+
+
+def run_by_amax(outs, x, smooth, per_channel: bool, dst: int):
+    """npu_dynamic_quant's per-tensor / per-channel modes into ``outs`` (y, scale as its fake
+    allocates them): one pass finds the amax (per column of each matrix of x's last two dims,
+    or of the whole tensor; NaN propagating), a second quantises by it. ``smooth``: per element
+    of a row (per tensor) or per row of a matrix (per channel), or None."""
+    out = Outputs(*outs)
+    n = x.shape[-1]
+    R = x.shape[-2] if per_channel else x.numel() // n
+    b = x.numel() // n // R
+    xs = rows_of(x, n)
+    m = xs if smooth is None else smooth.contiguous()
+    chunks = torch.sym_min(R, torch.sym_max(1, _programs_cap(x.device) // b))
+    chunk = (R + chunks - 1) // chunks
+    block = block_for(n)
+    warps = max(1, min(8, block * x.element_size() // 2048))
+    flags = {"HAS_M": smooth is not None, "M_ROW": per_channel, "PER_CHANNEL": per_channel,
+             "BLOCK": block}
+    parts = torch.empty((b, chunks, n) if per_channel else (b * chunks,), dtype=torch.int32,
+                        device=x.device)
+    launch(_amax_parts, (b, chunks), xs, m, parts, R, n, chunk, chunks, **flags, num_warps=warps)
+    amax = (parts.amax(1) if per_channel else parts.amax().reshape(1)).view(torch.float32)
+    launch(_by_amax, (b, chunks), xs, m, amax, _bits(out.bufs[0]), out.bufs[1], R, n, chunk,
+           **flags, DST=dst, num_warps=warps)
     return out.done()

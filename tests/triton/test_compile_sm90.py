@@ -136,7 +136,23 @@ def main() -> int:
             bad = _problems(k.asm["ptx"], rne=dst < 2)  # (float8: bit arithmetic)
             print(f"_rows {name} {dtype}: {', '.join(bad) or 'ok'}")
             failed += bool(bad)
+        # npu_dynamic_quant per tensor / per channel: the amax pass and the quantising pass
         x = f"*{dtype}"
+        for per_channel in (True, False):
+            flags = {"HAS_M": True, "M_ROW": per_channel, "PER_CHANNEL": per_channel,
+                     "BLOCK": 4096}
+            k = _compile(norm._amax_parts, {"x_ptr": x, "m_ptr": x, "p_ptr": "*i32", "R": "i32",
+                                            "n": "i32", "chunk": "i32", "chunks": "i32"}, flags)
+            bad = _problems(k.asm["ptx"])
+            print(f"_amax_parts {per_channel} {dtype}: {', '.join(bad) or 'ok'}")
+            failed += bool(bad)
+            for dst, q in ((0, "*i8"), (1, "*i32"), (2, "*u8")):
+                k = _compile(norm._by_amax, {"x_ptr": x, "m_ptr": x, "a_ptr": "*fp32", "q_ptr": q,
+                                             "c_ptr": "*fp32", "R": "i32", "n": "i32",
+                                             "chunk": "i32"}, dict(flags, DST=dst))
+                bad = _problems(k.asm["ptx"], rne=dst < 2)
+                print(f"_by_amax {per_channel} {dst} {dtype}: {', '.join(bad) or 'ok'}")
+                failed += bool(bad)
         for fn, types in ((swiglu._swiglu, {"x_ptr": x, "y_ptr": x}),
                           (swiglu._swiglu_backward, {"g_ptr": x, "x_ptr": x, "dx_ptr": x})):
             k = _compile(fn, dict(types, outer="i64", inner="i64"), dict(TILE, WIDE=True))
@@ -395,7 +411,7 @@ def main() -> int:
 def test_kernels_compile_for_sm90_with_the_contracts_arithmetic():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") == 192, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") == 216, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

@@ -155,6 +155,15 @@ def main() -> int:
         kernels, ops = _summary(_trace("npu_dynamic_quant", args, dict(kw, dst_type=dst)))
         report(f"npu_dynamic_quant dst_type {dst} traced", kernels == ["_rows"]
                and not any("npu." in o for o in ops), (kernels, sorted(ops)))
+    # per tensor / per channel: the amax pass, then the quantising pass (also with a
+    # symbolic row count)
+    for mode in ("pertensor", "perchannel"):
+        for dynamic_rows in (False, True):
+            kernels, ops = _summary(_trace("npu_dynamic_quant", (rand(3, 7, 64, dtype=bf16),),
+                                           {"quant_mode": mode}, dynamic_rows=dynamic_rows))
+            report(f"npu_dynamic_quant {mode} traced (dynamic rows {dynamic_rows})",
+                   kernels == ["_amax_parts", "_by_amax"] and not any("npu." in o for o in ops),
+                   (kernels, sorted(ops)))
     # a form the kernel does not cover (rows over MAX_ROW): the reference's ATen ops
     n = _common.MAX_ROW + 2
     kernels, ops = _summary(_trace("npu_rms_norm", (rand(2, n, dtype=bf16), rand(n, dtype=bf16)), {}))
@@ -221,7 +230,7 @@ def main() -> int:
 def test_torch_compile_traces_the_operators_on_cuda():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") >= 46, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") >= 50, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

@@ -425,8 +425,62 @@ def test_dynamic_quant_moe_group_rules_name_the_operator(device):
         K("npu_dynamic_quant")(rand(7, 64, dtype=bf16).to(device), **_to((), kw, device)[1])
 
 
-@pytest.mark.parametrize("kw", [{"dst_type": 290}, {"quant_mode": "pertensor"},
-                                {"quant_mode": "perchannel"}])
+@pytest.mark.parametrize("mode", ["pertensor", "perchannel"])
+@pytest.mark.parametrize("dst", [None] + NARROW)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 96), (7, 136), (2, 3, 40), (3, 1, 8), (2, 5, 7, 16)])
+@pytest.mark.parametrize("smooth", [False, True])
+def test_dynamic_quant_per_tensor_and_per_channel_are_bit_exact(mode, dst, dtype, shape, smooth,
+                                                               device):
+    """One amax for the tensor, or one per column of each matrix of the last two dims (the
+    smooth scales per element of a row, or per row of a matrix): the reference's y and
+    scales bit for bit, in its shapes ((1,); (..., H))."""
+    if dst == torch.quint4x2 and shape[-1] % 8:
+        pytest.skip("int4 needs a last dim that is a multiple of 8")
+    torch.manual_seed(0)
+    m = shape[-2] if mode == "perchannel" else shape[-1]
+    kw = {"smooth_scales": (torch.rand(m) + 0.5).to(dtype) if smooth else None,
+          "quant_mode": mode, "dst_type": dst}
+    _run(K("npu_dynamic_quant"), npu.npu_dynamic_quant, (rand(*shape, dtype=dtype, scale=3.0),),
+         kw, device, exact=(0, 1))
+
+
+@pytest.mark.parametrize("mode", ["pertensor", "perchannel"])
+@pytest.mark.parametrize("layout", ["strided", "broadcast", "permuted"])
+def test_dynamic_quant_modes_read_any_layout(mode, layout, device):
+    torch.manual_seed(0)
+    args, kw = relayout((rand(4, 6, 24, dtype=bf16, scale=3.0),), {"quant_mode": mode}, layout,
+                        which=(0,))
+    _run(K("npu_dynamic_quant"), npu.npu_dynamic_quant, args, kw, device, exact=(0, 1))
+
+
+@pytest.mark.parametrize("dst", [None, torch.quint4x2, 292])
+def test_dynamic_quant_modes_handle_zero_nan_and_inf(dst, device):
+    """Per channel: a zero column has scale 0 and y 0; a NaN makes its column's scale NaN and
+    the column 0; an inf its column's finite values 0. Per tensor: a NaN anywhere makes the
+    scale NaN and y all 0."""
+    x = rand(2, 3, 16, scale=3.0)
+    x[0, :, 2] = 0.0
+    x[0, 1, 5] = float("nan")
+    x[1, 2, 7] = float("inf")
+    for mode in ("perchannel", "pertensor"):
+        out = _run(K("npu_dynamic_quant"), npu.npu_dynamic_quant, (x,),
+                   {"quant_mode": mode, "dst_type": dst}, device, exact=(0, 1))
+    assert out[1].isnan().all() and (out[0].cpu().float().nan_to_num() == 0).all()
+
+
+def test_dynamic_quant_modes_over_many_programs(device, monkeypatch):
+    """Rows split among programs of a matrix (each its part of the amax): the parts' max is
+    the amax whatever the split."""
+    monkeypatch.setattr(norm, "_programs_cap", lambda device: 3)
+    torch.manual_seed(0)
+    for mode in ("pertensor", "perchannel"):
+        _run(K("npu_dynamic_quant"), npu.npu_dynamic_quant, (rand(2, 11, 24, scale=3.0),),
+             {"quant_mode": mode}, device, exact=(0, 1))
+
+
+@pytest.mark.parametrize("kw", [{"dst_type": 290}, {"quant_mode": "pertensor", "dst_type": 290},
+                                {"quant_mode": "perchannel", "dst_type": 290}])
 def test_dynamic_quant_other_forms_run_the_reference(kw, device):
     torch.manual_seed(0)
     _run(K("npu_dynamic_quant"), npu.npu_dynamic_quant, (rand(3, 64, dtype=bf16),), kw, device,
