@@ -154,18 +154,25 @@ def _int8_output(x1, x2, code):
     return x1.new_empty((*batch, x1.shape[-2], x2.shape[-1]), dtype=_OUT_DTYPES[code])
 
 
+# batched weights one launch takes (a grid axis of CUDA's at most 65535 programs)
+MAX_BATCHES = 65535
+
+
 def quant_matmul_cuda(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=None,
                       output_dtype=None, x1_dtype=None, x2_dtype=None,
                       pertoken_scale_dtype=None, scale_dtype=None, group_sizes=None,
                       y_scale=None):
-    """The CUDA kernel (Triton, op_sdk/triton_kernels/quant_matmul.py) of the int8 form
-    with a 2-D x2 (the weight): the exact int32 product and the epilogue in one kernel.
-    The other forms (batched weights, int4, float8, per-block, MX) run the reference."""
+    """The CUDA kernel (Triton, op_sdk/triton_kernels/quant_matmul.py) of the int8 form,
+    with a 2-D x2 (the weight) or a batched one: the exact int32 product and the epilogue in
+    one kernel. The other forms (int4, float8, per-block, MX; more than MAX_BATCHES weights)
+    run the reference."""
     kw = dict(offset=offset, pertoken_scale=pertoken_scale, bias=bias,
               output_dtype=output_dtype, x1_dtype=x1_dtype, x2_dtype=x2_dtype,
               pertoken_scale_dtype=pertoken_scale_dtype, scale_dtype=scale_dtype,
               group_sizes=group_sizes, y_scale=y_scale)
-    if (x1.dtype != torch.int8 or x2.dtype != torch.int8 or x2.dim() != 2
+    if (x1.dtype != torch.int8 or x2.dtype != torch.int8
+            or (x2.dim() > 2 and torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2]).numel()
+                > MAX_BATCHES)
             or _is_mx(scale_dtype, pertoken_scale_dtype)
             or _is_per_block(x1, x2, scale, pertoken_scale)
             or _is_float8_form(x1, x2, x1_dtype, x2_dtype)):

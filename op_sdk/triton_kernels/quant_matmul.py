@@ -71,13 +71,18 @@ def _dequant(acc, r, c, m, s_ptr, p_ptr, b_ptr, o_ptr, rows, n, rows_per_batch,
 
 @triton.jit
 def _qmm(a_ptr, w_ptr, s_ptr, p_ptr, b_ptr, o_ptr, y_ptr, M, N, K, rows_per_batch,
-         sam, sak, swk, swn,
+         sab, sam, sak, swb, swk, swn,
          S_PER: tl.constexpr, HAS_P: tl.constexpr, BIAS: tl.constexpr,
          BIAS_BATCH: tl.constexpr, O_PER: tl.constexpr, OUT: tl.constexpr,
          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
          GROUP_M: tl.constexpr, WIDE: tl.constexpr):
-    # programs walk GROUP_M row blocks of one column block before the next (the weight's
-    # column block stays in L2 while the row blocks read it)
+    # the (M, K) x (K, N) product of batch program_id(1) (its x1 and weight ``sab`` / ``swb``
+    # elements on; one batch of every row for a 2-D weight), into rows M * batch on of the
+    # (batches * M, N) output. Programs walk GROUP_M row blocks of one column block before
+    # the next (the weight's column block stays in L2 while the row blocks read it)
+    bt = tl.program_id(1)
+    if WIDE:
+        bt = tl.cast(bt, tl.int64)
     pid = tl.program_id(0)
     grid_m = tl.cdiv(M, BLOCK_M)
     grid_n = tl.cdiv(N, BLOCK_N)
@@ -94,8 +99,8 @@ def _qmm(a_ptr, w_ptr, s_ptr, p_ptr, b_ptr, o_ptr, y_ptr, M, N, K, rows_per_batc
         c = tl.cast(c, tl.int64)
     rm = r < M
     cm = c < N
-    a_at = a_ptr + r[:, None] * sam + kk[None, :] * sak
-    w_at = w_ptr + kk[:, None] * swk + c[None, :] * swn
+    a_at = a_ptr + bt * sab + r[:, None] * sam + kk[None, :] * sak
+    w_at = w_ptr + bt * swb + kk[:, None] * swk + c[None, :] * swn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
     for k0 in range(0, K, BLOCK_K):
         km = kk < K - k0
@@ -105,9 +110,10 @@ def _qmm(a_ptr, w_ptr, s_ptr, p_ptr, b_ptr, o_ptr, y_ptr, M, N, K, rows_per_batc
         a_at += BLOCK_K * sak
         w_at += BLOCK_K * swk
     m = rm[:, None] & cm[None, :]
-    y = _dequant(acc, r, c, m, s_ptr, p_ptr, b_ptr, o_ptr, M, N, rows_per_batch, S_PER, HAS_P,
-                 BIAS, BIAS_BATCH, O_PER, OUT)
-    tl.store(y_ptr + r[:, None] * N + c[None, :], y.to(y_ptr.dtype.element_ty), mask=m)
+    rows = bt * M + r  # the rows of the whole output
+    y = _dequant(acc, rows, c, m, s_ptr, p_ptr, b_ptr, o_ptr, M * tl.num_programs(1), N,
+                 rows_per_batch, S_PER, HAS_P, BIAS, BIAS_BATCH, O_PER, OUT)
+    tl.store(y_ptr + rows[:, None] * N + c[None, :], y.to(y_ptr.dtype.element_ty), mask=m)
 
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages); BLOCK_K >= 32: the least an int8 tl.dot takes
@@ -138,14 +144,27 @@ def tiles(m, k: int, n: int, device: torch.device) -> dict:
 
 
 def run(x1, x2, s, pertoken, bias, offset, out, kind, config=None):
-    """The int8 form into ``out`` (its fake's allocation): ``x1`` (..., m, k) and a 2-D ``x2``
-    (k, n) int8, ``s`` the fp32 scale ((1,) or (n,)), ``offset`` the s9 offset or None,
-    ``kind`` FLOAT_OUT / INT32_OUT / INT8_OUT; ``config`` (tile sizes, warps, stages)
-    replaces ``tiles``' choice. Returns ``out``."""
-    k, n = x2.shape
-    a = x1.flatten(0, -2)
-    rows, rows_per_batch = a.shape[0], x1.shape[-2]
-    if rows * n == 0:
+    """The int8 form into ``out`` (its fake's allocation): ``x1`` (..., m, k) and ``x2``
+    (k, n), or a batched ``x2`` (..., k, n) whose batch dims broadcast with x1's, int8;
+    ``s`` the fp32 scale ((1,) or (n,)), ``offset`` the s9 offset or None, ``kind``
+    FLOAT_OUT / INT32_OUT / INT8_OUT; ``config`` (tile sizes, warps, stages) replaces
+    ``tiles``' choice. A 2-D weight makes one GEMM of all x1's rows; a batched one, a GEMM
+    per batch (a grid axis). Returns ``out``."""
+    k, n = x2.shape[-2:]
+    if x2.dim() == 2:
+        a = x1.flatten(0, -2)
+        rows_per_batch, batches, m = x1.shape[-2], 1, a.shape[0]
+        (sam, sak), sab = a.stride(), 0
+        w, (swk, swn), swb = x2, x2.stride(), 0
+    else:
+        batch, m = out.shape[:-2], x1.shape[-2]
+        batches = batch.numel()
+        a = x1.expand(*batch, m, k).reshape(batches, m, k)
+        w = x2.expand(*batch, k, n).reshape(batches, k, n)
+        rows_per_batch = m
+        sab, sam, sak = a.stride()
+        swb, swk, swn = w.stride()
+    if batches * m * n == 0:
         return out
     bias_kind = NO_BIAS if bias is None else INT_BIAS if bias.dtype == torch.int32 else FLOAT_BIAS
     flags = dict(S_PER=s.numel() > 1, HAS_P=pertoken is not None, BIAS=bias_kind,
@@ -153,9 +172,10 @@ def run(x1, x2, s, pertoken, bias, offset, out, kind, config=None):
                  O_PER=0 if offset is None else 1 + (offset.numel() > 1), OUT=kind)
     # absent tensors: any valid pointer (the kernel reads none of them)
     p, b, o = (s if t is None else t for t in (pertoken, bias, offset))
-    cfg = dict(config or tiles(rows, k, n, x1.device))
-    grid = (triton.cdiv(rows, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"]),)
-    launch(_qmm, grid, a, x2, s, p, b, o, out.view(rows, n), rows, n, k, rows_per_batch,
-           a.stride(0), a.stride(1), x2.stride(0), x2.stride(1), **flags, **cfg, GROUP_M=8,
-           WIDE=max(a.numel(), x2.numel(), out.numel()) >= WIDE_FROM)
+    cfg = dict(config or tiles(m, k, n, x1.device))
+    grid = (triton.cdiv(m, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"]), batches)
+    launch(_qmm, grid, a, w, s, p, b, o, out.view(batches * m, n), m, n, k, rows_per_batch,
+           sab, sam, sak, swb, swk, swn, **flags, **cfg, GROUP_M=8,
+           WIDE=max(a.numel(), w.numel(), out.numel(),
+                    batches * max(abs(sab), abs(swb), 1)) >= WIDE_FROM)
     return out

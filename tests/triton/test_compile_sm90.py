@@ -344,7 +344,8 @@ def main() -> int:
     # npu_quant_matmul's int8 GEMM with each epilogue (decode and prefill tiles)
     qmm_types = {"a_ptr": "*i8", "w_ptr": "*i8", "s_ptr": "*fp32", "p_ptr": "*fp32",
                  "o_ptr": "*fp32", "M": "i32", "N": "i32", "K": "i32", "rows_per_batch": "i32",
-                 "sam": "i32", "sak": "i32", "swk": "i32", "swn": "i32"}
+                 "sab": "i32", "sam": "i32", "sak": "i32", "swb": "i32", "swk": "i32",
+                 "swn": "i32"}
     cpu = torch.device("cpu")  # the tiles for an H100's 132 SMs
     for out, y, bias, cfg in ((0, "*bf16", ("*bf16", 2), quant_matmul.tiles(1, 4096, 4096, cpu)),
                               (1, "*i32", ("*i32", 1), quant_matmul.tiles(512, 4096, 2048, cpu)),

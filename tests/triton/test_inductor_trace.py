@@ -155,6 +155,17 @@ def main() -> int:
         kernels, ops = _summary(_trace("npu_dynamic_quant", args, dict(kw, dst_type=dst)))
         report(f"npu_dynamic_quant dst_type {dst} traced", kernels == ["_rows"]
                and not any("npu." in o for o in ops), (kernels, sorted(ops)))
+    # npu_quant_matmul with batched weights: one _qmm launch (a grid axis per batch), also
+    # with a symbolic row count
+    for dynamic_rows in (False, True):
+        i8 = lambda *shape: torch.randint(-128, 128, shape, dtype=torch.int8)  # noqa: E731
+        kernels, ops = _summary(_trace("npu_quant_matmul", (i8(3, 24, 32), i8(3, 32, 16),
+                                                            torch.rand(16)),
+                                       {"output_dtype": torch.bfloat16,
+                                        "pertoken_scale": torch.rand(24)},
+                                       dynamic_rows=dynamic_rows))
+        report(f"npu_quant_matmul batched weights traced (dynamic rows {dynamic_rows})",
+               kernels == ["_qmm"] and not any("npu." in o for o in ops), (kernels, sorted(ops)))
     # per tensor / per channel: the amax pass, then the quantising pass (also with a
     # symbolic row count)
     for mode in ("pertensor", "perchannel"):
@@ -230,7 +241,7 @@ def main() -> int:
 def test_torch_compile_traces_the_operators_on_cuda():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") >= 50, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") >= 52, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """npu_quant_matmul's Triton kernel (the int8 form) against the reference, bit for bit:
 the int32 product is exact, and the epilogue rounds each step as the reference does. The
 tiles ``tiles`` picks and small ones (several k blocks, partial tiles), every output dtype,
-scale / offset / bias form, batched x1, transposed and strided operands, empty and
-non-finite cases."""
+scale / offset / bias form, batched x1 and batched weights, transposed and strided operands,
+empty and non-finite cases."""
 
 import pytest
 import torch
@@ -107,6 +107,54 @@ def test_batched_x1_with_a_bias_per_batch(path, device):
          kw, device, exact=(0,))
 
 
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("x1_shape,x2_shape", [
+    ((3, 6, 32), (3, 32, 16)),        # one weight per batch
+    ((6, 32), (3, 32, 16)),           # x1 broadcast to the weights' batches
+    ((1, 5, 40), (4, 40, 7)),         # odd sizes, x1's batch of 1 broadcast
+    ((4, 17, 264), (1, 264, 48)),     # one weight broadcast to x1's batches
+    ((2, 3, 5, 32), (3, 32, 24)),     # two batch dims
+])
+@pytest.mark.parametrize("form", ["pertoken_bias", "int8", "int32"])
+def test_batched_weights_are_bit_exact(path, x1_shape, x2_shape, form, device):
+    """x2 (..., k, n): one GEMM per batch of the broadcast batch dims (a grid axis), the
+    epilogue's per-token scale each batch's row's, a (b, 1, n) bias the batch's; the kernel
+    runs (not the reference)."""
+    torch.manual_seed(7)
+    n = x2_shape[-1]
+    batch = torch.broadcast_shapes(x1_shape[:-2], x2_shape[:-2])
+    x1, x2, s = _i8(*x1_shape), _i8(*x2_shape), torch.rand(n) * 1e-3
+    if form == "pertoken_bias":
+        kw = {"pertoken_scale": torch.rand(x1_shape[-2]) + 0.5, "output_dtype": bf16}
+        if len(batch) == 1:
+            kw["bias"] = torch.randn(batch[0], 1, n)
+    elif form == "int8":
+        kw = {"output_dtype": torch.int8, "offset": torch.randn(n) * 3}
+    else:
+        kw = {"output_dtype": torch.int32, "bias": torch.randint(-99, 99, (n,), dtype=torch.int32)}
+        s = torch.rand(n)
+    calls = []
+    real = qmm.run
+    qmm.run = lambda *a, **k: calls.append(1) or real(*a, **k)
+    try:
+        _run(_launcher(path), npu.npu_quant_matmul, (x1, x2, s), kw, device, exact=(0,))
+    finally:
+        qmm.run = real
+    assert calls
+
+
+def test_batched_weights_transposed_strided_and_empty(device):
+    torch.manual_seed(8)
+    x2 = _i8(3, 16, 32).transpose(1, 2)  # (3, 32, 16), each batch's weight transposed
+    _run(K("npu_quant_matmul"), npu.npu_quant_matmul, (_i8(3, 5, 64)[..., ::2], x2, torch.rand(16)),
+         {"output_dtype": fp16}, device, exact=(0,))
+    for x1_shape, x2_shape in [((0, 4, 16), (0, 16, 8)), ((2, 0, 16), (2, 16, 8)),
+                               ((2, 4, 16), (2, 16, 0))]:
+        _run(K("npu_quant_matmul"), npu.npu_quant_matmul,
+             (_i8(*x1_shape), _i8(*x2_shape), torch.rand(1)), {"output_dtype": bf16}, device,
+             exact=(0,))
+
+
 def test_strided_x1_and_empty_products(device):
     torch.manual_seed(4)
     x1 = _i8(20, 64)[:, ::2]  # k = 32 with stride 2
@@ -139,10 +187,6 @@ def test_nonfinite_scales_and_int32_wraparound(path, device):
 
 def test_other_forms_run_the_reference_and_rules_are_the_operators(device):
     torch.manual_seed(6)
-    # a batched weight: the reference
-    _run(K("npu_quant_matmul"), npu.npu_quant_matmul, (_i8(2, 3, 16), _i8(2, 16, 8),
-                                                       torch.rand(8)),
-         {"output_dtype": fp16}, device, exact=(0,))
     with pytest.raises(Exception, match="npu_quant_matmul.*x2.*k = 16"):
         K("npu_quant_matmul")(_i8(3, 16).to(device), _i8(8, 8).to(device),
                               torch.rand(8).to(device))
