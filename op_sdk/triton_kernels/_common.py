@@ -73,12 +73,18 @@ def store_int8(v):
 
 
 @triton.jit
+def abs_bits(v, mask):
+    """|v| (0 off the mask) as int32 bits, which order as the amax orders them: the bits of a
+    non-negative float order as int32s do, and every NaN's bits (sign cleared) lie above
+    inf's, so the largest bits are a NaN where there is one (ops/_common.py absmax: NaN
+    propagates)."""
+    return tl.where(mask, tl.abs(v), 0.0).to(tl.int32, bitcast=True)
+
+
+@triton.jit
 def absmax(v, mask):
-    """max |v| over the masked row, NaN propagating (ops/_common.py absmax), in one
-    reduction: the bits of a non-negative float order as int32s do, and every NaN's bits
-    (sign cleared) lie above inf's, so the largest bits are a NaN where the row has one."""
-    a = tl.where(mask, tl.abs(v), 0.0)
-    return tl.max(a.to(tl.int32, bitcast=True), axis=0).to(tl.float32, bitcast=True)
+    """max |v| over the masked row, NaN propagating, in one reduction of ``abs_bits``."""
+    return tl.max(abs_bits(v, mask), axis=0).to(tl.float32, bitcast=True)
 
 
 @functools.lru_cache(maxsize=None)
@@ -104,8 +110,13 @@ def row_launch(rows: int, block: int, elem_bytes: int, device: torch.device,
     or within a few percent of it in the sweep of benchmarks/sweep_rows.py on an H200
     (benchmarks/results/sweep_rows_h200.json, 4096 rows of 4096 and 7168)."""
     programs = torch.sym_min(rows, _programs_cap(device))
-    warps = max(1, min(8 if quant else 4, block * elem_bytes // 2048))
-    return {"grid": (programs,), "num_warps": warps, "programs": programs}
+    return {"grid": (programs,), "num_warps": row_warps(block, elem_bytes, quant),
+            "programs": programs}
+
+
+def row_warps(block: int, elem_bytes: int, quant: bool = False) -> int:
+    """Warps of a program that holds rows of ``block`` elements (``row_launch``'s rule)."""
+    return max(1, min(8 if quant else 4, block * elem_bytes // 2048))
 
 
 def launch(kernel, grid: tuple, *args, **kwargs) -> None:

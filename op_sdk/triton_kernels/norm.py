@@ -24,6 +24,7 @@ from op_sdk.triton_kernels._common import (
     MAX_ROW,
     Outputs,
     _programs_cap,
+    abs_bits,
     absmax,
     block_for,
     div,
@@ -31,6 +32,7 @@ from op_sdk.triton_kernels._common import (
     mul,
     round_saturate,
     row_launch,
+    row_warps,
     rows_of,
     sqrt,
     store_int8,
@@ -152,7 +154,7 @@ def _amax_parts(x_ptr, m_ptr, p_ptr, R, n, chunk, chunks, HAS_M: tl.constexpr,
     acc = tl.zeros([BLOCK], dtype=tl.int32)
     for r in range(c * chunk, tl.minimum(c * chunk + chunk, R)):
         v = _smoothed(x_ptr, m_ptr, tl.cast(b, tl.int64) * R + r, r, offs, mask, n, HAS_M, M_ROW)
-        acc = tl.maximum(acc, tl.where(mask, tl.abs(v), 0.0).to(tl.int32, bitcast=True))
+        acc = tl.maximum(acc, abs_bits(v, mask))
     at = tl.cast(b, tl.int64) * chunks + c
     if PER_CHANNEL:
         tl.store(p_ptr + at * n + offs, acc, mask=mask)
@@ -323,7 +325,7 @@ def run_by_amax(outs, x, smooth, per_channel: bool, dst: int):
     chunks = torch.sym_min(R, torch.sym_max(1, _programs_cap(x.device) // b))
     chunk = (R + chunks - 1) // chunks
     block = block_for(n)
-    warps = max(1, min(8, block * x.element_size() // 2048))
+    warps = row_warps(block, x.element_size(), quant=True)
     flags = {"HAS_M": smooth is not None, "M_ROW": per_channel, "PER_CHANNEL": per_channel,
              "BLOCK": block}
     parts = torch.empty((b, chunks, n) if per_channel else (b * chunks,), dtype=torch.int32,
