@@ -2,7 +2,13 @@
 with op_sdk.npu.build.compile_command, and caches each outcome (the library, or the
 compiler's errors) under ~/.cache/op_sdk/npu_bindings/<hash>/, keyed by the source, the
 shared header, the command and the torch / torch_npu versions, so a test run compiles only
-what changed."""
+what changed.
+
+Every binding's first include is the shared header binding.h (torch's and op-plugin's
+headers: most of a binding's compile time), so the harness precompiles it once with the
+bindings' own flags (``pch_dir``) and each compile reads that instead of parsing it again
+(about 4 s a binding instead of 16 here). Where the precompiled header cannot be built or
+used the compiler parses the header itself: the same library, only slower."""
 
 from __future__ import annotations
 
@@ -11,7 +17,9 @@ import dataclasses
 import hashlib
 import json
 import os
+import shutil
 import subprocess
+import threading
 
 from op_sdk.npu import build as nbuild
 
@@ -29,23 +37,65 @@ class Build:
     errors: str    # the compiler's diagnostics (when not)
 
 
-def build(name: str, source_text: str, torch_npu_dir: str) -> Build:
+def _key(*parts: str) -> str:
     import torch
 
-    probe = nbuild.compile_command("SOURCE", "OUTPUT", torch_npu_dir)
     key = hashlib.sha256()
-    for part in (source_text, open(os.path.join(nbuild.SOURCE_DIR, "binding.h")).read(),
-                 json.dumps(probe), torch.__version__, torch_npu_dir):
+    for part in (*parts, open(os.path.join(nbuild.SOURCE_DIR, "binding.h")).read(),
+                 torch.__version__):
         key.update(part.encode())
-    folder = os.path.join(cache_root(), f"{name}-{key.hexdigest()[:16]}")
+    return key.hexdigest()[:16]
+
+
+_PCH_LOCK = threading.Lock()
+
+
+def pch_dir(torch_npu_dir: str) -> str | None:
+    """The folder holding binding.h.gch, binding.h precompiled with the bindings' flags
+    (built once per header / command / versions, older ones removed), or None where it
+    cannot be built. Put before csrc/npu on the include path, the compiler finds the
+    precompiled header where it would look for binding.h."""
+    probe = nbuild.compile_command("SOURCE", "OUTPUT", torch_npu_dir)
+    folder = os.path.join(cache_root(), f"pch-{_key(json.dumps(probe), torch_npu_dir)}")
+    done = os.path.join(folder, "ok")
+    with _PCH_LOCK:
+        if not os.path.exists(done):
+            for old in os.listdir(cache_root()) if os.path.isdir(cache_root()) else ():
+                if old.startswith("pch-"):
+                    shutil.rmtree(os.path.join(cache_root(), old), ignore_errors=True)
+            os.makedirs(folder, exist_ok=True)
+            wrapper = os.path.join(folder, "pch.h")  # (binding.h itself would be the main
+            with open(wrapper, "w") as f:           # file, where #pragma once warns)
+                f.write(f'#include "{os.path.join(nbuild.SOURCE_DIR, "binding.h")}"\n')
+            flags = [a for a in probe[1:probe.index("SOURCE")] if a != "-shared"]
+            out = subprocess.run([probe[0], "-x", "c++-header", *flags, wrapper, "-o",
+                                  os.path.join(folder, "binding.h.gch")],
+                                 capture_output=True, text=True, timeout=600)
+            with open(done, "w") as f:
+                f.write("ok" if out.returncode == 0 else out.stderr[-4000:])
+        with open(done) as f:
+            return folder if f.read() == "ok" else None
+
+
+def _command(source: str, output: str, torch_npu_dir: str) -> list[str]:
+    cmd = nbuild.compile_command(source, output, torch_npu_dir)
+    pch = pch_dir(torch_npu_dir)
+    if pch is not None:
+        cmd.insert(cmd.index(f"-I{nbuild.SOURCE_DIR}"), f"-I{pch}")
+    return cmd
+
+
+def build(name: str, source_text: str, torch_npu_dir: str) -> Build:
+    probe = _command("SOURCE", "OUTPUT", torch_npu_dir)
+    folder = os.path.join(cache_root(), f"{name}-{_key(source_text, json.dumps(probe), torch_npu_dir)}")
     library = os.path.join(folder, f"{name}.so")
     result = os.path.join(folder, "result.json")
     if not os.path.exists(result):
         os.makedirs(folder, exist_ok=True)
-        source = os.path.join(folder, f"{name}.cpp")
-        with open(source, "w") as f:
+        source = os.path.join(folder, f"{name}.cpp")  # (not beside binding.h: the compiler
+        with open(source, "w") as f:                  # looks in the source's folder first)
             f.write(source_text)
-        out = subprocess.run(nbuild.compile_command(source, library + ".tmp", torch_npu_dir),
+        out = subprocess.run(_command(source, library + ".tmp", torch_npu_dir),
                              capture_output=True, text=True, timeout=600)
         if out.returncode == 0:
             os.replace(library + ".tmp", library)
