@@ -109,14 +109,19 @@ def hif8_to_float(bits: torch.Tensor) -> torch.Tensor:
     return torch.where(v == 111, sign * float("inf"), out)
 
 
+def float8_inv(dmax: float) -> float:
+    """fp32(1 / dmax), the reciprocal the 950 kernels scale an 8-bit float quantisation's amax
+    by (one fp32 division; exact as a Python float)."""
+    return (torch.tensor(1.0, dtype=torch.float32) / torch.tensor(dmax, dtype=torch.float32)).item()
+
+
 def dynamic_quant_float8(v: torch.Tensor, amax: torch.Tensor, code: int, dmax: float):
     """Symmetric dynamic quantisation of fp32 ``v`` to an 8-bit float output, as the Ascend 950
     kernels compute it (CANN ops-nn arch35 DynamicQuant / AddRmsNormDynamicQuant):
     scale = amax * fp32(1 / dmax), y = cast(v / scale). ``amax`` broadcasts against ``v``.
     Where amax is 0 the scale is 0 and y is 0 (the contract's choice for all-zero rows).
     Returns (y, scale)."""
-    inv = torch.tensor(1.0, dtype=torch.float32) / torch.tensor(dmax, dtype=torch.float32)
-    scale = amax * inv
+    scale = amax * torch.tensor(float8_inv(dmax), dtype=torch.float32)
     q = torch.where(scale > 0, v / torch.where(scale > 0, scale, torch.ones_like(scale)),
                     torch.zeros_like(v))
     return quantize_float8(q, code), scale

@@ -30,7 +30,7 @@ from op_sdk.ops._common import (
 )
 from op_sdk.ops._formats import FLOAT8_OUT_CODES, storage_dtype
 from op_sdk.ops._norm import _normalize, check_add_rms_norm
-from op_sdk.ops.dynamic_quant import quantized
+from op_sdk.ops.dynamic_quant import kernel_finv, quantized
 
 
 def dynamic_quant_branches(op, smooth_scale1, smooth_scale2, output_mask):
@@ -158,9 +158,8 @@ def _unfused_spelling(x1, x2, gamma, smooth_scale1=None, epsilon=1e-6, *, y_view
 
 def add_rms_norm_dynamic_quant_cuda(x1, x2, gamma, *, smooth_scale1=None, smooth_scale2=None,
                                     beta=None, epsilon=1e-6, output_mask=None, y_dtype=None):
-    """The CUDA kernel (Triton, op_sdk/triton_kernels/norm.py) for int8, int4 and float8
-    outputs; HiFloat8 outputs, empty rows and rows longer than its MAX_ROW run the
-    reference."""
+    """The CUDA kernel (Triton, op_sdk/triton_kernels/norm.py) for int8, int4, float8 and
+    HiFloat8 outputs; empty rows and rows longer than its MAX_ROW run the reference."""
     from op_sdk.triton_kernels import norm
 
     kw = {"smooth_scale1": smooth_scale1, "smooth_scale2": smooth_scale2, "beta": beta,
@@ -173,7 +172,7 @@ def add_rms_norm_dynamic_quant_cuda(x1, x2, gamma, *, smooth_scale1=None, smooth
     return norm.run(outs, x1, gamma.numel(), x2=x2, gamma=gamma, beta=beta, xo=2, quant=2,
                     s1=smooth_scale1, q1=0 if run[0] else None, c1=3 if run[0] else None,
                     s2=smooth_scale2, q2=1 if run[1] else None, c2=4 if run[1] else None,
-                    dst=norm.DST[code], eps=epsilon)
+                    dst=norm.DST[code], eps=epsilon, finv=kernel_finv(code))
 
 
 # the aclnn API the binding calls: its GetWorkspaceSize prototype, as CANN declares it

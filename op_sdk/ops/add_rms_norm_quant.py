@@ -153,8 +153,8 @@ def _unfused_spelling(x1, x2, gamma, scales1, zero_points1, beta=None, axis=-1, 
 def add_rms_norm_quant_cuda(x1, x2, gamma, scales1, zero_points1, beta=None, scales2=None,
                             zero_points2=None, *, axis=-1, epsilon=1e-6, div_mode=True,
                             dst_type=None):
-    """The CUDA kernel (Triton, op_sdk/triton_kernels/norm.py) for int8 and float8 outputs;
-    HiFloat8 outputs, empty rows and rows longer than its MAX_ROW run the reference."""
+    """The CUDA kernel (Triton, op_sdk/triton_kernels/norm.py) for int8, float8 and HiFloat8
+    outputs; empty rows and rows longer than its MAX_ROW run the reference."""
     from op_sdk.triton_kernels import norm
 
     args = (x1, x2, gamma, scales1, zero_points1, beta, scales2, zero_points2)

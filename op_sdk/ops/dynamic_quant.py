@@ -37,6 +37,7 @@ from op_sdk.ops._formats import (
     HIF8_MAX,
     HIFLOAT8,
     dynamic_quant_float8,
+    float8_inv,
     storage_dtype,
 )
 
@@ -54,6 +55,12 @@ def float8_dmax(code: int, dst_type_max: float) -> float:
     if code == HIFLOAT8 and abs(dst_type_max) >= DST_TYPE_MAX_UNSET:
         return float(dst_type_max)
     return FLOAT8_MAX[code]
+
+
+def kernel_finv(code: int, dst_type_max: float = 0.0) -> float:
+    """The kernels' ``finv`` of a dynamic quantisation to ``code``: an 8-bit float output's
+    fl(1 / DTYPE_MAX) (``float8_inv``), 0 for the integer outputs (unused)."""
+    return float8_inv(float8_dmax(code, dst_type_max)) if code in FLOAT8_OUT_CODES else 0.0
 
 
 def check_dynamic_quant(input, smooth_scales, group_index, dst_type, quant_mode, dst_type_max):
@@ -192,9 +199,10 @@ def _dynamic_quant_outputs(input, quant_mode, code):
 def dynamic_quant_cuda(input, *, smooth_scales=None, group_index=None, dst_type=None,
                        quant_mode="pertoken", dst_type_max=0.0):
     """The CUDA kernel (Triton, op_sdk/triton_kernels/norm.py) per token, with or without
-    smooth_scales (one set, or a MoE group's), to int8, int4 or float8; per tensor / per
-    channel in two passes (the amax, then the quantisation: ``norm.run_by_amax``). HiFloat8
-    outputs, empty inputs and rows longer than its MAX_ROW run the reference."""
+    smooth_scales (one set, or a MoE group's), to int8, int4, float8 or HiFloat8
+    (``dst_type_max`` its DTYPE_MAX); per tensor / per channel in two passes (the amax, then
+    the quantisation: ``norm.run_by_amax``). Empty inputs and rows longer than its MAX_ROW
+    run the reference."""
     from op_sdk.triton_kernels import norm
 
     kw = {"smooth_scales": smooth_scales, "group_index": group_index, "dst_type": dst_type,
@@ -207,12 +215,14 @@ def dynamic_quant_cuda(input, *, smooth_scales=None, group_index=None, dst_type=
         return dynamic_quant_reference(input, **kw)
     if quant_mode != "pertoken":
         return norm.run_by_amax(_dynamic_quant_outputs(input, quant_mode, code), input,
-                                smooth_scales, quant_mode == "perchannel", norm.DST[code])
+                                smooth_scales, quant_mode == "perchannel", norm.DST[code],
+                                kernel_finv(code, dst_type_max))
     groups = None
     if group_index is not None:
         groups = group_rows("npu_dynamic_quant", group_index, input.shape[:-1].numel())
     return norm.run(_dynamic_quant_outputs(input, quant_mode, code), input, n, quant=2,
-                    s1=smooth_scales, q1=0, c1=1, dst=norm.DST[code], groups=groups)
+                    s1=smooth_scales, q1=0, c1=1, dst=norm.DST[code], groups=groups,
+                    finv=kernel_finv(code, dst_type_max))
 
 
 # the aclnn API the binding calls: its GetWorkspaceSize prototype, as CANN declares it

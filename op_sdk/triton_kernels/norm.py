@@ -41,17 +41,50 @@ from op_sdk.triton_kernels.mx import _float8
 
 
 @triton.jit
+def _hif8(q):
+    """The HiFloat8 code (int32, 0..255) of fp32 q: ops/_formats.py ``float_to_hif8``'s rule
+    (the nearest HiFloat8 value, a tie away from zero; saturated to +-32768, NaN 0) on the
+    bits: |q| rounded at its binade's mantissa width (3 bits for |e| <= 3, 2 for 4..7, 1 for
+    8..15, none for the DML binades 2^-22..2^-16; [2^-23, 2^-22) rounds up to 2^-22, below
+    it to 0), then the rounded value's dot / exponent / mantissa fields."""
+    b = q.to(tl.int32, bitcast=True)
+    a = tl.minimum(b & 0x7FFFFFFF, 0x47800000)  # (2^16: any |q| from 2^15 up saturates)
+    e = (a >> 23) - 127
+    ae = tl.abs(e)
+    keep = tl.where(e < -15, 0, tl.where(ae <= 3, 3, tl.where(ae <= 7, 2, 1)))
+    r = (a + (1 << (22 - keep))) & ~((1 << (23 - keep)) - 1)
+    r = tl.where(e < -23, 0, tl.where(e == -23, 105 << 23, r))  # (105 << 23: 2^-22)
+    re = (r >> 23) - 127
+    are = tl.abs(re)
+    m = r & 0x7FFFFF
+    s = tl.where(re < 0, 16, 0)
+    code = tl.where(are >= 8, 96 + s + 2 * (are - 8) + (m >> 22),
+                    tl.where(are >= 4, 64 + s + 4 * (are - 4) + (m >> 21),
+                             tl.where(are >= 2, 32 + s + 8 * (are - 2) + (m >> 20),
+                                      tl.where(are == 1, 16 + (s >> 1) + (m >> 20),
+                                               8 + (m >> 20)))))
+    code = tl.where(re < -15, re + 23, code)
+    code = tl.where(r == 0, 0, tl.where(r >= (142 << 23), 110, code))  # (142 << 23: 2^15)
+    code = tl.where((code != 0) & (b < 0), code + 128, code)
+    return tl.where(q != q, 0, code)
+
+
+@triton.jit
 def _store_float8(q_ptr, offs, q, mask, DST: tl.constexpr):
-    """q (fp32) as float8_e4m3fn (DST 2) / float8_e5m2 (3) bits into a uint8 view: saturated
-    to +-max, half to even (``mx._float8``), NaN kept (0x7F)."""
-    top: tl.constexpr = 448.0 if DST == 2 else 57344.0
-    nan = q != q
-    w = tl.where(nan, 0.0, tl.minimum(tl.maximum(q, -top), top))
-    if DST == 2:
-        bits = _float8(w, 3, 7)
+    """q (fp32) as float8_e4m3fn (DST 2) / float8_e5m2 (3) / HiFloat8 (4) bits into a uint8
+    view: float8 saturated to +-max, half to even (``mx._float8``), NaN kept (0x7F); HiFloat8
+    by ``_hif8``."""
+    if DST == 4:
+        tl.store(q_ptr + offs, _hif8(q).to(tl.uint8), mask=mask)
     else:
-        bits = _float8(w, 2, 15)
-    tl.store(q_ptr + offs, tl.where(nan, 127, bits).to(tl.uint8), mask=mask)
+        top: tl.constexpr = 448.0 if DST == 2 else 57344.0
+        nan = q != q
+        w = tl.where(nan, 0.0, tl.minimum(tl.maximum(q, -top), top))
+        if DST == 2:
+            bits = _float8(w, 3, 7)
+        else:
+            bits = _float8(w, 2, 15)
+        tl.store(q_ptr + offs, tl.where(nan, 127, bits).to(tl.uint8), mask=mask)
 
 
 @triton.jit
@@ -89,14 +122,14 @@ def _or(a, b):
 
 
 @triton.jit
-def _factor(amax, DST: tl.constexpr):
+def _factor(amax, finv, DST: tl.constexpr):
     """(scale, f) of a dynamic quantisation by ``amax`` (one, or one per lane): int8 / int4
     ``scale = amax / dmax`` and ``f = fl(dmax / amax)`` (0 where amax is not > 0), y = v * f;
-    the 8-bit floats (the 950 kernels') ``scale = f = amax * fl(1 / max)``, y = v / scale
-    (0 where the scale is not > 0). ops/dynamic_quant.py ``quantized`` is the reference."""
+    the 8-bit floats (the 950 kernels') ``scale = f = amax * finv`` with ``finv = fl(1 /
+    DTYPE_MAX)`` (ops/_formats.py ``float8_inv``, from the host), y = v / scale (0 where the
+    scale is not > 0). ops/dynamic_quant.py ``quantized`` is the reference."""
     if DST >= 2:
-        top: tl.constexpr = 448.0 if DST == 2 else 57344.0
-        scale = amax * div(1.0, top)
+        scale = amax * tl.cast(finv, tl.float32)
         f = scale
     else:
         dmax: tl.constexpr = 7.0 if DST == 1 else 127.0
@@ -108,8 +141,8 @@ def _factor(amax, DST: tl.constexpr):
 @triton.jit
 def _store_by(v, f, q_ptr, offs, mask, n, DST: tl.constexpr, BLOCK: tl.constexpr):
     """v quantised by ``_factor``'s f into the row at q_ptr. DST: 0 int8, 1 int4 (8 a int32,
-    element 0 in the low nibble), 2 float8_e4m3fn, 3 float8_e5m2 (their bits, into a uint8
-    view); NaN stays NaN in a float8 (an inf over an inf amax)."""
+    element 0 in the low nibble), 2 float8_e4m3fn, 3 float8_e5m2, 4 HiFloat8 (their bits, into a
+    uint8 view); NaN stays NaN in a float8 (an inf over an inf amax), 0 in HiFloat8."""
     if DST >= 2:
         _store_float8(q_ptr, offs, tl.where(f > 0, div(v, f), 0.0), mask, DST)
     elif DST == 1:
@@ -119,11 +152,11 @@ def _store_by(v, f, q_ptr, offs, mask, n, DST: tl.constexpr, BLOCK: tl.constexpr
 
 
 @triton.jit
-def _dynamic_branch(v, m_ptr, q_ptr, scale_ptr, row, offs, mask, n, HAS_M: tl.constexpr,
+def _dynamic_branch(v, m_ptr, q_ptr, scale_ptr, row, offs, mask, n, finv, HAS_M: tl.constexpr,
                     DST: tl.constexpr, BLOCK: tl.constexpr):
     if HAS_M:
         v = v * tl.load(m_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    scale, f = _factor(absmax(v, mask), DST)
+    scale, f = _factor(absmax(v, mask), finv, DST)
     _store_by(v, f, q_ptr, offs, mask, n, DST, BLOCK)
     tl.store(scale_ptr + row, scale)
 
@@ -163,7 +196,7 @@ def _amax_parts(x_ptr, m_ptr, p_ptr, R, n, chunk, chunks, HAS_M: tl.constexpr,
 
 
 @triton.jit
-def _by_amax(x_ptr, m_ptr, a_ptr, q_ptr, c_ptr, R, n, chunk, HAS_M: tl.constexpr,
+def _by_amax(x_ptr, m_ptr, a_ptr, q_ptr, c_ptr, R, n, chunk, finv, HAS_M: tl.constexpr,
              M_ROW: tl.constexpr, PER_CHANNEL: tl.constexpr, DST: tl.constexpr,
              BLOCK: tl.constexpr):
     """Program (b, c): rows [c * chunk, (c + 1) * chunk) of matrix b quantised by the amax
@@ -177,7 +210,7 @@ def _by_amax(x_ptr, m_ptr, a_ptr, q_ptr, c_ptr, R, n, chunk, HAS_M: tl.constexpr
         amax = tl.load(a_ptr + tl.cast(b, tl.int64) * n + offs, mask=mask, other=0.0)
     else:
         amax = tl.load(a_ptr) + tl.zeros([BLOCK], dtype=tl.float32)
-    scale, f = _factor(amax, DST)
+    scale, f = _factor(amax, finv, DST)
     for r in range(c * chunk, tl.minimum(c * chunk + chunk, R)):
         row = tl.cast(b, tl.int64) * R + r
         v = _smoothed(x_ptr, m_ptr, row, r, offs, mask, n, HAS_M, M_ROW)
@@ -193,7 +226,7 @@ def _by_amax(x_ptr, m_ptr, a_ptr, q_ptr, c_ptr, R, n, chunk, HAS_M: tl.constexpr
 @triton.jit
 def _rows(x1_ptr, x2_ptr, g_ptr, b_ptr, y_ptr, yf_ptr, xo_ptr, rstd_ptr,
           s1_ptr, z1_ptr, q1_ptr, c1_ptr, s2_ptr, z2_ptr, q2_ptr, c2_ptr,
-          grp_ptr, rows, n, nf, eps, programs,
+          grp_ptr, rows, n, nf, eps, finv, programs,
           ADD: tl.constexpr, NORM: tl.constexpr, BETA: tl.constexpr, Y: tl.constexpr,
           YF: tl.constexpr, XO: tl.constexpr, RSTD: tl.constexpr, QUANT: tl.constexpr,
           Q1: tl.constexpr, Q2: tl.constexpr, S1: tl.constexpr, S2: tl.constexpr,
@@ -242,16 +275,17 @@ def _rows(x1_ptr, x2_ptr, g_ptr, b_ptr, y_ptr, yf_ptr, xo_ptr, rstd_ptr,
                 m1 = s1_ptr
                 if GROUPS:  # (MoE: the row's group's smooth scales, grp_ptr its group)
                     m1 = s1_ptr + tl.load(grp_ptr + row) * n
-                _dynamic_branch(v, m1, q1_ptr + qbase, c1_ptr, row, offs, mask, n, S1, DST,
+                _dynamic_branch(v, m1, q1_ptr + qbase, c1_ptr, row, offs, mask, n, finv, S1, DST,
                                 BLOCK)
             if Q2:
-                _dynamic_branch(v, s2_ptr, q2_ptr + qbase, c2_ptr, row, offs, mask, n, S2, DST,
+                _dynamic_branch(v, s2_ptr, q2_ptr + qbase, c2_ptr, row, offs, mask, n, finv, S2,
+                                DST,
                                 BLOCK)
 
 
 def _launch(x1, n, *, x2=None, gamma=None, beta=None, y=None, yf=None, xo=None, rstd=None,
             quant=0, s1=None, z1=None, q1=None, c1=None, s2=None, z2=None, q2=None, c2=None,
-            div_mode=True, f16=False, dst=0, groups=None, eps=1e-6):
+            div_mode=True, f16=False, dst=0, groups=None, eps=1e-6, finv=0.0):
     """Run ``_rows`` over the rows of ``x1`` (every tensor dense, rows of ``n``)."""
     rows = x1.numel() // n
     if rows == 0:
@@ -261,7 +295,8 @@ def _launch(x1, n, *, x2=None, gamma=None, beta=None, y=None, yf=None, xo=None, 
     tensors = (x2, gamma, beta, y, yf, xo, rstd, s1, z1, q1, c1, s2, z2, q2, c2)
     launch(
         _rows, cfg["grid"], x1, *(x1 if t is None else t for t in tensors),  # a switched-off pointer is never read
-        x1 if groups is None else groups, rows, n, float(n), float(eps), cfg["programs"],
+        x1 if groups is None else groups, rows, n, float(n), float(eps), float(finv),
+        cfg["programs"],
         ADD=x2 is not None, NORM=gamma is not None, BETA=beta is not None, Y=y is not None,
         YF=yf is not None, XO=xo is not None, RSTD=rstd is not None, QUANT=quant,
         Q1=q1 is not None, Q2=q2 is not None, S1=s1 is not None, S2=s2 is not None,
@@ -278,8 +313,8 @@ def fits(n: int) -> bool:
 
 # the quantising branches' outputs (``DST``, static and dynamic alike) by the operators'
 # codes (ops/_common.py, ops/_formats.py): int8 (int8 / qint8), int4 (quint4x2 /
-# torch_npu.int4), float8_e4m3fn (24 / 292), float8_e5m2 (23 / 291)
-DST = {1: 0, 12: 0, 16: 1, 285: 1, 24: 2, 292: 2, 23: 3, 291: 3}
+# torch_npu.int4), float8_e4m3fn (24 / 292), float8_e5m2 (23 / 291), HiFloat8 (290)
+DST = {1: 0, 12: 0, 16: 1, 285: 1, 24: 2, 292: 2, 23: 3, 291: 3, 290: 4}
 
 
 def _bits(t):
@@ -299,23 +334,25 @@ def run(outs, x1, n, **kw):
     ``c2``: an index into ``outs`` or None), ``quant``, ``div_mode``, ``f16`` (the static
     branches round to float16 before the integer rounding), ``dst`` (the branches' output:
     ``DST``), ``groups`` (each row's MoE group: the first dynamic
-    branch's smooth scales are its group's row of ``s1``), ``eps``."""
+    branch's smooth scales are its group's row of ``s1``), ``eps``, ``finv`` (a dynamic 8-bit
+    float branch's fl(1 / DTYPE_MAX), ``_factor``)."""
     out = Outputs(*outs)
     args = {k: (rows_of(v, n) if k == "x2" else v.contiguous()) for k, v in kw.items()
             if k in _INPUTS and v is not None}
     args.update({k: _bits(out.bufs[v]) for k, v in kw.items()
                  if k in _OUTPUTS and v is not None})
     args.update({k: v for k, v in kw.items()
-                 if k in ("quant", "div_mode", "f16", "dst", "groups", "eps")})
+                 if k in ("quant", "div_mode", "f16", "dst", "groups", "eps", "finv")})
     _launch(rows_of(x1, n), n, **args)
     return out.done()
 
 
-def run_by_amax(outs, x, smooth, per_channel: bool, dst: int):
+def run_by_amax(outs, x, smooth, per_channel: bool, dst: int, finv: float = 0.0):
     """npu_dynamic_quant's per-tensor / per-channel modes into ``outs`` (y, scale as its fake
     allocates them): one pass finds the amax (per column of each matrix of x's last two dims,
     or of the whole tensor; NaN propagating), a second quantises by it. ``smooth``: per element
-    of a row (per tensor) or per row of a matrix (per channel), or None."""
+    of a row (per tensor) or per row of a matrix (per channel), or None; ``finv``: an 8-bit
+    float output's fl(1 / DTYPE_MAX)."""
     out = Outputs(*outs)
     n = x.shape[-1]
     R = x.shape[-2] if per_channel else x.numel() // n
@@ -333,5 +370,5 @@ def run_by_amax(outs, x, smooth, per_channel: bool, dst: int):
     launch(_amax_parts, (b, chunks), xs, m, parts, R, n, chunk, chunks, **flags, num_warps=warps)
     amax = (parts.amax(1) if per_channel else parts.amax().reshape(1)).view(torch.float32)
     launch(_by_amax, (b, chunks), xs, m, amax, _bits(out.bufs[0]), out.bufs[1], R, n, chunk,
-           **flags, DST=dst, num_warps=warps)
+           float(finv), **flags, DST=dst, num_warps=warps)
     return out.done()

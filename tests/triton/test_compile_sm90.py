@@ -55,7 +55,7 @@ def _rows_types(x):
     t.update({"yf_ptr": "*fp32", "rstd_ptr": "*fp32", "s1_ptr": "*fp32", "z1_ptr": "*i32",
               "q1_ptr": "*i8", "c1_ptr": "*fp32", "s2_ptr": "*fp32", "z2_ptr": "*i32",
               "q2_ptr": "*i8", "c2_ptr": "*fp32", "rows": "i32", "n": "i32", "nf": "fp32",
-              "eps": "fp32", "programs": "i32", "grp_ptr": "*i64"})
+              "eps": "fp32", "finv": "fp32", "programs": "i32", "grp_ptr": "*i64"})
     return t
 
 
@@ -122,8 +122,11 @@ def main() -> int:
             bad = _problems(k.asm["ptx"], rne=switches.get("QUANT", 0) > 0)
             print(f"_rows {name} {dtype}: {', '.join(bad) or 'ok'}")
             failed += bool(bad)
-        # the dynamic branch's int4 (packed int32) and both branches' float8 (uint8 bits) outputs
+        # the dynamic branch's int4 (packed int32) and both branches' float8 / HiFloat8 (uint8
+        # bits) outputs
         for name, dst, q in (("dynamic_quant_int4", 1, "*i32"), ("dynamic_quant_e4m3", 2, "*u8"),
+                             ("dynamic_quant_hif8", 4, "*u8"),
+                             ("add_rms_norm_quant_div_hif8", 4, "*u8"),
                              ("add_rms_norm_dynamic_quant_e5m2", 3, "*u8"),
                              ("add_rms_norm_dynamic_quant_int4", 1, "*i32"),
                              ("add_rms_norm_quant_div_e4m3", 2, "*u8"),
@@ -146,10 +149,11 @@ def main() -> int:
             bad = _problems(k.asm["ptx"])
             print(f"_amax_parts {per_channel} {dtype}: {', '.join(bad) or 'ok'}")
             failed += bool(bad)
-            for dst, q in ((0, "*i8"), (1, "*i32"), (2, "*u8")):
+            for dst, q in ((0, "*i8"), (1, "*i32"), (2, "*u8"), (4, "*u8")):
                 k = _compile(norm._by_amax, {"x_ptr": x, "m_ptr": x, "a_ptr": "*fp32", "q_ptr": q,
                                              "c_ptr": "*fp32", "R": "i32", "n": "i32",
-                                             "chunk": "i32"}, dict(flags, DST=dst))
+                                             "chunk": "i32", "finv": "fp32"},
+                             dict(flags, DST=dst))
                 bad = _problems(k.asm["ptx"], rne=dst < 2)
                 print(f"_by_amax {per_channel} {dst} {dtype}: {', '.join(bad) or 'ok'}")
                 failed += bool(bad)
@@ -363,7 +367,7 @@ def main() -> int:
         failed += bool(bad)
     # Inductor's launcher passes Python floats as fp64 (user-defined kernels under
     # torch.compile): the kernels round in fp32 all the same
-    fp64 = {"nf": "fp64", "eps": "fp64"}
+    fp64 = {"nf": "fp64", "eps": "fp64", "finv": "fp64"}
     k = _compile(norm._rows, dict(_rows_types("bf16"), **fp64),
                  dict(OFF, **ROWS["add_rms_norm_quant_div"], BLOCK=4096))
     bad = _problems(k.asm["ptx"], rne=True) + _fp64_arithmetic(k.asm["ptx"])
@@ -412,7 +416,7 @@ def main() -> int:
 def test_kernels_compile_for_sm90_with_the_contracts_arithmetic():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") == 216, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") == 228, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":
