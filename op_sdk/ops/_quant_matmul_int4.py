@@ -90,6 +90,16 @@ def _check_a4w4(x1, x2, pertoken_scale, output_dtype, bias=None):
               f"{dtype_value_str(output_dtype)}")
 
 
+def a4w4_int8_like(x1, x2, pertoken_scale, output_dtype, bias):
+    """The A4W4 (per-channel) form's own rules, then empty int8 operands of its unpacked
+    shapes, which the int8 form's rules read, and whether x2 is the (k/8, n) view packed
+    along k."""
+    _check_a4w4(x1, x2, pertoken_scale, output_dtype, bias)
+    k, n, transposed = _a4w4_shapes(x1, x2)
+    return (x1.new_empty((*x1.shape[:-1], k), dtype=torch.int8),
+            x2.new_empty((k, n), dtype=torch.int8), transposed)
+
+
 def _is_a4w4_per_group(x1, x2, scale):
     return _is_a4w4(x1, x2) and scale.dim() == 2
 

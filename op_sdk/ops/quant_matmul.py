@@ -29,7 +29,7 @@ from op_sdk.ops._quant_matmul_common import _OUT_DTYPES, _PACKED_SCALE, check_qu
 from op_sdk.ops._quant_matmul_float8 import _FLOAT8_OUT, _float8_reference, _is_float8_form, check_float8
 from op_sdk.ops._quant_matmul_int4 import (
     _a4w4_per_group_reference,
-    _a4w4_shapes,
+    a4w4_int8_like,
     _a4w4_unpack,
     _a8w4_reference,
     _check_a4w4,
@@ -136,12 +136,8 @@ def quant_matmul_fake(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=N
         code, _, n, _ = check_a8w4(x1, x2, scale, offset, pertoken_scale, bias, output_dtype,
                                    group_sizes)
         return x1.new_empty((x1.shape[0], n), dtype=_OUT_DTYPES[code])
-    if _is_a4w4(x1, x2):
-        _check_a4w4(x1, x2, pertoken_scale, output_dtype, bias)
-        k, n, _ = _a4w4_shapes(x1, x2)
-        # the int8 rules on operands of the unpacked shapes
-        x1 = x1.new_empty((*x1.shape[:-1], k), dtype=torch.int8)
-        x2 = x2.new_empty((k, n), dtype=torch.int8)
+    if _is_a4w4(x1, x2):  # (the int8 rules on operands of the unpacked shapes)
+        x1, x2, _ = a4w4_int8_like(x1, x2, pertoken_scale, output_dtype, bias)
     code = check_quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype,
                               x1_dtype, x2_dtype, pertoken_scale_dtype, scale_dtype,
                               group_sizes, y_scale)
@@ -163,14 +159,16 @@ def quant_matmul_cuda(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=N
                       pertoken_scale_dtype=None, scale_dtype=None, group_sizes=None,
                       y_scale=None):
     """The CUDA kernel (Triton, op_sdk/triton_kernels/quant_matmul.py) of the int8 form,
-    with a 2-D x2 (the weight) or a batched one: the exact int32 product and the epilogue in
-    one kernel. The other forms (int4, float8, per-block, MX; more than MAX_BATCHES weights)
-    run the reference."""
+    with a 2-D x2 (the weight) or a batched one, and of the A4W4 form (int4 x1 and weight,
+    int32-packed, unpacked in registers): the exact int32 product and the epilogue in one
+    kernel. The other forms (per-group int4, A8W4, float8, per-block, MX; more than
+    MAX_BATCHES weights) run the reference."""
     kw = dict(offset=offset, pertoken_scale=pertoken_scale, bias=bias,
               output_dtype=output_dtype, x1_dtype=x1_dtype, x2_dtype=x2_dtype,
               pertoken_scale_dtype=pertoken_scale_dtype, scale_dtype=scale_dtype,
               group_sizes=group_sizes, y_scale=y_scale)
-    if (x1.dtype != torch.int8 or x2.dtype != torch.int8
+    a4w4 = _is_a4w4(x1, x2) and not _is_a4w4_per_group(x1, x2, scale)
+    if ((not a4w4 and (x1.dtype != torch.int8 or x2.dtype != torch.int8))
             or (x2.dim() > 2 and torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2]).numel()
                 > MAX_BATCHES)
             or _is_mx(scale_dtype, pertoken_scale_dtype)
@@ -179,14 +177,20 @@ def quant_matmul_cuda(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=N
         return quant_matmul_reference(x1, x2, scale, **kw)
     from op_sdk.triton_kernels import quant_matmul as qmm
 
-    code = check_quant_matmul(x1, x2, scale, offset, pertoken_scale, bias, output_dtype,
+    pack_w = 0
+    r1, r2 = x1, x2  # (the operands the int8 rules read)
+    if a4w4:
+        r1, r2, transposed = a4w4_int8_like(x1, x2, pertoken_scale, output_dtype, bias)
+        pack_w = 2 if transposed else 1
+    code = check_quant_matmul(r1, r2, scale, offset, pertoken_scale, bias, output_dtype,
                               x1_dtype, x2_dtype, pertoken_scale_dtype, scale_dtype,
                               group_sizes, y_scale)
     s, off = dequant_params(scale, offset)
     kind = {INT32: qmm.INT32_OUT, INT8: qmm.INT8_OUT}.get(code, qmm.FLOAT_OUT)
     c = lambda t: None if t is None else t.contiguous()  # noqa: E731
     return qmm.run(x1, x2, c(s), c(pertoken_scale), c(bias),
-                   c(off) if code == INT8 else None, _int8_output(x1, x2, code), kind)
+                   c(off) if code == INT8 else None, _int8_output(r1, r2, code), kind,
+                   pack_w=pack_w)
 
 
 # Decode / small-batch shapes of DeepSeek-style projections. The composite is what a model

@@ -1,5 +1,8 @@
 """The Triton kernel of npu_quant_matmul's int8 form (ops/quant_matmul.py's contract): an
-int8 x int8 GEMM with int32 accumulation and the dequantising epilogue in the same kernel.
+int8 x int8 GEMM with int32 accumulation and the dequantising epilogue in the same kernel;
+and of its A4W4 form (int4 x1 and weight, 8 values an int32, element 0 in the low nibble),
+whose tiles are unpacked to int8 in registers as they are loaded (``_unpack_last`` /
+``_unpack_first``), so the packed operands are read once and never widened in memory.
 
 ``out = (x1 @ x2 (+ int32 bias)) * scale (* pertoken_scale[m]) (+ float bias)``, each
 product rounded on its own in fp32 (``_common.mul``), then the output dtype's rounding, or
@@ -70,12 +73,38 @@ def _dequant(acc, r, c, m, s_ptr, p_ptr, b_ptr, o_ptr, rows, n, rows_per_batch,
 
 
 @triton.jit
+def _signed_nibbles(words, shifts):
+    """int32 words shifted by ``shifts`` (broadcasting): each low nibble as a signed int4."""
+    nib = (words >> shifts) & 15
+    return nib - ((nib & 8) << 1)
+
+
+@triton.jit
+def _unpack_last(words, R: tl.constexpr, C: tl.constexpr):
+    """An (R, C / 8) tile of int32 words packed along its columns -> the (R, C) int8 tile
+    (word j's nibble i is column 8 j + i)."""
+    nib = _signed_nibbles(words[:, :, None], (tl.arange(0, 8) * 4)[None, None, :])
+    return tl.reshape(nib, (R, C)).to(tl.int8)
+
+
+@triton.jit
+def _unpack_first(words, R: tl.constexpr, C: tl.constexpr):
+    """An (R / 8, C) tile of int32 words packed along its rows -> the (R, C) int8 tile
+    (word j's nibble i is row 8 j + i)."""
+    nib = _signed_nibbles(words[:, None, :], (tl.arange(0, 8) * 4)[None, :, None])
+    return tl.reshape(nib, (R, C)).to(tl.int8)
+
+
+@triton.jit
 def _qmm(a_ptr, w_ptr, s_ptr, p_ptr, b_ptr, o_ptr, y_ptr, M, N, K, rows_per_batch,
          sab, sam, sak, swb, swk, swn,
          S_PER: tl.constexpr, HAS_P: tl.constexpr, BIAS: tl.constexpr,
          BIAS_BATCH: tl.constexpr, O_PER: tl.constexpr, OUT: tl.constexpr,
          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-         GROUP_M: tl.constexpr, WIDE: tl.constexpr):
+         GROUP_M: tl.constexpr, WIDE: tl.constexpr, PACK_A: tl.constexpr = False,
+         PACK_W: tl.constexpr = 0):
+    # PACK_A: x1's words hold 8 int4 values along k (sak steps a word); PACK_W: the weight's
+    # 1 along n (swn steps a word), 2 along k (swk steps a word); K and N count values
     # the (M, K) x (K, N) product of batch program_id(1) (its x1 and weight ``sab`` / ``swb``
     # elements on; one batch of every row for a 2-D weight), into rows M * batch on of the
     # (batches * M, N) output. Programs walk GROUP_M row blocks of one column block before
@@ -94,21 +123,47 @@ def _qmm(a_ptr, w_ptr, s_ptr, p_ptr, b_ptr, o_ptr, y_ptr, M, N, K, rows_per_batc
     r = pm * BLOCK_M + tl.arange(0, BLOCK_M)
     c = pn * BLOCK_N + tl.arange(0, BLOCK_N)
     kk = tl.arange(0, BLOCK_K)
+    k8 = tl.arange(0, BLOCK_K // 8)  # (a tile's words along k)
+    c8 = pn * (BLOCK_N // 8) + tl.arange(0, BLOCK_N // 8)  # (along n)
     if WIDE:
         r = tl.cast(r, tl.int64)
         c = tl.cast(c, tl.int64)
+        c8 = tl.cast(c8, tl.int64)
     rm = r < M
     cm = c < N
-    a_at = a_ptr + bt * sab + r[:, None] * sam + kk[None, :] * sak
-    w_at = w_ptr + bt * swb + kk[:, None] * swk + c[None, :] * swn
+    if PACK_A:
+        a_at = a_ptr + bt * sab + r[:, None] * sam + k8[None, :] * sak
+    else:
+        a_at = a_ptr + bt * sab + r[:, None] * sam + kk[None, :] * sak
+    if PACK_W == 1:
+        w_at = w_ptr + bt * swb + kk[:, None] * swk + c8[None, :] * swn
+    elif PACK_W == 2:
+        w_at = w_ptr + bt * swb + k8[:, None] * swk + c[None, :] * swn
+    else:
+        w_at = w_ptr + bt * swb + kk[:, None] * swk + c[None, :] * swn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
     for k0 in range(0, K, BLOCK_K):
         km = kk < K - k0
-        a = tl.load(a_at, mask=rm[:, None] & km[None, :], other=0)
-        w = tl.load(w_at, mask=km[:, None] & cm[None, :], other=0)
+        k8m = k8 < (K - k0) // 8
+        if PACK_A:
+            a = _unpack_last(tl.load(a_at, mask=rm[:, None] & k8m[None, :], other=0),
+                             BLOCK_M, BLOCK_K)
+            a_at += (BLOCK_K // 8) * sak
+        else:
+            a = tl.load(a_at, mask=rm[:, None] & km[None, :], other=0)
+            a_at += BLOCK_K * sak
+        if PACK_W == 1:
+            w = _unpack_last(tl.load(w_at, mask=km[:, None] & (c8 < N // 8)[None, :], other=0),
+                             BLOCK_K, BLOCK_N)
+            w_at += BLOCK_K * swk
+        elif PACK_W == 2:
+            w = _unpack_first(tl.load(w_at, mask=k8m[:, None] & cm[None, :], other=0),
+                              BLOCK_K, BLOCK_N)
+            w_at += (BLOCK_K // 8) * swk
+        else:
+            w = tl.load(w_at, mask=km[:, None] & cm[None, :], other=0)
+            w_at += BLOCK_K * swk
         acc = tl.dot(a, w, acc, out_dtype=tl.int32)
-        a_at += BLOCK_K * sak
-        w_at += BLOCK_K * swk
     m = rm[:, None] & cm[None, :]
     rows = bt * M + r  # the rows of the whole output
     y = _dequant(acc, rows, c, m, s_ptr, p_ptr, b_ptr, o_ptr, M * tl.num_programs(1), N,
@@ -143,14 +198,17 @@ def tiles(m, k: int, n: int, device: torch.device) -> dict:
     return dict(zip(("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages"), cfg))
 
 
-def run(x1, x2, s, pertoken, bias, offset, out, kind, config=None):
+def run(x1, x2, s, pertoken, bias, offset, out, kind, config=None, pack_w=0):
     """The int8 form into ``out`` (its fake's allocation): ``x1`` (..., m, k) and ``x2``
     (k, n), or a batched ``x2`` (..., k, n) whose batch dims broadcast with x1's, int8;
     ``s`` the fp32 scale ((1,) or (n,)), ``offset`` the s9 offset or None, ``kind``
     FLOAT_OUT / INT32_OUT / INT8_OUT; ``config`` (tile sizes, warps, stages) replaces
     ``tiles``' choice. A 2-D weight makes one GEMM of all x1's rows; a batched one, a GEMM
-    per batch (a grid axis). Returns ``out``."""
-    k, n = x2.shape[-2:]
+    per batch (a grid axis). The A4W4 form: int32 x1 (..., m, k / 8) packed along k and a
+    2-D int32 weight, ``pack_w`` 1 for (k, n / 8) packed along n, 2 for the (k / 8, n)
+    view packed along k. Returns ``out``."""
+    pack_a = x1.dtype == torch.int32
+    k, n = x1.shape[-1] * (8 if pack_a else 1), out.shape[-1]
     if x2.dim() == 2:
         a = x1.flatten(0, -2)
         rows_per_batch, batches, m = x1.shape[-2], 1, a.shape[0]
@@ -175,7 +233,8 @@ def run(x1, x2, s, pertoken, bias, offset, out, kind, config=None):
     cfg = dict(config or tiles(m, k, n, x1.device))
     grid = (triton.cdiv(m, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"]), batches)
     launch(_qmm, grid, a, w, s, p, b, o, out.view(batches * m, n), m, n, k, rows_per_batch,
-           sab, sam, sak, swb, swk, swn, **flags, **cfg, GROUP_M=8,
+           sab, sam, sak, swb, swk, swn, **flags, **cfg, GROUP_M=8, PACK_A=pack_a,
+           PACK_W=pack_w,
            WIDE=max(a.numel(), w.numel(), out.numel(),
                     batches * max(abs(sab), abs(swb), 1)) >= WIDE_FROM)
     return out

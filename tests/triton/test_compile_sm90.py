@@ -351,19 +351,24 @@ def main() -> int:
                  "sab": "i32", "sam": "i32", "sak": "i32", "swb": "i32", "swk": "i32",
                  "swn": "i32"}
     cpu = torch.device("cpu")  # the tiles for an H100's 132 SMs
-    for out, y, bias, cfg in ((0, "*bf16", ("*bf16", 2), quant_matmul.tiles(1, 4096, 4096, cpu)),
-                              (1, "*i32", ("*i32", 1), quant_matmul.tiles(512, 4096, 2048, cpu)),
-                              (2, "*i8", ("*i32", 1), quant_matmul.tiles(4096, 4096, 4096, cpu))):
-        flags = dict(S_PER=True, HAS_P=out == 0, BIAS=bias[1], BIAS_BATCH=out == 0,
-                     O_PER=2 if out == 2 else 0, OUT=out)
+    # (and the A4W4 form: int32-packed x1 and weight, along n (1) or along k (2))
+    for out, y, bias, cfg, pack in (
+            (0, "*bf16", ("*bf16", 2), quant_matmul.tiles(1, 4096, 4096, cpu), 0),
+            (1, "*i32", ("*i32", 1), quant_matmul.tiles(512, 4096, 2048, cpu), 0),
+            (2, "*i8", ("*i32", 1), quant_matmul.tiles(4096, 4096, 4096, cpu), 0),
+            (0, "*fp16", ("*i32", 1), quant_matmul.tiles(1, 4096, 4096, cpu), 1),
+            (0, "*bf16", ("*bf16", 2), quant_matmul.tiles(4096, 4096, 4096, cpu), 2)):
+        flags = dict(S_PER=True, HAS_P=out == 0, BIAS=bias[1], BIAS_BATCH=out == 0 and not pack,
+                     O_PER=2 if out == 2 else 0, OUT=out, PACK_A=pack > 0, PACK_W=pack)
         cfg = {k: v for k, v in cfg.items() if k.startswith("BLOCK")}
-        k = _compile(quant_matmul._qmm, dict(qmm_types, b_ptr=bias[0], y_ptr=y),
+        packed = {"a_ptr": "*i32", "w_ptr": "*i32"} if pack else {}
+        k = _compile(quant_matmul._qmm, dict(qmm_types, b_ptr=bias[0], y_ptr=y, **packed),
                      dict(flags, **cfg, GROUP_M=8, WIDE=False))
         ptx = k.asm["ptx"]
         bad = _problems(ptx, rne=out == 2)
         if "mma" not in ptx:
             bad.append("no tensor-core product")
-        print(f"_qmm out {out}: {', '.join(bad) or 'ok'}")
+        print(f"_qmm out {out} pack {pack}: {', '.join(bad) or 'ok'}")
         failed += bool(bad)
     # Inductor's launcher passes Python floats as fp64 (user-defined kernels under
     # torch.compile): the kernels round in fp32 all the same
@@ -416,7 +421,7 @@ def main() -> int:
 def test_kernels_compile_for_sm90_with_the_contracts_arithmetic():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") == 228, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") == 230, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

@@ -150,7 +150,7 @@ def main() -> int:
         report(f"{name} traced with dynamic rows", kernels == [KERNEL[name]]
                and not any("npu." in o for o in ops), (kernels, sorted(ops)))
     # the dynamic branch's int4 / float8 outputs (float8 bits stored through a uint8 view)
-    for dst in (torch.quint4x2, 292, 23):
+    for dst in (torch.quint4x2, 292, 23, 290):
         args, kw = triton_cases()["npu_dynamic_quant"]
         kernels, ops = _summary(_trace("npu_dynamic_quant", args, dict(kw, dst_type=dst)))
         report(f"npu_dynamic_quant dst_type {dst} traced", kernels == ["_rows"]
@@ -166,6 +166,13 @@ def main() -> int:
                                        dynamic_rows=dynamic_rows))
         report(f"npu_quant_matmul batched weights traced (dynamic rows {dynamic_rows})",
                kernels == ["_qmm"] and not any("npu." in o for o in ops), (kernels, sorted(ops)))
+    # the A4W4 form (int32-packed int4 x1 and weight, unpacked in the kernel): one _qmm
+    from op_sdk.ops._common import pack_int4
+    i4 = lambda *shape: pack_int4(torch.randint(-8, 8, shape, dtype=torch.int8))  # noqa: E731
+    kernels, ops = _summary(_trace("npu_quant_matmul", (i4(24, 64), i4(16, 64).t(), torch.rand(16)),
+                                   {"output_dtype": torch.float16}, dynamic_rows=True))
+    report("npu_quant_matmul A4W4 traced (dynamic rows)",
+           kernels == ["_qmm"] and not any("npu." in o for o in ops), (kernels, sorted(ops)))
     # per tensor / per channel: the amax pass, then the quantising pass (also with a
     # symbolic row count)
     for mode in ("pertensor", "perchannel"):
@@ -241,7 +248,7 @@ def main() -> int:
 def test_torch_compile_traces_the_operators_on_cuda():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") >= 52, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") >= 54, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

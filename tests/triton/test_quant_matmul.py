@@ -1,4 +1,4 @@
-"""npu_quant_matmul's Triton kernel (the int8 form) against the reference, bit for bit:
+"""npu_quant_matmul's Triton kernel (the int8 and A4W4 forms) against the reference, bit for bit:
 the int32 product is exact, and the epilogue rounds each step as the reference does. The
 tiles ``tiles`` picks and small ones (several k blocks, partial tiles), every output dtype,
 scale / offset / bias form, batched x1 and batched weights, transposed and strided operands,
@@ -7,7 +7,7 @@ empty and non-finite cases."""
 import pytest
 import torch
 
-from op_sdk.ops._common import pack_quant_scale
+from op_sdk.ops._common import pack_int4, pack_quant_scale
 from op_sdk.triton_kernels import quant_matmul as qmm
 from tests.ops._helpers import bf16, fp16, fp32
 from tests.triton.test_kernels import K, _run
@@ -210,3 +210,59 @@ def test_tiles_follow_the_shape_and_the_sm_count(monkeypatch):
     assert pick(512, 64, 2048) == (64, 64)
     assert pick(65, 64, 8) == (64, 64)
     assert all(t["BLOCK_K"] >= 32 for t in (qmm.tiles(m, 64, 64, None) for m in (1, 40, 100, 10**4)))
+
+
+# ---- A4W4: int4 x1 and weight, 8 values an int32 (element 0 in the low nibble) ----------
+
+def _i4(*shape):
+    """int4 values packed 8 an int32 along the last dim: (..., k) values -> (..., k / 8)."""
+    return pack_int4(torch.randint(-8, 8, shape, dtype=torch.int8))
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("m,k,n", [(1, 64, 16), (5, 40, 24), (17, 264, 48), (70, 16, 8)])
+@pytest.mark.parametrize("layout", ["kn", "nk_transposed"])
+@pytest.mark.parametrize("form", ["fp16", "fp16_int_bias", "pertoken_bf16_bias",
+                                  "pertoken_fp16_int_bias"])
+def test_a4w4_is_bit_exact(path, m, k, n, layout, form, device):
+    """x1 (m, k/8) and the weight (k, n/8) packed along n, or the (k/8, n) transpose of an
+    (n, k/8) tensor packed along k (which one the shapes tell): unpacked in the kernel's
+    registers, the int8 form's product and epilogue (float16 without pertoken_scale; with
+    it float16 / bfloat16, an int32 or a float bias): the reference's bits."""
+    torch.manual_seed(7)
+    x2 = _i4(n, k).t() if layout == "nk_transposed" else _i4(k, n)
+    kw = {"output_dtype": fp16}
+    if form.startswith("pertoken"):
+        kw = {"pertoken_scale": torch.rand(m) + 0.5, "output_dtype": bf16 if "bf16" in form else fp16}
+    if form.endswith("int_bias"):
+        kw["bias"] = torch.randint(-500, 500, (n,), dtype=torch.int32)
+    elif form.endswith("bias"):
+        kw["bias"] = torch.randn(n).to(bf16)
+    _run(_launcher(path), npu.npu_quant_matmul, (_i4(m, k), x2, torch.rand(n) * 1e-2), kw, device,
+         exact=(0,))
+
+
+@pytest.mark.parametrize("layout", ["kn", "nk_transposed"])
+def test_a4w4_reads_batched_strided_and_extreme_operands(layout, device):
+    """x1 with batch dims and a row stride (a slice of wider words), every nibble at -8 / 7
+    (the sign of the top nibble is bit 31 of its word), and an empty x1."""
+    torch.manual_seed(8)
+    k, n = 48, 24
+    x1 = _i4(2, 3, k + 16)[..., : k // 8]
+    x2 = _i4(n, k).t() if layout == "nk_transposed" else _i4(k, n)
+    kw = {"pertoken_scale": torch.rand(3) + 0.5, "output_dtype": bf16}
+    _run(K("npu_quant_matmul"), npu.npu_quant_matmul, (x1, x2, torch.rand(n) * 1e-2), kw,
+         device, exact=(0,))
+    lo, hi = pack_int4(torch.full((4, k), -8, dtype=torch.int8)), pack_int4(
+        torch.full((k, n) if layout == "kn" else (n, k), 7, dtype=torch.int8))
+    _run(K("npu_quant_matmul"), npu.npu_quant_matmul,
+         (lo, hi.t() if layout == "nk_transposed" else hi, torch.ones(n)),
+         {"output_dtype": fp16}, device, exact=(0,))
+    _run(K("npu_quant_matmul"), npu.npu_quant_matmul,
+         (_i4(0, k), x2, torch.rand(n)), {"output_dtype": fp16}, device, exact=(0,))
+
+
+def test_a4w4_rules_are_the_operators(device):
+    with pytest.raises(Exception, match="npu_quant_matmul.*output_dtype.*float16"):
+        K("npu_quant_matmul")(_i4(3, 16).to(device), _i4(16, 8).to(device),
+                              torch.rand(8).to(device), output_dtype=bf16)
