@@ -160,13 +160,21 @@ def quant_matmul_cuda(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=N
                       y_scale=None):
     """The CUDA kernel (Triton, op_sdk/triton_kernels/quant_matmul.py) of the int8 form,
     with a 2-D x2 (the weight) or a batched one, and of the A4W4 form (int4 x1 and weight,
-    int32-packed, unpacked in registers): the exact int32 product and the epilogue in one
-    kernel. The other forms (per-group int4, A8W4, float8, per-block, MX; more than
+    int32-packed, unpacked in registers), and of the A8W4 form (int8 x1, int4 weights, a
+    scale row per 256 rows of k: ``qmm.run_a8w4``): the exact int32 products and the
+    epilogue in one kernel. The other forms (per-group A4W4, float8, per-block, MX; more than
     MAX_BATCHES weights) run the reference."""
     kw = dict(offset=offset, pertoken_scale=pertoken_scale, bias=bias,
               output_dtype=output_dtype, x1_dtype=x1_dtype, x2_dtype=x2_dtype,
               pertoken_scale_dtype=pertoken_scale_dtype, scale_dtype=scale_dtype,
               group_sizes=group_sizes, y_scale=y_scale)
+    if _is_a8w4(x1, x2) and x1_dtype is None and x2_dtype is None:
+        from op_sdk.triton_kernels import quant_matmul as qmm
+
+        check_a8w4(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, group_sizes)
+        c = lambda t: None if t is None else t.contiguous()  # noqa: E731
+        return qmm.run_a8w4(x1, x2, c(unpack_quant_scale(scale)), c(pertoken_scale), c(offset),
+                            quant_matmul_fake(x1, x2, scale, **kw))
     a4w4 = _is_a4w4(x1, x2) and not _is_a4w4_per_group(x1, x2, scale)
     if ((not a4w4 and (x1.dtype != torch.int8 or x2.dtype != torch.int8))
             or (x2.dim() > 2 and torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2]).numel()

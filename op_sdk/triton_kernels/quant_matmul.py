@@ -96,19 +96,56 @@ def _unpack_first(words, R: tl.constexpr, C: tl.constexpr):
 
 
 @triton.jit
+def _product(a, b, mask):
+    """a * b rounded on its own before the add of a running sum consumes it, as
+    ``_common.mul``; its masked-off lanes hold a + b, not a: in a loop, LLVM rewrites
+    ``select(mask, a * b, a)`` as ``a * select(mask, b, 1)`` and contracts that product and
+    the sum's add into one fma (tests/triton/test_compile_sm90.py checks the PTX)."""
+    return tl.where(mask, a * b, a + b)
+
+
+@triton.jit
+def _tiles(a_at, w_at, r, c, c8, kk, k8, k0, M, N, K, sak, swk, BLOCK_M: tl.constexpr,
+           BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PACK_A: tl.constexpr,
+           PACK_W: tl.constexpr):
+    """The int8 x1 and weight tiles of the k block at k0 (int4 words unpacked), and the
+    pointers moved to the next block."""
+    rm = r < M
+    cm = c < N
+    km = kk < K - k0
+    k8m = k8 < (K - k0) // 8
+    if PACK_A:
+        a = _unpack_last(tl.load(a_at, mask=rm[:, None] & k8m[None, :], other=0),
+                         BLOCK_M, BLOCK_K)
+        a_at += (BLOCK_K // 8) * sak
+    else:
+        a = tl.load(a_at, mask=rm[:, None] & km[None, :], other=0)
+        a_at += BLOCK_K * sak
+    if PACK_W == 1:
+        w = _unpack_last(tl.load(w_at, mask=km[:, None] & (c8 < N // 8)[None, :], other=0),
+                         BLOCK_K, BLOCK_N)
+        w_at += BLOCK_K * swk
+    elif PACK_W == 2:
+        w = _unpack_first(tl.load(w_at, mask=k8m[:, None] & cm[None, :], other=0),
+                          BLOCK_K, BLOCK_N)
+        w_at += (BLOCK_K // 8) * swk
+    else:
+        w = tl.load(w_at, mask=km[:, None] & cm[None, :], other=0)
+        w_at += BLOCK_K * swk
+    return a, w, a_at, w_at
+
+
+@triton.jit
 def _qmm(a_ptr, w_ptr, s_ptr, p_ptr, b_ptr, o_ptr, y_ptr, M, N, K, rows_per_batch,
          sab, sam, sak, swb, swk, swn,
          S_PER: tl.constexpr, HAS_P: tl.constexpr, BIAS: tl.constexpr,
          BIAS_BATCH: tl.constexpr, O_PER: tl.constexpr, OUT: tl.constexpr,
          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
          GROUP_M: tl.constexpr, WIDE: tl.constexpr, PACK_A: tl.constexpr = False,
-         PACK_W: tl.constexpr = 0):
+         PACK_W: tl.constexpr = 0, GROUP: tl.constexpr = 0):
     # PACK_A: x1's words hold 8 int4 values along k (sak steps a word); PACK_W: the weight's
-    # 1 along n (swn steps a word), 2 along k (swk steps a word); K and N count values
-    # the (M, K) x (K, N) product of batch program_id(1) (its x1 and weight ``sab`` / ``swb``
-    # elements on; one batch of every row for a 2-D weight), into rows M * batch on of the
-    # (batches * M, N) output. Programs walk GROUP_M row blocks of one column block before
-    # the next (the weight's column block stays in L2 while the row blocks read it)
+    # 1 along n (swn steps a word), 2 along k (swk steps a word); K and N count values.
+    # GROUP (A8W4): a (K / GROUP, N) fp32 scale, one row per GROUP rows of k (see _grouped)
     bt = tl.program_id(1)
     if WIDE:
         bt = tl.cast(bt, tl.int64)
@@ -141,33 +178,35 @@ def _qmm(a_ptr, w_ptr, s_ptr, p_ptr, b_ptr, o_ptr, y_ptr, M, N, K, rows_per_batc
         w_at = w_ptr + bt * swb + k8[:, None] * swk + c[None, :] * swn
     else:
         w_at = w_ptr + bt * swb + kk[:, None] * swk + c[None, :] * swn
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
-    for k0 in range(0, K, BLOCK_K):
-        km = kk < K - k0
-        k8m = k8 < (K - k0) // 8
-        if PACK_A:
-            a = _unpack_last(tl.load(a_at, mask=rm[:, None] & k8m[None, :], other=0),
-                             BLOCK_M, BLOCK_K)
-            a_at += (BLOCK_K // 8) * sak
-        else:
-            a = tl.load(a_at, mask=rm[:, None] & km[None, :], other=0)
-            a_at += BLOCK_K * sak
-        if PACK_W == 1:
-            w = _unpack_last(tl.load(w_at, mask=km[:, None] & (c8 < N // 8)[None, :], other=0),
-                             BLOCK_K, BLOCK_N)
-            w_at += BLOCK_K * swk
-        elif PACK_W == 2:
-            w = _unpack_first(tl.load(w_at, mask=k8m[:, None] & cm[None, :], other=0),
-                              BLOCK_K, BLOCK_N)
-            w_at += (BLOCK_K // 8) * swk
-        else:
-            w = tl.load(w_at, mask=km[:, None] & cm[None, :], other=0)
-            w_at += BLOCK_K * swk
-        acc = tl.dot(a, w, acc, out_dtype=tl.int32)
     m = rm[:, None] & cm[None, :]
     rows = bt * M + r  # the rows of the whole output
-    y = _dequant(acc, rows, c, m, s_ptr, p_ptr, b_ptr, o_ptr, M * tl.num_programs(1), N,
-                 rows_per_batch, S_PER, HAS_P, BIAS, BIAS_BATCH, O_PER, OUT)
+    if GROUP == 0:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
+        for k0 in range(0, K, BLOCK_K):
+            a, w, a_at, w_at = _tiles(a_at, w_at, r, c, c8, kk, k8, k0, M, N, K, sak, swk,
+                                      BLOCK_M, BLOCK_N, BLOCK_K, PACK_A, PACK_W)
+            acc = tl.dot(a, w, acc, out_dtype=tl.int32)
+        y = _dequant(acc, rows, c, m, s_ptr, p_ptr, b_ptr, o_ptr, M * tl.num_programs(1), N,
+                     rows_per_batch, S_PER, HAS_P, BIAS, BIAS_BATCH, O_PER, OUT)
+    else:
+        # per group of k, in order: the exact int32 product of x1 - 8 and the weight
+        # (x1 @ w - 8 * w's column sums), times the group's scale row, summed in fp32
+        v = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for g0 in range(0, K, GROUP):
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
+            sums = tl.zeros((BLOCK_N,), dtype=tl.int32)
+            for k0 in range(g0, g0 + GROUP, BLOCK_K):
+                a, w, a_at, w_at = _tiles(a_at, w_at, r, c, c8, kk, k8, k0, M, N, K, sak, swk,
+                                          BLOCK_M, BLOCK_N, BLOCK_K, PACK_A, PACK_W)
+                acc = tl.dot(a, w, acc, out_dtype=tl.int32)
+                sums += tl.sum(w.to(tl.int32), axis=0)
+            acc = acc - 8 * sums[None, :]
+            s = tl.load(s_ptr + (g0 // GROUP) * N + c, mask=cm, other=0.0)
+            v = v + _product(acc.to(tl.float32), s[None, :], m)
+        if O_PER != 0:  # (the y offset, per column)
+            v = v + tl.load(o_ptr + c, mask=cm, other=0.0)[None, :]
+        p = tl.load(p_ptr + r, mask=rm, other=1.0)
+        y = mul(v, p[:, None], m)
     tl.store(y_ptr + rows[:, None] * N + c[None, :], y.to(y_ptr.dtype.element_ty), mask=m)
 
 
@@ -196,6 +235,31 @@ def tiles(m, k: int, n: int, device: torch.device) -> dict:
         cfg = next((c for c in _WIDE_TO_NARROW
                     if triton.cdiv(m, c[0]) * triton.cdiv(n, c[1]) >= sms), _WIDE_TO_NARROW[-1])
     return dict(zip(("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages"), cfg))
+
+
+# the A8W4 form's rows of k per scale row (ops/_quant_matmul_int4.py's A8W4_GROUP)
+A8W4_GROUP = 256
+
+
+def run_a8w4(x1, x2, s, pertoken, offset, out, config=None):
+    """The A8W4 form into ``out`` (its fake's allocation): int8 x1 (m, k), the int4 weight
+    (k, n / 8) packed along n, ``s`` the fp32 (k / 256, n) scale, ``pertoken`` (m, 1) fp32,
+    ``offset`` the (n,) fp32 y offset or None:
+    ``out = (sum_g s[g] * ((x1[:, g] - 8) @ w[g]) (+ offset)) * pertoken``, the groups summed
+    in fp32 in order, each product exact in int32. Returns ``out``."""
+    m, k = x1.shape
+    n = out.shape[-1]
+    if m * n == 0:
+        return out
+    cfg = dict(config or tiles(m, k, n, x1.device))
+    cfg["BLOCK_K"] = min(cfg["BLOCK_K"], A8W4_GROUP)  # (a block within one group)
+    grid = (triton.cdiv(m, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"]), 1)
+    launch(_qmm, grid, x1, x2, s, pertoken, s, s if offset is None else offset, out, m, n, k,
+           m, 0, *x1.stride(), 0, *x2.stride(), S_PER=True, HAS_P=True, BIAS=NO_BIAS,
+           BIAS_BATCH=False, O_PER=0 if offset is None else 2, OUT=FLOAT_OUT, **cfg,
+           GROUP_M=8, PACK_W=1, GROUP=A8W4_GROUP,
+           WIDE=max(x1.numel(), x2.numel() * 8, out.numel()) >= WIDE_FROM)
+    return out
 
 
 def run(x1, x2, s, pertoken, bias, offset, out, kind, config=None, pack_w=0):

@@ -357,11 +357,16 @@ def main() -> int:
             (1, "*i32", ("*i32", 1), quant_matmul.tiles(512, 4096, 2048, cpu), 0),
             (2, "*i8", ("*i32", 1), quant_matmul.tiles(4096, 4096, 4096, cpu), 0),
             (0, "*fp16", ("*i32", 1), quant_matmul.tiles(1, 4096, 4096, cpu), 1),
-            (0, "*bf16", ("*bf16", 2), quant_matmul.tiles(4096, 4096, 4096, cpu), 2)):
-        flags = dict(S_PER=True, HAS_P=out == 0, BIAS=bias[1], BIAS_BATCH=out == 0 and not pack,
-                     O_PER=2 if out == 2 else 0, OUT=out, PACK_A=pack > 0, PACK_W=pack)
+            (0, "*bf16", ("*bf16", 2), quant_matmul.tiles(4096, 4096, 4096, cpu), 2),
+            (0, "*bf16", ("*i32", 0), quant_matmul.tiles(16, 4096, 4096, cpu), "a8w4")):
+        a8w4 = pack == "a8w4"  # (int8 x1, int4 weights along n, a scale row per 256 of k)
+        flags = dict(S_PER=True, HAS_P=out == 0, BIAS=bias[1],
+                     BIAS_BATCH=out == 0 and not pack, O_PER=2 if out == 2 or a8w4 else 0,
+                     OUT=out, PACK_A=pack in (1, 2), PACK_W=1 if a8w4 else pack,
+                     GROUP=quant_matmul.A8W4_GROUP if a8w4 else 0)
         cfg = {k: v for k, v in cfg.items() if k.startswith("BLOCK")}
-        packed = {"a_ptr": "*i32", "w_ptr": "*i32"} if pack else {}
+        packed = ({"w_ptr": "*i32"} if a8w4 else {"a_ptr": "*i32", "w_ptr": "*i32"} if pack
+                  else {})
         k = _compile(quant_matmul._qmm, dict(qmm_types, b_ptr=bias[0], y_ptr=y, **packed),
                      dict(flags, **cfg, GROUP_M=8, WIDE=False))
         ptx = k.asm["ptx"]
@@ -421,7 +426,7 @@ def main() -> int:
 def test_kernels_compile_for_sm90_with_the_contracts_arithmetic():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") == 230, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") == 231, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

@@ -173,6 +173,14 @@ def main() -> int:
                                    {"output_dtype": torch.float16}, dynamic_rows=True))
     report("npu_quant_matmul A4W4 traced (dynamic rows)",
            kernels == ["_qmm"] and not any("npu." in o for o in ops), (kernels, sorted(ops)))
+    # and the A8W4 form (int8 x1, int4 weights, a scale row per 256 rows of k)
+    kernels, ops = _summary(_trace("npu_quant_matmul",
+                                   (torch.randint(-128, 128, (24, 512), dtype=torch.int8),
+                                    i4(512, 16), torch.rand(2, 16)),
+                                   {"output_dtype": torch.bfloat16,
+                                    "pertoken_scale": torch.rand(24, 1)}, dynamic_rows=True))
+    report("npu_quant_matmul A8W4 traced (dynamic rows)",
+           kernels == ["_qmm"] and not any("npu." in o for o in ops), (kernels, sorted(ops)))
     # per tensor / per channel: the amax pass, then the quantising pass (also with a
     # symbolic row count)
     for mode in ("pertensor", "perchannel"):
@@ -248,7 +256,7 @@ def main() -> int:
 def test_torch_compile_traces_the_operators_on_cuda():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") >= 54, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") >= 55, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

@@ -29,12 +29,13 @@ def _launcher(path):
         return kernel
 
     def run(*args, **kwargs):
-        real = qmm.run
+        real, real_a8w4 = qmm.run, qmm.run_a8w4
         qmm.run = lambda *a, **k: real(*a, config=SMALL, **k)
+        qmm.run_a8w4 = lambda *a, **k: real_a8w4(*a, config=SMALL, **k)
         try:
             return kernel(*args, **kwargs)
         finally:
-            qmm.run = real
+            qmm.run, qmm.run_a8w4 = real, real_a8w4
     return run
 
 
@@ -266,3 +267,43 @@ def test_a4w4_rules_are_the_operators(device):
     with pytest.raises(Exception, match="npu_quant_matmul.*output_dtype.*float16"):
         K("npu_quant_matmul")(_i4(3, 16).to(device), _i4(16, 8).to(device),
                               torch.rand(8).to(device), output_dtype=bf16)
+
+
+# ---- A8W4: int8 x1, int4 weights (k, n/8), a scale row per 256 rows of k -----------------
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("m,k,n", [(1, 256, 8), (5, 512, 24), (70, 768, 40)])
+@pytest.mark.parametrize("out", [bf16, fp16])
+@pytest.mark.parametrize("offset,packed", [(False, False), (True, True)])
+def test_a8w4_is_bit_exact(path, m, k, n, out, offset, packed, device):
+    """Per group of 256 rows of k, in order: the exact int32 product of x1 - 8 and the
+    weight (x1 @ w - 8 * w's column sums) times the group's scale row, summed in fp32; + the
+    y offset; times the per-token scale: the reference's bits, with a float32 or an int64
+    (npu_trans_quant_param) scale."""
+    torch.manual_seed(9)
+    s = torch.rand(k // 256, n) * 1e-2
+    kw = {"pertoken_scale": torch.rand(m, 1) + 0.5, "output_dtype": out,
+          "offset": torch.randn(n) * 4 if offset else None}
+    _run(_launcher(path), npu.npu_quant_matmul,
+         (_i8(m, k), _i4(k, n), pack_quant_scale(s) if packed else s), kw, device, exact=(0,))
+
+
+def test_a8w4_extremes_and_empty(device):
+    """x1 at -128 / 127 against weights at -8 / 7 (the largest group products), a non-finite
+    scale column, and no rows."""
+    k, n = 512, 16
+    x1 = torch.tensor([[-128] * k, [127] * k, [-128, 127] * (k // 2)], dtype=torch.int8)
+    w = pack_int4(torch.tensor([[-8, 7] * (n // 2)] * k, dtype=torch.int8))
+    s = torch.rand(2, n) * 1e-3
+    s[1, 3] = float("inf")
+    kw = {"pertoken_scale": torch.rand(3, 1) + 0.5, "output_dtype": bf16}
+    _run(K("npu_quant_matmul"), npu.npu_quant_matmul, (x1, w, s), kw, device, exact=(0,))
+    _run(K("npu_quant_matmul"), npu.npu_quant_matmul, (_i8(0, k), w, s),
+         {"pertoken_scale": torch.rand(0, 1), "output_dtype": fp16}, device, exact=(0,))
+
+
+def test_a8w4_rules_are_the_operators(device):
+    with pytest.raises(Exception, match="npu_quant_matmul.*x1.*multiple of 256"):
+        K("npu_quant_matmul")(_i8(3, 128).to(device), _i4(128, 8).to(device),
+                              torch.rand(1, 8).to(device),
+                              pertoken_scale=torch.rand(3, 1).to(device), output_dtype=bf16)
