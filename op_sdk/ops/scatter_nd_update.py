@@ -13,6 +13,7 @@ import torch
 from op_sdk.library import define_op
 from op_sdk.npu import prototypes
 from op_sdk.npu.binding import AclnnBinding
+from op_sdk.triton_kernels import TritonKernel
 from op_sdk.ops._common import check
 
 _INDEX_DTYPES = (torch.int32, torch.int64)
@@ -35,29 +36,57 @@ def check_scatter_nd_update(op, input, indices, updates):
     return k
 
 
+def _addresses(op, input, indices, k):
+    """Each update's index as (updates, K) int64, checked in bounds (a read back: an index
+    out of range raises, never writes out of bounds), and its flat address among input's
+    first K dims."""
+    idx = indices.reshape(-1, k).to(torch.int64)
+    bound = torch.tensor(input.shape[:k], dtype=torch.int64, device=idx.device)
+    check(bool(((idx >= 0) & (idx < bound)).all()), op, "indices",
+          f"values must be in [0, size) of input dims {list(input.shape[:k])}")
+    strides = torch.tensor(list(torch.empty(input.shape[:k], device="meta").stride()),
+                           dtype=torch.int64, device=idx.device)
+    return idx, (idx * strides).sum(-1)
+
+
+def last_updates(flat):
+    """Whether each update is written: of the updates to one address (``flat``) only the last
+    in index order (index_put_ alone leaves the order unspecified). Computed on the device,
+    no read back; the reference and the CUDA kernel read this one rule."""
+    if flat.numel() <= 1:
+        return torch.ones_like(flat, dtype=torch.bool)
+    uniq, slot = torch.unique(flat, return_inverse=True)
+    order = torch.arange(flat.numel(), device=flat.device)
+    last = torch.full((uniq.numel(),), -1, dtype=torch.int64,
+                      device=flat.device).scatter_reduce_(0, slot, order, "amax")
+    return last[slot] == order
+
+
 def scatter_nd_update_reference(input, indices, updates):
     op = "npu_scatter_nd_update"
     k = check_scatter_nd_update(op, input, indices, updates)
-    idx = indices.reshape(-1, k).to(torch.int64)
-    bound = torch.tensor(input.shape[:k], dtype=torch.int64, device=idx.device)
-    # out-of-range indices raise: never write out of bounds
-    check(bool(((idx >= 0) & (idx < bound)).all()), op, "indices",
-          f"values must be in [0, size) of input dims {list(input.shape[:k])}")
+    idx, flat = _addresses(op, input, indices, k)
+    keep = last_updates(flat)
     out = input.clone()
     upd = updates.reshape(idx.shape[0], *input.shape[k:])
-    if idx.shape[0] > 1:
-        # duplicate addresses: the last update in index order is written (index_put_ alone
-        # leaves the order unspecified)
-        strides = torch.tensor(list(torch.empty(input.shape[:k], device="meta").stride()),
-                               dtype=torch.int64, device=idx.device)
-        uniq, slot = torch.unique((idx * strides).sum(-1), return_inverse=True)
-        order = torch.arange(idx.shape[0], device=idx.device)
-        last = torch.full((uniq.numel(),), -1, dtype=torch.int64,
-                          device=idx.device).scatter_reduce_(0, slot, order, "amax")
-        keep = last[slot] == order
-        idx, upd = idx[keep], upd[keep]
-    out[tuple(idx.t())] = upd
+    out[tuple(idx[keep].t())] = upd[keep]
     return out
+
+
+def scatter_nd_update_cuda(input, indices, updates):
+    """The CUDA kernel (Triton, op_sdk/triton_kernels/scatter.py): input copied into the
+    output, then each written update's slice stored by its own program. Dtypes wider than
+    8 bytes (complex128) run the reference."""
+    from op_sdk.triton_kernels import scatter
+
+    op = "npu_scatter_nd_update"
+    k = check_scatter_nd_update(op, input, indices, updates)
+    if not scatter.covers(input.dtype):
+        return scatter_nd_update_reference(input, indices, updates)
+    _, flat = _addresses(op, input, indices, k)
+    rows = torch.where(last_updates(flat), flat, -1)
+    return scatter.run(scatter_nd_update_fake(input, indices, updates), input, updates, rows,
+                       input.shape[k:].numel())
 
 
 def scatter_nd_update_fake(input, indices, updates):
@@ -79,6 +108,9 @@ npu_scatter_nd_update = define_op(
     # aclnnScatterNdUpdate's document: indices of at least 2 dims (the reference takes 1-D)
     aclnn=AclnnBinding("aclnnScatterNdUpdate", outputs=("var",), copy_of={"var": "input"},
                        tensor_requires={"indices": {"min_dim": 2}}),
+    # (inline=False: the launcher reads the index values back to check them, so the operator
+    # stays one call in a compiled graph)
+    kernels={"cuda": TritonKernel(scatter_nd_update_cuda)}, inline=False,
     reference=scatter_nd_update_reference, fake=scatter_nd_update_fake,
     doc="A copy of input with the slices addressed by indices replaced by updates.",
 )

@@ -275,12 +275,11 @@ def _rows(x1_ptr, x2_ptr, g_ptr, b_ptr, y_ptr, yf_ptr, xo_ptr, rstd_ptr,
                 m1 = s1_ptr
                 if GROUPS:  # (MoE: the row's group's smooth scales, grp_ptr its group)
                     m1 = s1_ptr + tl.load(grp_ptr + row) * n
-                _dynamic_branch(v, m1, q1_ptr + qbase, c1_ptr, row, offs, mask, n, finv, S1, DST,
-                                BLOCK)
+                _dynamic_branch(v, m1, q1_ptr + qbase, c1_ptr, row, offs, mask, n, finv, S1,
+                                DST, BLOCK)
             if Q2:
                 _dynamic_branch(v, s2_ptr, q2_ptr + qbase, c2_ptr, row, offs, mask, n, finv, S2,
-                                DST,
-                                BLOCK)
+                                DST, BLOCK)
 
 
 def _launch(x1, n, *, x2=None, gamma=None, beta=None, y=None, yf=None, xo=None, rstd=None,

@@ -69,4 +69,6 @@ def call_cases():
         "npu_qkv_rms_norm_rope_cache_functional": (q_args, dict(q_kw, is_output_qkv=True)),
         "npu_fused_infer_attention_score": att[fias.V1],
         "npu_fused_infer_attention_score_v2": att[fias.V2],
+        "npu_scatter_nd_update": ((rand(6, 4, 8, dtype=bf16), torch.tensor([[1, 2], [5, 0]]),
+                                   rand(2, 8, dtype=bf16)), {}),
     }

@@ -375,6 +375,15 @@ def main() -> int:
             bad.append("no tensor-core product")
         print(f"_qmm out {out} pack {pack}: {', '.join(bad) or 'ok'}")
         failed += bool(bad)
+    # npu_scatter_nd_update's row copy (the values as their bits)
+    from op_sdk.triton_kernels import scatter
+
+    k = _compile(scatter._scatter_rows, {"out_ptr": "*i16", "upd_ptr": "*i16", "rows_ptr": "*i64",
+                                         "inner": "i64"},
+                 {"BLOCK": scatter.BLOCK, "CHUNKS": scatter._CHUNKS})
+    bad = _problems(k.asm["ptx"])
+    print(f"_scatter_rows: {', '.join(bad) or 'ok'}")
+    failed += bool(bad)
     # Inductor's launcher passes Python floats as fp64 (user-defined kernels under
     # torch.compile): the kernels round in fp32 all the same
     fp64 = {"nf": "fp64", "eps": "fp64", "finv": "fp64"}
@@ -426,7 +435,7 @@ def main() -> int:
 def test_kernels_compile_for_sm90_with_the_contracts_arithmetic():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") == 231, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") == 232, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

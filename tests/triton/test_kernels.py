@@ -1231,3 +1231,48 @@ def test_kv_rmsnorm_rope_cache_rules_name_the_operator_on_cuda_too(device):
     dargs, dkw = _to(args, kw, device)
     with pytest.raises(RuntimeError, match="npu_kv_rmsnorm_rope_cache.*index"):
         K("npu_kv_rmsnorm_rope_cache")(*dargs, **dkw)
+
+
+# ---- npu_scatter_nd_update ----------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [fp16, bf16, fp32, torch.int8, torch.int64, torch.bool,
+                                   torch.complex64])
+@pytest.mark.parametrize("shape,k,n", [((7, 5, 3), 1, 4), ((4, 6, 8), 2, 9), ((3, 4, 5), 3, 6),
+                                       ((9, 1100), 1, 3), ((6, 4), 1, 0)])
+@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
+def test_scatter_nd_update_is_bit_exact(dtype, shape, k, n, index_dtype, device):
+    """Each update's slice at its address among input's first K dims, the rest of input
+    copied; repeated addresses (drawn with replacement): the last update in index order;
+    bit for bit (NaN / inf values included), every dtype by its bits, no updates."""
+    torch.manual_seed(0)
+    mk = (lambda *s: (torch.randn(*s) * 4).to(dtype)) if dtype != torch.bool else (
+        lambda *s: torch.rand(*s) > 0.5)
+    x = mk(*shape)
+    if dtype.is_floating_point:
+        x.view(-1)[:3] = torch.tensor([float("nan"), float("inf"), -float("inf")]).to(dtype)
+    idx = torch.stack([torch.randint(0, shape[d], (n,)) for d in range(k)], -1).to(index_dtype)
+    upd = mk(n, *shape[k:])
+    _run(K("npu_scatter_nd_update"), npu.npu_scatter_nd_update, (x, idx, upd), {}, device,
+         exact=(0,))
+
+
+def test_scatter_nd_update_last_update_wins_and_layouts(device):
+    """Three updates to one row: the third is written; 2-D indices (..., K); a permuted input
+    (the output takes its layout, as the fake's empty_like)."""
+    x = torch.zeros(5, 4)
+    idx = torch.tensor([[[1], [3]], [[1], [1]]])
+    upd = torch.arange(16, dtype=torch.float32).reshape(2, 2, 4)
+    out = _run(K("npu_scatter_nd_update"), npu.npu_scatter_nd_update, (x, idx, upd), {}, device,
+               exact=(0,))
+    assert out[0][1].cpu().tolist() == [12.0, 13.0, 14.0, 15.0]
+    xp = torch.randn(4, 6, 5).permute(2, 0, 1)
+    _run(K("npu_scatter_nd_update"), npu.npu_scatter_nd_update,
+         (xp, torch.tensor([[0, 3], [4, 1]]), torch.randn(2, 6)), {}, device, exact=(0,))
+
+
+def test_scatter_nd_update_rules_are_the_operators(device):
+    x = torch.zeros(5, 4).to(device)
+    with pytest.raises(Exception, match="npu_scatter_nd_update.*indices.*\\[0, size\\)"):
+        K("npu_scatter_nd_update")(x, torch.tensor([[5]]).to(device), torch.zeros(1, 4).to(device))
+    with pytest.raises(Exception, match="npu_scatter_nd_update.*updates.*shape"):
+        K("npu_scatter_nd_update")(x, torch.tensor([[1]]).to(device), torch.zeros(2, 4).to(device))
