@@ -29,13 +29,14 @@ from op_sdk.ops._quant_matmul_common import _OUT_DTYPES, _PACKED_SCALE, check_qu
 from op_sdk.ops._quant_matmul_float8 import _FLOAT8_OUT, _float8_reference, _is_float8_form, check_float8
 from op_sdk.ops._quant_matmul_int4 import (
     _a4w4_per_group_reference,
-    a4w4_int8_like,
+    _a4w4_shapes,
     _a4w4_unpack,
     _a8w4_reference,
     _check_a4w4,
     _is_a4w4,
     _is_a4w4_per_group,
     _is_a8w4,
+    a4w4_int8_like,
     check_a4w4_per_group,
     check_a8w4,
 )
@@ -160,10 +161,10 @@ def quant_matmul_cuda(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=N
                       y_scale=None):
     """The CUDA kernel (Triton, op_sdk/triton_kernels/quant_matmul.py) of the int8 form,
     with a 2-D x2 (the weight) or a batched one, and of the A4W4 form (int4 x1 and weight,
-    int32-packed, unpacked in registers), and of the A8W4 form (int8 x1, int4 weights, a
-    scale row per 256 rows of k: ``qmm.run_a8w4``): the exact int32 products and the
-    epilogue in one kernel. The other forms (per-group A4W4, float8, per-block, MX; more than
-    MAX_BATCHES weights) run the reference."""
+    int32-packed, unpacked in registers), and of the grouped forms (a scale row per 256 rows
+    of k: A8W4, per-group A4W4; ``qmm.run_grouped``): the exact int32 products and the
+    epilogue in one kernel. The other forms (float8, per-block, MX; more than MAX_BATCHES
+    weights) run the reference."""
     kw = dict(offset=offset, pertoken_scale=pertoken_scale, bias=bias,
               output_dtype=output_dtype, x1_dtype=x1_dtype, x2_dtype=x2_dtype,
               pertoken_scale_dtype=pertoken_scale_dtype, scale_dtype=scale_dtype,
@@ -173,8 +174,19 @@ def quant_matmul_cuda(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=N
 
         check_a8w4(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, group_sizes)
         c = lambda t: None if t is None else t.contiguous()  # noqa: E731
-        return qmm.run_a8w4(x1, x2, c(unpack_quant_scale(scale)), c(pertoken_scale), c(offset),
-                            quant_matmul_fake(x1, x2, scale, **kw))
+        return qmm.run_grouped(x1, x2, c(unpack_quant_scale(scale)), c(pertoken_scale),
+                               quant_matmul_fake(x1, x2, scale, **kw), offset=c(offset))
+    if _is_a4w4_per_group(x1, x2, scale):
+        from op_sdk.triton_kernels import quant_matmul as qmm
+
+        check_a4w4_per_group(x1, x2, scale, offset, pertoken_scale, bias, output_dtype,
+                             x1_dtype, x2_dtype, pertoken_scale_dtype, scale_dtype, group_sizes,
+                             y_scale)
+        _, _, transposed = _a4w4_shapes(x1, x2)
+        c = lambda t: None if t is None else t.contiguous()  # noqa: E731
+        return qmm.run_grouped(x1, x2, c(scale), c(pertoken_scale),
+                               quant_matmul_fake(x1, x2, scale, **kw), zero=c(offset),
+                               pack_w=2 if transposed else 1)
     a4w4 = _is_a4w4(x1, x2) and not _is_a4w4_per_group(x1, x2, scale)
     if ((not a4w4 and (x1.dtype != torch.int8 or x2.dtype != torch.int8))
             or (x2.dim() > 2 and torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2]).numel()

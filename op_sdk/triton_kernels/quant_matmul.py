@@ -142,10 +142,12 @@ def _qmm(a_ptr, w_ptr, s_ptr, p_ptr, b_ptr, o_ptr, y_ptr, M, N, K, rows_per_batc
          BIAS_BATCH: tl.constexpr, O_PER: tl.constexpr, OUT: tl.constexpr,
          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
          GROUP_M: tl.constexpr, WIDE: tl.constexpr, PACK_A: tl.constexpr = False,
-         PACK_W: tl.constexpr = 0, GROUP: tl.constexpr = 0):
+         PACK_W: tl.constexpr = 0, GROUP: tl.constexpr = 0, ZERO_W: tl.constexpr = False):
     # PACK_A: x1's words hold 8 int4 values along k (sak steps a word); PACK_W: the weight's
     # 1 along n (swn steps a word), 2 along k (swk steps a word); K and N count values.
-    # GROUP (A8W4): a (K / GROUP, N) fp32 scale, one row per GROUP rows of k (see _grouped)
+    # GROUP: a (cdiv(K, GROUP), N) fp32 scale, one row per GROUP rows of k; A8W4 (x1 - 8
+    # against the weight), or with ZERO_W per-group A4W4 (the weight's float16 zero points
+    # at o_ptr, shaped like the scale)
     bt = tl.program_id(1)
     if WIDE:
         bt = tl.cast(bt, tl.int64)
@@ -189,21 +191,34 @@ def _qmm(a_ptr, w_ptr, s_ptr, p_ptr, b_ptr, o_ptr, y_ptr, M, N, K, rows_per_batc
         y = _dequant(acc, rows, c, m, s_ptr, p_ptr, b_ptr, o_ptr, M * tl.num_programs(1), N,
                      rows_per_batch, S_PER, HAS_P, BIAS, BIAS_BATCH, O_PER, OUT)
     else:
-        # per group of k, in order: the exact int32 product of x1 - 8 and the weight
-        # (x1 @ w - 8 * w's column sums), times the group's scale row, summed in fp32
+        # per group of k, in order: the group's value, times its scale row, summed in fp32.
+        # A8W4: the exact int32 product of x1 - 8 and the weight (x1 @ w - 8 * w's column
+        # sums); per-group A4W4: x1 @ (w - zero) = x1 @ w - x1's row sums * zero, the
+        # product exact in fp32 (at most 11 + 11 significant bits) and the difference rounded
+        # once, as the reference's exact fp64 value rounded to fp32
         v = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for g0 in range(0, K, GROUP):
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
             sums = tl.zeros((BLOCK_N,), dtype=tl.int32)
+            row_sums = tl.zeros((BLOCK_M,), dtype=tl.int32)
             for k0 in range(g0, g0 + GROUP, BLOCK_K):
                 a, w, a_at, w_at = _tiles(a_at, w_at, r, c, c8, kk, k8, k0, M, N, K, sak, swk,
                                           BLOCK_M, BLOCK_N, BLOCK_K, PACK_A, PACK_W)
                 acc = tl.dot(a, w, acc, out_dtype=tl.int32)
-                sums += tl.sum(w.to(tl.int32), axis=0)
-            acc = acc - 8 * sums[None, :]
-            s = tl.load(s_ptr + (g0 // GROUP) * N + c, mask=cm, other=0.0)
-            v = v + _product(acc.to(tl.float32), s[None, :], m)
-        if O_PER != 0:  # (the y offset, per column)
+                if ZERO_W:
+                    row_sums += tl.sum(a.to(tl.int32), axis=1)
+                else:
+                    sums += tl.sum(w.to(tl.int32), axis=0)
+            at = (g0 // GROUP) * N + c
+            if ZERO_W:
+                z = tl.load(o_ptr + at, mask=cm, other=0.0).to(tl.float32)
+                val = acc.to(tl.float32) - _product(row_sums.to(tl.float32)[:, None],
+                                                    z[None, :], m)
+            else:
+                val = (acc - 8 * sums[None, :]).to(tl.float32)
+            s = tl.load(s_ptr + at, mask=cm, other=0.0)
+            v = v + _product(val, s[None, :], m)
+        if O_PER != 0:  # (A8W4's y offset, per column)
             v = v + tl.load(o_ptr + c, mask=cm, other=0.0)[None, :]
         p = tl.load(p_ptr + r, mask=rm, other=1.0)
         y = mul(v, p[:, None], m)
@@ -237,28 +252,34 @@ def tiles(m, k: int, n: int, device: torch.device) -> dict:
     return dict(zip(("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages"), cfg))
 
 
-# the A8W4 form's rows of k per scale row (ops/_quant_matmul_int4.py's A8W4_GROUP)
-A8W4_GROUP = 256
+# the grouped forms' rows of k per scale row (ops/_quant_matmul_int4.py's A8W4_GROUP and
+# A4W4_GROUP)
+GROUP_K = 256
 
 
-def run_a8w4(x1, x2, s, pertoken, offset, out, config=None):
-    """The A8W4 form into ``out`` (its fake's allocation): int8 x1 (m, k), the int4 weight
-    (k, n / 8) packed along n, ``s`` the fp32 (k / 256, n) scale, ``pertoken`` (m, 1) fp32,
-    ``offset`` the (n,) fp32 y offset or None:
-    ``out = (sum_g s[g] * ((x1[:, g] - 8) @ w[g]) (+ offset)) * pertoken``, the groups summed
-    in fp32 in order, each product exact in int32. Returns ``out``."""
-    m, k = x1.shape
-    n = out.shape[-1]
+def run_grouped(x1, x2, s, pertoken, out, *, offset=None, zero=None, pack_w=1, config=None):
+    """A grouped form into ``out`` (its fake's allocation), ``s`` the fp32 (cdiv(k, 256), n)
+    scale, ``pertoken`` (m, 1) fp32. A8W4: int8 x1 (m, k), the int4 weight (k, n / 8) packed
+    along n, ``offset`` the (n,) fp32 y offset or None:
+    ``out = (sum_g s[g] * ((x1[:, g] - 8) @ w[g]) (+ offset)) * pertoken``. Per-group A4W4:
+    int32 x1 (m, k / 8), the weight in either A4W4 layout (``pack_w`` as ``run``'s), ``zero``
+    the (cdiv(k, 256), n) float16 zero points:
+    ``out = (sum_g s[g] * (x1[:, g] @ (w[g] - zero[g]))) * pertoken``. The groups are summed
+    in fp32 in order. Returns ``out``."""
+    pack_a = x1.dtype == torch.int32
+    m = x1.shape[0]
+    k, n = x1.shape[1] * (8 if pack_a else 1), out.shape[-1]
     if m * n == 0:
         return out
     cfg = dict(config or tiles(m, k, n, x1.device))
-    cfg["BLOCK_K"] = min(cfg["BLOCK_K"], A8W4_GROUP)  # (a block within one group)
+    cfg["BLOCK_K"] = min(cfg["BLOCK_K"], GROUP_K)  # (a block within one group)
     grid = (triton.cdiv(m, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"]), 1)
-    launch(_qmm, grid, x1, x2, s, pertoken, s, s if offset is None else offset, out, m, n, k,
-           m, 0, *x1.stride(), 0, *x2.stride(), S_PER=True, HAS_P=True, BIAS=NO_BIAS,
+    o = zero if zero is not None else offset
+    launch(_qmm, grid, x1, x2, s, pertoken, s, s if o is None else o, out, m, n, k, m, 0,
+           *x1.stride(), 0, *x2.stride(), S_PER=True, HAS_P=True, BIAS=NO_BIAS,
            BIAS_BATCH=False, O_PER=0 if offset is None else 2, OUT=FLOAT_OUT, **cfg,
-           GROUP_M=8, PACK_W=1, GROUP=A8W4_GROUP,
-           WIDE=max(x1.numel(), x2.numel() * 8, out.numel()) >= WIDE_FROM)
+           GROUP_M=8, PACK_A=pack_a, PACK_W=pack_w, GROUP=GROUP_K, ZERO_W=zero is not None,
+           WIDE=max(x1.numel() * (8 if pack_a else 1), x2.numel() * 8, out.numel()) >= WIDE_FROM)
     return out
 
 

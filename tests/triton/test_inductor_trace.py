@@ -181,6 +181,13 @@ def main() -> int:
                                     "pertoken_scale": torch.rand(24, 1)}, dynamic_rows=True))
     report("npu_quant_matmul A8W4 traced (dynamic rows)",
            kernels == ["_qmm"] and not any("npu." in o for o in ops), (kernels, sorted(ops)))
+    # and the per-group A4W4 form (a 2-D scale, float16 zero points)
+    kernels, ops = _summary(_trace("npu_quant_matmul", (i4(24, 520), i4(520, 16), torch.rand(3, 16)),
+                                   {"offset": torch.rand(3, 16).half(), "output_dtype": torch.float16,
+                                    "pertoken_scale": torch.rand(24, 1), "group_sizes": [0, 0, 256]},
+                                   dynamic_rows=True))
+    report("npu_quant_matmul per-group A4W4 traced (dynamic rows)",
+           kernels == ["_qmm"] and not any("npu." in o for o in ops), (kernels, sorted(ops)))
     # per tensor / per channel: the amax pass, then the quantising pass (also with a
     # symbolic row count)
     for mode in ("pertensor", "perchannel"):
@@ -256,7 +263,7 @@ def main() -> int:
 def test_torch_compile_traces_the_operators_on_cuda():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") >= 56, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") >= 57, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

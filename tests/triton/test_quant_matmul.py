@@ -29,13 +29,13 @@ def _launcher(path):
         return kernel
 
     def run(*args, **kwargs):
-        real, real_a8w4 = qmm.run, qmm.run_a8w4
+        real, real_grouped = qmm.run, qmm.run_grouped
         qmm.run = lambda *a, **k: real(*a, config=SMALL, **k)
-        qmm.run_a8w4 = lambda *a, **k: real_a8w4(*a, config=SMALL, **k)
+        qmm.run_grouped = lambda *a, **k: real_grouped(*a, config=SMALL, **k)
         try:
             return kernel(*args, **kwargs)
         finally:
-            qmm.run, qmm.run_a8w4 = real, real_a8w4
+            qmm.run, qmm.run_grouped = real, real_grouped
     return run
 
 
@@ -307,3 +307,35 @@ def test_a8w4_rules_are_the_operators(device):
         K("npu_quant_matmul")(_i8(3, 128).to(device), _i4(128, 8).to(device),
                               torch.rand(1, 8).to(device),
                               pertoken_scale=torch.rand(3, 1).to(device), output_dtype=bf16)
+
+
+# ---- per-group A4W4: int4 x1 and weight, a 2-D scale and float16 zero points -------------
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("m,k,n", [(1, 256, 8), (5, 520, 24), (70, 768, 40)])
+@pytest.mark.parametrize("layout", ["kn", "nk_transposed"])
+@pytest.mark.parametrize("out", [bf16, fp16])
+def test_a4w4_per_group_is_bit_exact(path, m, k, n, layout, out, device):
+    """Per group of 256 rows of k (the last shorter where 256 does not divide k), in order:
+    x1 @ (w - zero), its value rounded once to fp32 (x1 @ w - x1's row sums * zero, the
+    product exact), times the group's scale row, summed in fp32; times the per-token scale:
+    the reference's bits, with fractional zero points."""
+    torch.manual_seed(10)
+    groups = -(-k // 256)
+    x2 = _i4(n, k).t() if layout == "nk_transposed" else _i4(k, n)
+    kw = {"offset": (torch.randn(groups, n) * 3).to(fp16), "pertoken_scale": torch.rand(m, 1) + 0.5,
+          "output_dtype": out, "group_sizes": [0, 0, 256]}
+    _run(_launcher(path), npu.npu_quant_matmul, (_i4(m, k), x2, torch.rand(groups, n) * 1e-2),
+         kw, device, exact=(0,))
+
+
+def test_a4w4_per_group_extremes(device):
+    """Every x1 nibble -8 against weights at 7 with zero points near float16's largest
+    integers and smallest subnormal: the group value still rounded once."""
+    k, n = 512, 16
+    x1 = pack_int4(torch.full((3, k), -8, dtype=torch.int8))
+    w = pack_int4(torch.full((k, n), 7, dtype=torch.int8))
+    zero = torch.tensor([[2047.0, -6e-8] * (n // 2), [-0.333, 1e4] * (n // 2)]).to(fp16)
+    _run(K("npu_quant_matmul"), npu.npu_quant_matmul, (x1, w, torch.rand(2, n)),
+         {"offset": zero, "pertoken_scale": torch.rand(3, 1) + 0.5, "output_dtype": bf16,
+          "group_sizes": [1, 1, 256]}, device, exact=(0,))
