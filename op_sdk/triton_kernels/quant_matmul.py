@@ -98,10 +98,11 @@ def _unpack_first(words, R: tl.constexpr, C: tl.constexpr):
 @triton.jit
 def _product(a, b, mask):
     """a * b rounded on its own before the add of a running sum consumes it, as
-    ``_common.mul``; its masked-off lanes hold a + b, not a: in a loop, LLVM rewrites
+    ``_common.mul``; its masked-off lanes hold a + 1, not a: in a loop, LLVM rewrites
     ``select(mask, a * b, a)`` as ``a * select(mask, b, 1)`` and contracts that product and
-    the sum's add into one fma (tests/triton/test_compile_sm90.py checks the PTX)."""
-    return tl.where(mask, a * b, a + b)
+    the sum's add into one fma (and a + b would add a product where b is one). ``a`` is
+    never a product here (tests/triton/test_compile_sm90.py checks the PTX)."""
+    return tl.where(mask, a * b, a + 1.0)
 
 
 @triton.jit
@@ -142,12 +143,15 @@ def _qmm(a_ptr, w_ptr, s_ptr, p_ptr, b_ptr, o_ptr, y_ptr, M, N, K, rows_per_batc
          BIAS_BATCH: tl.constexpr, O_PER: tl.constexpr, OUT: tl.constexpr,
          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
          GROUP_M: tl.constexpr, WIDE: tl.constexpr, PACK_A: tl.constexpr = False,
-         PACK_W: tl.constexpr = 0, GROUP: tl.constexpr = 0, ZERO_W: tl.constexpr = False):
+         PACK_W: tl.constexpr = 0, GROUP: tl.constexpr = 0, ZERO_W: tl.constexpr = False,
+         BLOCK_SCALE: tl.constexpr = False):
     # PACK_A: x1's words hold 8 int4 values along k (sak steps a word); PACK_W: the weight's
     # 1 along n (swn steps a word), 2 along k (swk steps a word); K and N count values.
     # GROUP: a (cdiv(K, GROUP), N) fp32 scale, one row per GROUP rows of k; A8W4 (x1 - 8
     # against the weight), or with ZERO_W per-group A4W4 (the weight's float16 zero points
-    # at o_ptr, shaped like the scale)
+    # at o_ptr, shaped like the scale); with BLOCK_SCALE the G-B form (int8 x1 and weight,
+    # p_ptr the (M, cdiv(K, GROUP)) per-token-group scale, s_ptr the (cdiv(K, GROUP),
+    # cdiv(N, GROUP)) per-block one, a float (n,) bias after the sum)
     bt = tl.program_id(1)
     if WIDE:
         bt = tl.cast(bt, tl.int64)
@@ -210,18 +214,29 @@ def _qmm(a_ptr, w_ptr, s_ptr, p_ptr, b_ptr, o_ptr, y_ptr, M, N, K, rows_per_batc
                 else:
                     sums += tl.sum(w.to(tl.int32), axis=0)
             at = (g0 // GROUP) * N + c
-            if ZERO_W:
+            if BLOCK_SCALE:  # (the two scales' product, then the term: each rounded)
+                g = g0 // GROUP
+                xs = tl.load(p_ptr + r * tl.cdiv(K, GROUP) + g, mask=rm, other=0.0)
+                ws = tl.load(s_ptr + g * tl.cdiv(N, GROUP) + c // GROUP, mask=cm, other=0.0)
+                v = v + _product(acc.to(tl.float32), xs[:, None] * ws[None, :], m)
+            elif ZERO_W:
                 z = tl.load(o_ptr + at, mask=cm, other=0.0).to(tl.float32)
                 val = acc.to(tl.float32) - _product(row_sums.to(tl.float32)[:, None],
                                                     z[None, :], m)
             else:
                 val = (acc - 8 * sums[None, :]).to(tl.float32)
-            s = tl.load(s_ptr + at, mask=cm, other=0.0)
-            v = v + _product(val, s[None, :], m)
-        if O_PER != 0:  # (A8W4's y offset, per column)
-            v = v + tl.load(o_ptr + c, mask=cm, other=0.0)[None, :]
-        p = tl.load(p_ptr + r, mask=rm, other=1.0)
-        y = mul(v, p[:, None], m)
+            if not BLOCK_SCALE:
+                s = tl.load(s_ptr + at, mask=cm, other=0.0)
+                v = v + _product(val, s[None, :], m)
+        if BLOCK_SCALE:
+            if BIAS == 2:
+                v = v + tl.load(b_ptr + c, mask=cm, other=0.0)[None, :]
+            y = v
+        else:
+            if O_PER != 0:  # (A8W4's y offset, per column)
+                v = v + tl.load(o_ptr + c, mask=cm, other=0.0)[None, :]
+            p = tl.load(p_ptr + r, mask=rm, other=1.0)
+            y = mul(v, p[:, None], m)
     tl.store(y_ptr + rows[:, None] * N + c[None, :], y.to(y_ptr.dtype.element_ty), mask=m)
 
 
@@ -253,8 +268,31 @@ def tiles(m, k: int, n: int, device: torch.device) -> dict:
 
 
 # the grouped forms' rows of k per scale row (ops/_quant_matmul_int4.py's A8W4_GROUP and
-# A4W4_GROUP)
+# A4W4_GROUP), and the G-B form's block (ops/_quant_matmul_per_block.py's [1, 128, 128])
 GROUP_K = 256
+BLOCK_K_GB = 128
+
+
+def run_block_scaled(x1, x2, pertoken, s, bias, out, config=None):
+    """The G-B form into ``out`` (its fake's allocation): int8 x1 (m, k) and weight (k, n),
+    ``pertoken`` the fp32 (m, cdiv(k, 128)) scale of each row's groups of 128 of k, ``s`` the
+    fp32 (cdiv(k, 128), cdiv(n, 128)) scale of each 128 x 128 block of the weight, ``bias``
+    fp32 (n,) or None:
+    ``out = sum_j fp32(x1[:, Kj] @ x2[Kj]) * (pertoken[:, j] * s[j, n / 128]) (+ bias)``,
+    the blocks summed in fp32 in order. Returns ``out``."""
+    m, k = x1.shape
+    n = out.shape[-1]
+    if m * n == 0:
+        return out
+    cfg = dict(config or tiles(m, k, n, x1.device))
+    cfg["BLOCK_K"] = min(cfg["BLOCK_K"], BLOCK_K_GB)
+    grid = (triton.cdiv(m, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"]), 1)
+    launch(_qmm, grid, x1, x2, s, pertoken, s if bias is None else bias, s, out, m, n, k, m, 0,
+           *x1.stride(), 0, *x2.stride(), S_PER=True, HAS_P=True,
+           BIAS=NO_BIAS if bias is None else FLOAT_BIAS, BIAS_BATCH=False, O_PER=0,
+           OUT=FLOAT_OUT, **cfg, GROUP_M=8, GROUP=BLOCK_K_GB, BLOCK_SCALE=True,
+           WIDE=max(x1.numel(), x2.numel(), out.numel()) >= WIDE_FROM)
+    return out
 
 
 def run_grouped(x1, x2, s, pertoken, out, *, offset=None, zero=None, pack_w=1, config=None):

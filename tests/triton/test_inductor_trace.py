@@ -188,6 +188,13 @@ def main() -> int:
                                    dynamic_rows=True))
     report("npu_quant_matmul per-group A4W4 traced (dynamic rows)",
            kernels == ["_qmm"] and not any("npu." in o for o in ops), (kernels, sorted(ops)))
+    # and the int8 G-B form (a scale per row's group of 128 of k and per 128 x 128 block)
+    i8 = lambda *shape: torch.randint(-128, 128, shape, dtype=torch.int8)  # noqa: E731
+    kernels, ops = _summary(_trace("npu_quant_matmul", (i8(24, 256), i8(256, 136), torch.rand(2, 2)),
+                                   {"pertoken_scale": torch.rand(24, 2), "output_dtype": torch.bfloat16,
+                                    "group_sizes": [1, 128, 128]}, dynamic_rows=True))
+    report("npu_quant_matmul int8 G-B traced (dynamic rows)",
+           kernels == ["_qmm"] and not any("npu." in o for o in ops), (kernels, sorted(ops)))
     # per tensor / per channel: the amax pass, then the quantising pass (also with a
     # symbolic row count)
     for mode in ("pertensor", "perchannel"):
@@ -263,7 +270,7 @@ def main() -> int:
 def test_torch_compile_traces_the_operators_on_cuda():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") >= 57, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") >= 58, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

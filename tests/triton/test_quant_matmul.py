@@ -29,13 +29,14 @@ def _launcher(path):
         return kernel
 
     def run(*args, **kwargs):
-        real, real_grouped = qmm.run, qmm.run_grouped
-        qmm.run = lambda *a, **k: real(*a, config=SMALL, **k)
-        qmm.run_grouped = lambda *a, **k: real_grouped(*a, config=SMALL, **k)
+        real = {name: getattr(qmm, name) for name in ("run", "run_grouped", "run_block_scaled")}
+        for name, fn in real.items():
+            setattr(qmm, name, lambda *a, fn=fn, **k: fn(*a, config=SMALL, **k))
         try:
             return kernel(*args, **kwargs)
         finally:
-            qmm.run, qmm.run_grouped = real, real_grouped
+            for name, fn in real.items():
+                setattr(qmm, name, fn)
     return run
 
 
@@ -339,3 +340,22 @@ def test_a4w4_per_group_extremes(device):
     _run(K("npu_quant_matmul"), npu.npu_quant_matmul, (x1, w, torch.rand(2, n)),
          {"offset": zero, "pertoken_scale": torch.rand(3, 1) + 0.5, "output_dtype": bf16,
           "group_sizes": [1, 1, 256]}, device, exact=(0,))
+
+
+# ---- int8 G-B: a scale per row's group of 128 of k and per 128 x 128 weight block ---------
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("m,k,n", [(1, 128, 24), (5, 256, 128), (17, 300, 200), (70, 640, 136)])
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("weight", ["kn", "nk_transposed"])
+def test_int8_per_block_is_bit_exact(path, m, k, n, bias, weight, device):
+    """sum_j fp32(x1[:, Kj] @ x2[Kj]) * (pertoken[:, j] * scale[j, n / 128]) over the blocks
+    of 128 of k in order (the last shorter), + the float32 bias, to bfloat16: the
+    reference's bits."""
+    torch.manual_seed(11)
+    kb, nb = -(-k // 128), -(-n // 128)
+    x2 = _i8(n, k).t() if weight == "nk_transposed" else _i8(k, n)
+    kw = {"pertoken_scale": torch.rand(m, kb) * 1e-2, "output_dtype": bf16,
+          "group_sizes": [1, 128, 128], "bias": torch.randn(n) if bias else None}
+    _run(_launcher(path), npu.npu_quant_matmul, (_i8(m, k), x2, torch.rand(kb, nb) * 1e-2), kw,
+         device, exact=(0,))
