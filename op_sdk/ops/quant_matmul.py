@@ -162,11 +162,11 @@ def quant_matmul_cuda(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=N
     """The CUDA kernel (Triton, op_sdk/triton_kernels/quant_matmul.py) of the int8 form,
     with a 2-D x2 (the weight) or a batched one, and of the A4W4 form (int4 x1 and weight,
     int32-packed, unpacked in registers), and of the grouped forms (a scale row per 256 rows
-    of k: A8W4, per-group A4W4; ``qmm.run_grouped``), and of the int8 G-B form (2-D, a
-    scale per row's group of 128 of k and per 128 x 128 block of the weight:
-    ``qmm.run_block_scaled``): the exact int32 products and the epilogue in one kernel. The
-    other forms (float8 / HiFloat8 inputs, per-block with batch dims, MX; more than
-    MAX_BATCHES weights) run the reference."""
+    of k: A8W4, per-group A4W4; ``qmm.run_grouped``), and of the per-block forms (2-D int8
+    G-B, float8 G-B and B-B: a scale per group of rows and 128 of k and per 128 x 128 block
+    of the weight: ``qmm.run_block_scaled``): the products and the epilogue in one kernel.
+    The other forms (float8 / HiFloat8 per channel, HiFloat8 or mixed float8 per block,
+    per-block with batch dims, MX; more than MAX_BATCHES weights) run the reference."""
     kw = dict(offset=offset, pertoken_scale=pertoken_scale, bias=bias,
               output_dtype=output_dtype, x1_dtype=x1_dtype, x2_dtype=x2_dtype,
               pertoken_scale_dtype=pertoken_scale_dtype, scale_dtype=scale_dtype,
@@ -189,16 +189,19 @@ def quant_matmul_cuda(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=N
         return qmm.run_grouped(x1, x2, c(scale), c(pertoken_scale),
                                quant_matmul_fake(x1, x2, scale, **kw), zero=c(offset),
                                pack_w=2 if transposed else 1)
-    if (_is_per_block(x1, x2, scale, pertoken_scale) and x1.dtype == x2.dtype == torch.int8
+    if (_is_per_block(x1, x2, scale, pertoken_scale) and x1.dtype == x2.dtype
+            and x1.dtype in (torch.int8, torch.float8_e4m3fn, torch.float8_e5m2)
             and x1_dtype is None and x2_dtype is None
             and x1.dim() == x2.dim() == scale.dim() == pertoken_scale.dim() == 2):
         from op_sdk.triton_kernels import quant_matmul as qmm
 
-        check_per_block(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, x1_dtype,
-                        x2_dtype, pertoken_scale_dtype, scale_dtype, group_sizes, y_scale)
+        _, (gm, _, _), *_ = check_per_block(x1, x2, scale, offset, pertoken_scale, bias,
+                                            output_dtype, x1_dtype, x2_dtype,
+                                            pertoken_scale_dtype, scale_dtype, group_sizes,
+                                            y_scale)
         c = lambda t: None if t is None else t.contiguous()  # noqa: E731
         return qmm.run_block_scaled(x1, x2, c(pertoken_scale), c(scale), c(bias),
-                                    quant_matmul_fake(x1, x2, scale, **kw))
+                                    quant_matmul_fake(x1, x2, scale, **kw), row_group=gm)
     a4w4 = _is_a4w4(x1, x2) and not _is_a4w4_per_group(x1, x2, scale)
     if ((not a4w4 and (x1.dtype != torch.int8 or x2.dtype != torch.int8))
             or (x2.dim() > 2 and torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2]).numel()

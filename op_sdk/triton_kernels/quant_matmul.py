@@ -109,29 +109,30 @@ def _product(a, b, mask):
 def _tiles(a_at, w_at, r, c, c8, kk, k8, k0, M, N, K, sak, swk, BLOCK_M: tl.constexpr,
            BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PACK_A: tl.constexpr,
            PACK_W: tl.constexpr):
-    """The int8 x1 and weight tiles of the k block at k0 (int4 words unpacked), and the
-    pointers moved to the next block."""
+    """The int8 (or float8) x1 and weight tiles of the k block at k0 (int4 words unpacked),
+    and the pointers moved to the next block (masked-off elements 0; written 0.0, which
+    Triton's interpreter can cast to a float8 tile too)."""
     rm = r < M
     cm = c < N
     km = kk < K - k0
     k8m = k8 < (K - k0) // 8
     if PACK_A:
-        a = _unpack_last(tl.load(a_at, mask=rm[:, None] & k8m[None, :], other=0),
+        a = _unpack_last(tl.load(a_at, mask=rm[:, None] & k8m[None, :], other=0.0),
                          BLOCK_M, BLOCK_K)
         a_at += (BLOCK_K // 8) * sak
     else:
-        a = tl.load(a_at, mask=rm[:, None] & km[None, :], other=0)
+        a = tl.load(a_at, mask=rm[:, None] & km[None, :], other=0.0)
         a_at += BLOCK_K * sak
     if PACK_W == 1:
-        w = _unpack_last(tl.load(w_at, mask=km[:, None] & (c8 < N // 8)[None, :], other=0),
+        w = _unpack_last(tl.load(w_at, mask=km[:, None] & (c8 < N // 8)[None, :], other=0.0),
                          BLOCK_K, BLOCK_N)
         w_at += BLOCK_K * swk
     elif PACK_W == 2:
-        w = _unpack_first(tl.load(w_at, mask=k8m[:, None] & cm[None, :], other=0),
+        w = _unpack_first(tl.load(w_at, mask=k8m[:, None] & cm[None, :], other=0.0),
                           BLOCK_K, BLOCK_N)
         w_at += (BLOCK_K // 8) * swk
     else:
-        w = tl.load(w_at, mask=km[:, None] & cm[None, :], other=0)
+        w = tl.load(w_at, mask=km[:, None] & cm[None, :], other=0.0)
         w_at += BLOCK_K * swk
     return a, w, a_at, w_at
 
@@ -144,14 +145,17 @@ def _qmm(a_ptr, w_ptr, s_ptr, p_ptr, b_ptr, o_ptr, y_ptr, M, N, K, rows_per_batc
          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
          GROUP_M: tl.constexpr, WIDE: tl.constexpr, PACK_A: tl.constexpr = False,
          PACK_W: tl.constexpr = 0, GROUP: tl.constexpr = 0, ZERO_W: tl.constexpr = False,
-         BLOCK_SCALE: tl.constexpr = False):
+         BLOCK_SCALE: tl.constexpr = False, FLOAT_IN: tl.constexpr = False,
+         ROW_GROUP: tl.constexpr = 1):
     # PACK_A: x1's words hold 8 int4 values along k (sak steps a word); PACK_W: the weight's
     # 1 along n (swn steps a word), 2 along k (swk steps a word); K and N count values.
     # GROUP: a (cdiv(K, GROUP), N) fp32 scale, one row per GROUP rows of k; A8W4 (x1 - 8
     # against the weight), or with ZERO_W per-group A4W4 (the weight's float16 zero points
     # at o_ptr, shaped like the scale); with BLOCK_SCALE the G-B form (int8 x1 and weight,
     # p_ptr the (M, cdiv(K, GROUP)) per-token-group scale, s_ptr the (cdiv(K, GROUP),
-    # cdiv(N, GROUP)) per-block one, a float (n,) bias after the sum)
+    # cdiv(N, GROUP)) per-block one, a float (n,) bias after the sum); FLOAT_IN: float8 x1
+    # and weight (each block's product accumulated in fp32 by tl.dot), ROW_GROUP: x1's rows
+    # a scale covers (1 G-B, GROUP B-B)
     bt = tl.program_id(1)
     if WIDE:
         bt = tl.cast(bt, tl.int64)
@@ -202,21 +206,28 @@ def _qmm(a_ptr, w_ptr, s_ptr, p_ptr, b_ptr, o_ptr, y_ptr, M, N, K, rows_per_batc
         # once, as the reference's exact fp64 value rounded to fp32
         v = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for g0 in range(0, K, GROUP):
-            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
+            if FLOAT_IN:
+                acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            else:
+                acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
             sums = tl.zeros((BLOCK_N,), dtype=tl.int32)
             row_sums = tl.zeros((BLOCK_M,), dtype=tl.int32)
             for k0 in range(g0, g0 + GROUP, BLOCK_K):
                 a, w, a_at, w_at = _tiles(a_at, w_at, r, c, c8, kk, k8, k0, M, N, K, sak, swk,
                                           BLOCK_M, BLOCK_N, BLOCK_K, PACK_A, PACK_W)
-                acc = tl.dot(a, w, acc, out_dtype=tl.int32)
+                if FLOAT_IN:
+                    acc = tl.dot(a, w, acc, out_dtype=tl.float32)
+                else:
+                    acc = tl.dot(a, w, acc, out_dtype=tl.int32)
                 if ZERO_W:
                     row_sums += tl.sum(a.to(tl.int32), axis=1)
-                else:
+                elif not BLOCK_SCALE:
                     sums += tl.sum(w.to(tl.int32), axis=0)
             at = (g0 // GROUP) * N + c
             if BLOCK_SCALE:  # (the two scales' product, then the term: each rounded)
                 g = g0 // GROUP
-                xs = tl.load(p_ptr + r * tl.cdiv(K, GROUP) + g, mask=rm, other=0.0)
+                xs = tl.load(p_ptr + (r // ROW_GROUP) * tl.cdiv(K, GROUP) + g, mask=rm,
+                             other=0.0)
                 ws = tl.load(s_ptr + g * tl.cdiv(N, GROUP) + c // GROUP, mask=cm, other=0.0)
                 v = v + _product(acc.to(tl.float32), xs[:, None] * ws[None, :], m)
             elif ZERO_W:
@@ -273,13 +284,15 @@ GROUP_K = 256
 BLOCK_K_GB = 128
 
 
-def run_block_scaled(x1, x2, pertoken, s, bias, out, config=None):
-    """The G-B form into ``out`` (its fake's allocation): int8 x1 (m, k) and weight (k, n),
-    ``pertoken`` the fp32 (m, cdiv(k, 128)) scale of each row's groups of 128 of k, ``s`` the
-    fp32 (cdiv(k, 128), cdiv(n, 128)) scale of each 128 x 128 block of the weight, ``bias``
-    fp32 (n,) or None:
-    ``out = sum_j fp32(x1[:, Kj] @ x2[Kj]) * (pertoken[:, j] * s[j, n / 128]) (+ bias)``,
-    the blocks summed in fp32 in order. Returns ``out``."""
+def run_block_scaled(x1, x2, pertoken, s, bias, out, row_group=1, config=None):
+    """The G-B / B-B forms into ``out`` (its fake's allocation): int8 or float8 x1 (m, k) and
+    weight (k, n), ``pertoken`` the fp32 (cdiv(m, row_group), cdiv(k, 128)) scale of each
+    group of ``row_group`` rows (1: G-B, 128: B-B) and 128 of k, ``s`` the fp32
+    (cdiv(k, 128), cdiv(n, 128)) scale of each 128 x 128 block of the weight, ``bias`` fp32
+    (n,) or None (int8 only):
+    ``out = sum_j fp32(x1[:, Kj] @ x2[Kj]) * (pertoken[m / row_group, j] * s[j, n / 128])
+    (+ bias)``, the blocks summed in fp32 in order (int8's block products exact; float8's
+    accumulated in fp32 by the tensor cores). Returns ``out``."""
     m, k = x1.shape
     n = out.shape[-1]
     if m * n == 0:
@@ -291,6 +304,7 @@ def run_block_scaled(x1, x2, pertoken, s, bias, out, config=None):
            *x1.stride(), 0, *x2.stride(), S_PER=True, HAS_P=True,
            BIAS=NO_BIAS if bias is None else FLOAT_BIAS, BIAS_BATCH=False, O_PER=0,
            OUT=FLOAT_OUT, **cfg, GROUP_M=8, GROUP=BLOCK_K_GB, BLOCK_SCALE=True,
+           FLOAT_IN=x1.is_floating_point(), ROW_GROUP=row_group,
            WIDE=max(x1.numel(), x2.numel(), out.numel()) >= WIDE_FROM)
     return out
 

@@ -360,22 +360,30 @@ def main() -> int:
             (0, "*bf16", ("*bf16", 2), quant_matmul.tiles(4096, 4096, 4096, cpu), 2),
             (0, "*bf16", ("*i32", 0), quant_matmul.tiles(16, 4096, 4096, cpu), "a8w4"),
             (0, "*fp16", ("*i32", 0), quant_matmul.tiles(512, 4096, 4096, cpu), "a4w4_group"),
-            (0, "*bf16", ("*fp32", 2), quant_matmul.tiles(4096, 4096, 4096, cpu), "g-b")):
+            (0, "*bf16", ("*fp32", 2), quant_matmul.tiles(4096, 4096, 4096, cpu), "g-b"),
+            (0, "*fp16", ("*fp32", 0), quant_matmul.tiles(16, 4096, 4096, cpu), "fp8e4nv g-b"),
+            (0, "*bf16", ("*fp32", 0), quant_matmul.tiles(4096, 4096, 4096, cpu), "fp8e5 b-b")):
         # the grouped forms (a scale row per 256 of k): A8W4 (int8 x1, int4 weights along n),
         # per-group A4W4 (int4 x1, weights along k, float16 zero points); int8 G-B (a scale
         # per row's group of 128 of k and per 128 x 128 block, a float bias)
-        a8w4, a4g, gb = pack == "a8w4", pack == "a4w4_group", pack == "g-b"
+        a8w4, a4g = pack == "a8w4", pack == "a4w4_group"
+        fp8 = pack.split()[0] if isinstance(pack, str) and pack.startswith("fp8") else None
+        gb = pack == "g-b" or fp8 is not None
         flags = dict(S_PER=True, HAS_P=out == 0, BIAS=bias[1],
                      BIAS_BATCH=out == 0 and not pack, O_PER=2 if out == 2 or a8w4 else 0,
                      OUT=out, PACK_A=pack in (1, 2) or a4g,
                      PACK_W=1 if a8w4 else 2 if a4g else 0 if gb else pack,
                      GROUP=quant_matmul.GROUP_K if a8w4 or a4g else
-                     quant_matmul.BLOCK_K_GB if gb else 0, ZERO_W=a4g, BLOCK_SCALE=gb)
+                     quant_matmul.BLOCK_K_GB if gb else 0, ZERO_W=a4g, BLOCK_SCALE=gb,
+                     FLOAT_IN=fp8 is not None,
+                     ROW_GROUP=quant_matmul.BLOCK_K_GB if str(pack).endswith("b-b") else 1)
         cfg = {k: v for k, v in cfg.items() if k.startswith("BLOCK")}
         packed = ({"w_ptr": "*i32"} if a8w4 else {} if gb or not pack
                   else {"a_ptr": "*i32", "w_ptr": "*i32"})
         if a4g:
             packed["o_ptr"] = "*fp16"
+        if fp8:
+            packed.update(a_ptr=f"*{fp8}", w_ptr=f"*{fp8}")
         k = _compile(quant_matmul._qmm, dict(qmm_types, b_ptr=bias[0], y_ptr=y, **packed),
                      dict(flags, **cfg, GROUP_M=8, WIDE=False))
         ptx = k.asm["ptx"]
@@ -444,7 +452,7 @@ def main() -> int:
 def test_kernels_compile_for_sm90_with_the_contracts_arithmetic():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") == 234, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") == 236, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

@@ -195,6 +195,13 @@ def main() -> int:
                                     "group_sizes": [1, 128, 128]}, dynamic_rows=True))
     report("npu_quant_matmul int8 G-B traced (dynamic rows)",
            kernels == ["_qmm"] and not any("npu." in o for o in ops), (kernels, sorted(ops)))
+    # and float8 B-B (a scale per 128 rows and 128 of k)
+    f8 = lambda *shape: torch.randn(shape).to(torch.float8_e4m3fn)  # noqa: E731
+    kernels, ops = _summary(_trace("npu_quant_matmul", (f8(256, 256), f8(256, 136), torch.rand(2, 2)),
+                                   {"pertoken_scale": torch.rand(2, 2), "output_dtype": torch.bfloat16,
+                                    "group_sizes": [128, 128, 128]}))
+    report("npu_quant_matmul float8 B-B traced",
+           kernels == ["_qmm"] and not any("npu." in o for o in ops), (kernels, sorted(ops)))
     # per tensor / per channel: the amax pass, then the quantising pass (also with a
     # symbolic row count)
     for mode in ("pertensor", "perchannel"):
@@ -270,7 +277,7 @@ def main() -> int:
 def test_torch_compile_traces_the_operators_on_cuda():
     pytest.importorskip("triton")
     r = run_module(__file__)
-    assert r.returncode == 0 and r.stdout.count(": ok") >= 58, r.stdout + r.stderr[-4000:]
+    assert r.returncode == 0 and r.stdout.count(": ok") >= 59, r.stdout + r.stderr[-4000:]
 
 
 if __name__ == "__main__":

@@ -359,3 +359,24 @@ def test_int8_per_block_is_bit_exact(path, m, k, n, bias, weight, device):
           "group_sizes": [1, 128, 128], "bias": torch.randn(n) if bias else None}
     _run(_launcher(path), npu.npu_quant_matmul, (_i8(m, k), x2, torch.rand(kb, nb) * 1e-2), kw,
          device, exact=(0,))
+
+
+# ---- float8 G-B / B-B: each block's product accumulated in fp32 by tl.dot -----------------
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2])
+@pytest.mark.parametrize("gm", [1, 128])
+@pytest.mark.parametrize("m,k,n", [(1, 128, 24), (17, 300, 200), (130, 256, 136)])
+@pytest.mark.parametrize("out", [fp16, fp32])
+def test_float8_per_block_is_within_the_output_rounding(path, fp8, gm, m, k, n, out, device):
+    """G-B (a scale per row and 128 of k) and B-B (per 128 rows and 128 of k), times a scale
+    per 128 x 128 weight block, the blocks summed in fp32 in order: within the output dtype's
+    tolerance of the reference, which takes each block's product exactly (the kernel's
+    tl.dot sums a block's 128 products in fp32)."""
+    torch.manual_seed(12)
+    kb, nb, mb = -(-k // 128), -(-n // 128), -(-m // gm)
+    x1 = (torch.randn(m, k) * 4).to(fp8)
+    x2 = (torch.randn(k, n) * 4).to(fp8)
+    kw = {"pertoken_scale": torch.rand(mb, kb) + 0.5, "output_dtype": out,
+          "group_sizes": [gm, 128, 128]}
+    _run(_launcher(path), npu.npu_quant_matmul, (x1, x2, torch.rand(kb, nb) + 0.5), kw, device)
