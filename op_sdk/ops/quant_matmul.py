@@ -171,21 +171,18 @@ def quant_matmul_cuda(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=N
               output_dtype=output_dtype, x1_dtype=x1_dtype, x2_dtype=x2_dtype,
               pertoken_scale_dtype=pertoken_scale_dtype, scale_dtype=scale_dtype,
               group_sizes=group_sizes, y_scale=y_scale)
-    if _is_a8w4(x1, x2) and x1_dtype is None and x2_dtype is None:
-        from op_sdk.triton_kernels import quant_matmul as qmm
+    from op_sdk.triton_kernels import quant_matmul as qmm
 
+    c = lambda t: None if t is None else t.contiguous()  # noqa: E731  (dense operands)
+    if _is_a8w4(x1, x2) and x1_dtype is None and x2_dtype is None:
         check_a8w4(x1, x2, scale, offset, pertoken_scale, bias, output_dtype, group_sizes)
-        c = lambda t: None if t is None else t.contiguous()  # noqa: E731
         return qmm.run_grouped(x1, x2, c(unpack_quant_scale(scale)), c(pertoken_scale),
                                quant_matmul_fake(x1, x2, scale, **kw), offset=c(offset))
     if _is_a4w4_per_group(x1, x2, scale):
-        from op_sdk.triton_kernels import quant_matmul as qmm
-
         check_a4w4_per_group(x1, x2, scale, offset, pertoken_scale, bias, output_dtype,
                              x1_dtype, x2_dtype, pertoken_scale_dtype, scale_dtype, group_sizes,
                              y_scale)
         _, _, transposed = _a4w4_shapes(x1, x2)
-        c = lambda t: None if t is None else t.contiguous()  # noqa: E731
         return qmm.run_grouped(x1, x2, c(scale), c(pertoken_scale),
                                quant_matmul_fake(x1, x2, scale, **kw), zero=c(offset),
                                pack_w=2 if transposed else 1)
@@ -193,13 +190,10 @@ def quant_matmul_cuda(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=N
             and x1.dtype in (torch.int8, torch.float8_e4m3fn, torch.float8_e5m2)
             and x1_dtype is None and x2_dtype is None
             and x1.dim() == x2.dim() == scale.dim() == pertoken_scale.dim() == 2):
-        from op_sdk.triton_kernels import quant_matmul as qmm
-
         _, (gm, _, _), *_ = check_per_block(x1, x2, scale, offset, pertoken_scale, bias,
                                             output_dtype, x1_dtype, x2_dtype,
                                             pertoken_scale_dtype, scale_dtype, group_sizes,
                                             y_scale)
-        c = lambda t: None if t is None else t.contiguous()  # noqa: E731
         return qmm.run_block_scaled(x1, x2, c(pertoken_scale), c(scale), c(bias),
                                     quant_matmul_fake(x1, x2, scale, **kw), row_group=gm)
     a4w4 = _is_a4w4(x1, x2) and not _is_a4w4_per_group(x1, x2, scale)
@@ -210,8 +204,6 @@ def quant_matmul_cuda(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=N
             or _is_per_block(x1, x2, scale, pertoken_scale)
             or _is_float8_form(x1, x2, x1_dtype, x2_dtype)):
         return quant_matmul_reference(x1, x2, scale, **kw)
-    from op_sdk.triton_kernels import quant_matmul as qmm
-
     pack_w = 0
     r1, r2 = x1, x2  # (the operands the int8 rules read)
     if a4w4:
@@ -222,7 +214,6 @@ def quant_matmul_cuda(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=N
                               group_sizes, y_scale)
     s, off = dequant_params(scale, offset)
     kind = {INT32: qmm.INT32_OUT, INT8: qmm.INT8_OUT}.get(code, qmm.FLOAT_OUT)
-    c = lambda t: None if t is None else t.contiguous()  # noqa: E731
     return qmm.run(x1, x2, c(s), c(pertoken_scale), c(bias),
                    c(off) if code == INT8 else None, _int8_output(r1, r2, code), kind,
                    pack_w=pack_w)

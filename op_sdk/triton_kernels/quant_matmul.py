@@ -223,9 +223,9 @@ def _qmm(a_ptr, w_ptr, s_ptr, p_ptr, b_ptr, o_ptr, y_ptr, M, N, K, rows_per_batc
                     row_sums += tl.sum(a.to(tl.int32), axis=1)
                 elif not BLOCK_SCALE:
                     sums += tl.sum(w.to(tl.int32), axis=0)
-            at = (g0 // GROUP) * N + c
+            g = g0 // GROUP
+            at = g * N + c
             if BLOCK_SCALE:  # (the two scales' product, then the term: each rounded)
-                g = g0 // GROUP
                 xs = tl.load(p_ptr + (r // ROW_GROUP) * tl.cdiv(K, GROUP) + g, mask=rm,
                              other=0.0)
                 ws = tl.load(s_ptr + g * tl.cdiv(N, GROUP) + c // GROUP, mask=cm, other=0.0)
@@ -284,6 +284,24 @@ GROUP_K = 256
 BLOCK_K_GB = 128
 
 
+def _run_groups(x1, x2, s, pertoken, out, k, group, config, b=None, o=None, **flags):
+    """_qmm's grouped mode (``group`` rows of k a scale row) over the (m, k) x (k, n)
+    product into ``out``: the tiles (k blocks within one group), the grid and the launch
+    the grouped forms share; ``b`` / ``o`` the bias / offset pointers (absent: any valid
+    one, never read), ``flags`` the form's switches."""
+    m, n = x1.shape[0], out.shape[-1]
+    if m * n == 0:
+        return out
+    cfg = dict(config or tiles(m, k, n, x1.device))
+    cfg["BLOCK_K"] = min(cfg["BLOCK_K"], group)  # (a block within one group)
+    grid = (triton.cdiv(m, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"]), 1)
+    launch(_qmm, grid, x1, x2, s, pertoken, s if b is None else b, s if o is None else o, out,
+           m, n, k, m, 0, *x1.stride(), 0, *x2.stride(), S_PER=True, HAS_P=True,
+           BIAS_BATCH=False, OUT=FLOAT_OUT, **cfg, GROUP_M=8, GROUP=group,
+           WIDE=max(m * k, k * n, out.numel()) >= WIDE_FROM, **flags)
+    return out
+
+
 def run_block_scaled(x1, x2, pertoken, s, bias, out, row_group=1, config=None):
     """The G-B / B-B forms into ``out`` (its fake's allocation): int8 or float8 x1 (m, k) and
     weight (k, n), ``pertoken`` the fp32 (cdiv(m, row_group), cdiv(k, 128)) scale of each
@@ -293,20 +311,9 @@ def run_block_scaled(x1, x2, pertoken, s, bias, out, row_group=1, config=None):
     ``out = sum_j fp32(x1[:, Kj] @ x2[Kj]) * (pertoken[m / row_group, j] * s[j, n / 128])
     (+ bias)``, the blocks summed in fp32 in order (int8's block products exact; float8's
     accumulated in fp32 by the tensor cores). Returns ``out``."""
-    m, k = x1.shape
-    n = out.shape[-1]
-    if m * n == 0:
-        return out
-    cfg = dict(config or tiles(m, k, n, x1.device))
-    cfg["BLOCK_K"] = min(cfg["BLOCK_K"], BLOCK_K_GB)
-    grid = (triton.cdiv(m, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"]), 1)
-    launch(_qmm, grid, x1, x2, s, pertoken, s if bias is None else bias, s, out, m, n, k, m, 0,
-           *x1.stride(), 0, *x2.stride(), S_PER=True, HAS_P=True,
-           BIAS=NO_BIAS if bias is None else FLOAT_BIAS, BIAS_BATCH=False, O_PER=0,
-           OUT=FLOAT_OUT, **cfg, GROUP_M=8, GROUP=BLOCK_K_GB, BLOCK_SCALE=True,
-           FLOAT_IN=x1.is_floating_point(), ROW_GROUP=row_group,
-           WIDE=max(x1.numel(), x2.numel(), out.numel()) >= WIDE_FROM)
-    return out
+    return _run_groups(x1, x2, s, pertoken, out, x1.shape[1], BLOCK_K_GB, config, b=bias,
+                       BIAS=NO_BIAS if bias is None else FLOAT_BIAS, O_PER=0,
+                       BLOCK_SCALE=True, FLOAT_IN=x1.is_floating_point(), ROW_GROUP=row_group)
 
 
 def run_grouped(x1, x2, s, pertoken, out, *, offset=None, zero=None, pack_w=1, config=None):
@@ -319,20 +326,10 @@ def run_grouped(x1, x2, s, pertoken, out, *, offset=None, zero=None, pack_w=1, c
     ``out = (sum_g s[g] * (x1[:, g] @ (w[g] - zero[g]))) * pertoken``. The groups are summed
     in fp32 in order. Returns ``out``."""
     pack_a = x1.dtype == torch.int32
-    m = x1.shape[0]
-    k, n = x1.shape[1] * (8 if pack_a else 1), out.shape[-1]
-    if m * n == 0:
-        return out
-    cfg = dict(config or tiles(m, k, n, x1.device))
-    cfg["BLOCK_K"] = min(cfg["BLOCK_K"], GROUP_K)  # (a block within one group)
-    grid = (triton.cdiv(m, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"]), 1)
-    o = zero if zero is not None else offset
-    launch(_qmm, grid, x1, x2, s, pertoken, s, s if o is None else o, out, m, n, k, m, 0,
-           *x1.stride(), 0, *x2.stride(), S_PER=True, HAS_P=True, BIAS=NO_BIAS,
-           BIAS_BATCH=False, O_PER=0 if offset is None else 2, OUT=FLOAT_OUT, **cfg,
-           GROUP_M=8, PACK_A=pack_a, PACK_W=pack_w, GROUP=GROUP_K, ZERO_W=zero is not None,
-           WIDE=max(x1.numel() * (8 if pack_a else 1), x2.numel() * 8, out.numel()) >= WIDE_FROM)
-    return out
+    return _run_groups(x1, x2, s, pertoken, out, x1.shape[1] * (8 if pack_a else 1), GROUP_K,
+                       config, o=zero if zero is not None else offset, BIAS=NO_BIAS,
+                       O_PER=0 if offset is None else 2, PACK_A=pack_a, PACK_W=pack_w,
+                       ZERO_W=zero is not None)
 
 
 def run(x1, x2, s, pertoken, bias, offset, out, kind, config=None, pack_w=0):
